@@ -1,0 +1,59 @@
+// Command ublk-raid is Linux software RAID served from user space on the
+// kernel's ublk driver.
+package main
+
+import (
+	"errors"
+	"fmt"
+	"os"
+
+	"github.com/spf13/cobra"
+)
+
+// usageError marks bad command-line input (exit code 2).
+type usageError struct{ err error }
+
+func (e usageError) Error() string { return e.err.Error() }
+func (e usageError) Unwrap() error { return e.err }
+
+func usagef(format string, a ...any) error { return usageError{fmt.Errorf(format, a...)} }
+
+// Exit codes, mdadm-like.
+const (
+	exitOK    = 0
+	exitError = 1
+	exitUsage = 2
+)
+
+func newRootCmd() *cobra.Command {
+	var logLevel string
+	root := &cobra.Command{
+		Use:           "ublk-raid",
+		Short:         "Software RAID in user space on Linux ublk",
+		SilenceUsage:  true,
+		SilenceErrors: true,
+	}
+	root.PersistentFlags().StringVar(&logLevel, "log-level", "info", "log level: debug, info, warn, error")
+	root.AddCommand(newPassthroughCmd(&logLevel), newRecoverCmd(&logLevel), newDelCmd(), newListCmd(), newVersionCmd())
+	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return usageError{err} })
+	return root
+}
+
+func exitCode(err error) int {
+	if err == nil {
+		return exitOK
+	}
+	var u usageError
+	if errors.As(err, &u) {
+		return exitUsage
+	}
+	return exitError
+}
+
+func main() {
+	err := newRootCmd().Execute()
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "ublk-raid:", err)
+	}
+	os.Exit(exitCode(err))
+}

@@ -1,0 +1,357 @@
+package main
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"runtime"
+	"strconv"
+	"strings"
+	"syscall"
+	"text/tabwriter"
+
+	"github.com/spf13/cobra"
+	"go.uber.org/zap"
+	"golang.org/x/sys/unix"
+
+	"github.com/ublk-raid/ublk-raid/ublk"
+)
+
+// serveOptions are the queue settings shared by commands that serve a device.
+type serveOptions struct {
+	number  int
+	queues  int
+	depth   int
+	maxIO   string
+	noPin   bool
+	noFixed bool
+}
+
+func (o *serveOptions) addFlags(c *cobra.Command) {
+	c.Flags().IntVarP(&o.number, "number", "n", -1, "device number N of /dev/ublkbN (-1: first free)")
+	c.Flags().IntVarP(&o.queues, "queues", "q", 0, fmt.Sprintf("queues (0: one per CPU, at most %d)", ublk.MaxDefaultQueues))
+	c.Flags().IntVarP(&o.depth, "depth", "d", ublk.DefaultDepth, "requests in flight per queue")
+	c.Flags().StringVar(&o.maxIO, "max-io", "512K", "largest request (multiple of 4K, up to 32M)")
+	c.Flags().BoolVar(&o.noPin, "no-pin", false, "do not pin queue threads to their CPUs")
+	c.Flags().BoolVar(&o.noFixed, "no-fixed-buffers", false, "do not register I/O buffers with io_uring")
+}
+
+func (o *serveOptions) config() (ublk.Config, error) {
+	maxIO, err := parseSize(o.maxIO)
+	if err != nil {
+		return ublk.Config{}, usagef("--max-io: %v", err)
+	}
+	switch {
+	case o.number < -1:
+		return ublk.Config{}, usagef("--number %d: must be -1 or a device number", o.number)
+	case o.queues < 0 || o.queues > 4096:
+		return ublk.Config{}, usagef("--queues %d: must be 0..4096", o.queues)
+	case o.depth < 1 || o.depth > 4096:
+		return ublk.Config{}, usagef("--depth %d: must be 1..4096", o.depth)
+	case maxIO < 4096 || maxIO%4096 != 0 || maxIO > 32<<20:
+		return ublk.Config{}, usagef("--max-io %s: must be a multiple of 4K from 4K to 32M", o.maxIO)
+	}
+	return ublk.Config{ID: o.number, Queues: o.queues, Depth: o.depth, MaxIOBytes: int(maxIO),
+		NoPin: o.noPin, NoFixedBuffers: o.noFixed}, nil
+}
+
+// parseSize parses 4096, 4K, 512k, 1M, 2G.
+func parseSize(s string) (int64, error) {
+	s = strings.TrimSpace(s)
+	mult := int64(1)
+	if n := len(s); n > 0 {
+		switch s[n-1] {
+		case 'k', 'K':
+			mult = 1 << 10
+		case 'm', 'M':
+			mult = 1 << 20
+		case 'g', 'G':
+			mult = 1 << 30
+		}
+		if mult != 1 {
+			s = s[:n-1]
+		}
+	}
+	v, err := strconv.ParseInt(s, 10, 64)
+	if err != nil || v < 0 {
+		return 0, fmt.Errorf("%q is not a size", s)
+	}
+	return v * mult, nil
+}
+
+func newLogger(level string, stderr io.Writer) (*zap.Logger, error) {
+	lvl, err := zap.ParseAtomicLevel(level)
+	if err != nil {
+		return nil, usagef("--log-level: %v", err)
+	}
+	cfg := zap.NewProductionConfig()
+	if f, ok := stderr.(*os.File); ok && isTerminal(f) {
+		cfg = zap.NewDevelopmentConfig()
+	}
+	cfg.Level = lvl
+	cfg.OutputPaths = []string{"stderr"}
+	cfg.DisableStacktrace = true
+	return cfg.Build()
+}
+
+func isTerminal(f *os.File) bool {
+	_, err := unix.IoctlGetTermios(int(f.Fd()), unix.TCGETS)
+	return err == nil
+}
+
+type passthroughOptions struct {
+	serve  serveOptions
+	member string
+}
+
+func newPassthroughCmd(logLevel *string) *cobra.Command {
+	var o passthroughOptions
+	c := &cobra.Command{
+		Use:   "passthrough MEMBER",
+		Short: "Serve /dev/ublkbN as a 1:1 passthrough of one block device or file (foreground)",
+		Long: "Creates a ublk device that maps 1:1 onto MEMBER, prints its path once it is live, and serves it\n" +
+			"until it is deleted (ublk-raid del) or this process gets SIGINT/SIGTERM (then it deletes it).\n" +
+			"If the process dies, `ublk-raid recover -n N MEMBER` re-attaches without I/O errors.",
+		Args: exactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			o.member = args[0]
+			log, err := newLogger(*logLevel, cmd.ErrOrStderr())
+			if err != nil {
+				return err
+			}
+			defer log.Sync()
+			return runPassthrough(o, false, cmd.OutOrStdout(), log)
+		},
+	}
+	o.serve.addFlags(c)
+	return c
+}
+
+func newRecoverCmd(logLevel *string) *cobra.Command {
+	var o passthroughOptions
+	c := &cobra.Command{
+		Use:   "recover -n N MEMBER",
+		Short: "Re-attach to passthrough device N whose server died, serving it again (foreground)",
+		Args:  exactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			o.member = args[0]
+			if o.serve.number < 0 {
+				return usagef("recover needs -n N, the device to re-attach")
+			}
+			log, err := newLogger(*logLevel, cmd.ErrOrStderr())
+			if err != nil {
+				return err
+			}
+			defer log.Sync()
+			return runPassthrough(o, true, cmd.OutOrStdout(), log)
+		},
+	}
+	o.serve.addFlags(c)
+	return c
+}
+
+func exactArgs(n int) cobra.PositionalArgs {
+	return func(_ *cobra.Command, args []string) error {
+		if len(args) != n {
+			return usagef("expected %d argument(s), got %d", n, len(args))
+		}
+		return nil
+	}
+}
+
+// runPassthrough creates (or recovers) a passthrough device and serves it
+// until it is stopped.
+func runPassthrough(o passthroughOptions, recover bool, stdout io.Writer, log *zap.Logger) error {
+	cfg, err := o.serve.config()
+	if err != nil {
+		return err
+	}
+	// Checked before the member is opened, so that a missing driver or a
+	// non-root user is told so and nothing is touched.
+	ctrl, err := ublk.OpenControl()
+	if err != nil {
+		return err
+	}
+	defer ctrl.Close()
+	prepareProcess(log)
+	m, err := ublk.OpenMember(o.member)
+	if err != nil {
+		return err
+	}
+	defer m.Close()
+	t := ublk.NewPassthrough(m)
+	cfg.Params = t.Params()
+	var d *ublk.Device
+	if recover {
+		d, err = ublk.Recover(ctrl, uint32(o.serve.number), t, cfg)
+	} else {
+		d, err = ublk.Create(ctrl, t, cfg)
+	}
+	if err != nil {
+		return err
+	}
+	log.Info("device live", zap.String("device", d.BlockPath()), zap.String("member", o.member),
+		zap.Int("queues", int(d.Info().NrHwQueues)), zap.Int("depth", int(d.Info().QueueDepth)),
+		zap.Bool("recovered", recover))
+	fmt.Fprintln(stdout, d.BlockPath())
+
+	sig := make(chan os.Signal, 1)
+	signal.Notify(sig, syscall.SIGINT, syscall.SIGTERM)
+	defer signal.Stop(sig)
+	select {
+	case s := <-sig:
+		log.Info("signal: deleting device", zap.String("signal", s.String()), zap.String("device", d.BlockPath()))
+		return d.Delete()
+	case <-d.Done():
+		// Stopped from outside (ublk-raid del): release our files so the
+		// deleting command's DEL_DEV can finish.
+		err := d.Stop()
+		log.Info("device stopped", zap.String("device", d.BlockPath()))
+		if err != nil && !errors.Is(err, unix.ENODEV) {
+			return err
+		}
+		return nil
+	}
+}
+
+// prepareProcess applies the process-wide settings a ublk server wants.
+func prepareProcess(log *zap.Logger) {
+	// A private mount namespace for the thread that runs the server loop
+	// keeps it from holding references on mounts made later on the devices
+	// it serves. Best effort: it needs CAP_SYS_ADMIN, which we have.
+	runtime.LockOSThread()
+	if err := unix.Unshare(unix.CLONE_NEWNS); err != nil {
+		log.Debug("unshare(CLONE_NEWNS) failed", zap.Error(err))
+	}
+	runtime.UnlockOSThread()
+}
+
+type delOptions struct {
+	number int
+	all    bool
+}
+
+func newDelCmd() *cobra.Command {
+	var o delOptions
+	c := &cobra.Command{
+		Use:   "del (-n N | --all)",
+		Short: "Stop and delete ublk device N (or all)",
+		Args:  exactArgs(0),
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			return runDel(o, cmd.OutOrStdout())
+		},
+	}
+	c.Flags().IntVarP(&o.number, "number", "n", -1, "device number")
+	c.Flags().BoolVar(&o.all, "all", false, "delete every ublk device")
+	return c
+}
+
+func runDel(o delOptions, stdout io.Writer) error {
+	if (o.number < 0) == !o.all {
+		return usagef("del needs exactly one of -n N and --all")
+	}
+	ids := []uint32{uint32(o.number)}
+	if o.all {
+		var err error
+		if ids, err = listDevices(); err != nil {
+			return err
+		}
+	}
+	ctrl, err := ublk.OpenControl()
+	if err != nil {
+		return err
+	}
+	defer ctrl.Close()
+	var errs []error
+	for _, id := range ids {
+		if err := ctrl.StopDev(id); err != nil {
+			errs = append(errs, err)
+			continue
+		}
+		if err := ctrl.DelDev(id); err != nil {
+			errs = append(errs, err)
+			continue
+		}
+		fmt.Fprintf(stdout, "deleted /dev/ublkb%d\n", id)
+	}
+	return errors.Join(errs...)
+}
+
+// listDevices returns the ids of the ublk devices on the machine, from
+// their character devices.
+func listDevices() ([]uint32, error) {
+	ents, err := os.ReadDir("/sys/class/ublk-char")
+	if errors.Is(err, os.ErrNotExist) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	var ids []uint32
+	for _, e := range ents {
+		if n, err := strconv.ParseUint(strings.TrimPrefix(e.Name(), "ublkc"), 10, 32); err == nil {
+			ids = append(ids, uint32(n))
+		}
+	}
+	return ids, nil
+}
+
+func newListCmd() *cobra.Command {
+	return &cobra.Command{
+		Use:   "list",
+		Short: "List ublk devices",
+		Args:  exactArgs(0),
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			ids, err := listDevices()
+			if err != nil {
+				return err
+			}
+			if len(ids) == 0 {
+				return nil
+			}
+			ctrl, err := ublk.OpenControl()
+			if err != nil {
+				return err
+			}
+			defer ctrl.Close()
+			tw := tabwriter.NewWriter(cmd.OutOrStdout(), 0, 4, 2, ' ', 0)
+			fmt.Fprintln(tw, "DEVICE\tSTATE\tPID\tQUEUES\tDEPTH")
+			for _, id := range ids {
+				info, err := ctrl.DevInfo(id)
+				if err != nil {
+					return err
+				}
+				fmt.Fprintf(tw, "/dev/ublkb%d\t%s\t%d\t%d\t%d\n", id, stateName(info.State), info.UblksrvPid, info.NrHwQueues, info.QueueDepth)
+			}
+			return tw.Flush()
+		},
+	}
+}
+
+func stateName(s uint16) string {
+	switch s {
+	case ublk.StateDead:
+		return "dead"
+	case ublk.StateLive:
+		return "live"
+	case ublk.StateQuiesced:
+		return "quiesced"
+	}
+	return "unknown"
+}
+
+var version = "dev"
+
+func newVersionCmd() *cobra.Command {
+	return &cobra.Command{
+		Use:   "version",
+		Short: "Print the version",
+		Args:  exactArgs(0),
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			fmt.Fprintln(cmd.OutOrStdout(), "ublk-raid", version)
+			return nil
+		},
+	}
+}

@@ -1,0 +1,308 @@
+package ublk
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"runtime"
+	"sync"
+	"time"
+
+	"golang.org/x/sys/unix"
+)
+
+// Config describes a device to create.
+type Config struct {
+	// ID is the wanted device number, or -1 for the first free one.
+	ID int
+	// Queues is the number of hardware queues; 0 means one per CPU, at
+	// most MaxDefaultQueues.
+	Queues int
+	// Depth is the number of tags per queue; 0 means 128.
+	Depth int
+	// MaxIOBytes is the largest request, and the size of each tag's
+	// buffer; 0 means 512 KiB.
+	MaxIOBytes int
+	// Params are the block device parameters. Basic.MaxSectors is filled
+	// from MaxIOBytes when zero.
+	Params Params
+	// NoPin leaves queue threads unpinned (the default pins each to the
+	// first CPU of its queue's affinity).
+	NoPin bool
+	// NoFixedBuffers skips registering the tag buffers with each ring.
+	NoFixedBuffers bool
+}
+
+// Defaults.
+const (
+	MaxDefaultQueues  = 8
+	DefaultDepth      = 128
+	DefaultMaxIOBytes = 512 << 10
+)
+
+// RecoveryWait is how long Recover retries START_USER_RECOVERY while the
+// kernel reports the old server's files still open.
+const RecoveryWait = 30 * time.Second
+
+// Device is a ublk device served by this process.
+type Device struct {
+	ctrl   *Control
+	info   DevInfo
+	char   *os.File
+	target Target
+
+	wg       sync.WaitGroup
+	mu       sync.Mutex
+	queueErr []error
+	queues   []*Queue
+	done     chan struct{}
+	stopOnce sync.Once
+}
+
+func (c *Config) normalize() {
+	if c.Queues <= 0 {
+		c.Queues = min(runtime.NumCPU(), MaxDefaultQueues)
+	}
+	if c.Depth <= 0 {
+		c.Depth = DefaultDepth
+	}
+	if c.MaxIOBytes <= 0 {
+		c.MaxIOBytes = DefaultMaxIOBytes
+	}
+}
+
+// Validate checks a configuration without touching the kernel.
+func (c Config) Validate() error {
+	c.normalize()
+	switch {
+	case c.ID < -1 || c.ID >= 1<<20:
+		return fmt.Errorf("device number %d out of range", c.ID)
+	case c.Queues > maxNrQueues:
+		return fmt.Errorf("%d queues: at most %d", c.Queues, maxNrQueues)
+	case c.Depth > maxQueueDepth:
+		return fmt.Errorf("queue depth %d: at most %d", c.Depth, maxQueueDepth)
+	case c.MaxIOBytes%4096 != 0 || c.MaxIOBytes > 32<<20:
+		return fmt.Errorf("max I/O size %d: must be a multiple of 4096 up to 32 MiB", c.MaxIOBytes)
+	case c.Params.Basic.DevSectors == 0:
+		return errors.New("device size is zero")
+	}
+	b := c.Params.Basic
+	if b.LogicalBSShift < 9 || b.LogicalBSShift > 12 || b.PhysicalBSShift < b.LogicalBSShift {
+		return fmt.Errorf("block size shifts logical %d physical %d invalid", b.LogicalBSShift, b.PhysicalBSShift)
+	}
+	return nil
+}
+
+// Create adds a ublk device served by target, starts its queues and makes
+// /dev/ublkbN live. The device is created with USER_RECOVERY|REISSUE, so
+// if this process dies, a new one can Recover it without I/O errors.
+func Create(ctrl *Control, target Target, cfg Config) (*Device, error) {
+	cfg.normalize()
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	feats, err := ctrl.Features()
+	if err != nil {
+		return nil, err
+	}
+	if need := flagsRequiredByThisDaemon; feats&need != need {
+		return nil, fmt.Errorf("ublk driver lacks features %#x (has %#x): need Linux 6.5+", need&^feats, feats)
+	}
+	id := ^uint32(0)
+	if cfg.ID >= 0 {
+		id = uint32(cfg.ID)
+	}
+	info, err := ctrl.AddDev(DevInfo{
+		NrHwQueues:    uint16(cfg.Queues),
+		QueueDepth:    uint16(cfg.Depth),
+		MaxIOBufBytes: uint32(cfg.MaxIOBytes),
+		DevID:         id,
+		UblksrvPid:    int32(os.Getpid()),
+		Flags:         flagsRequiredByThisDaemon,
+	})
+	if err != nil {
+		return nil, err
+	}
+	d := &Device{ctrl: ctrl, info: info, target: target, done: make(chan struct{})}
+	fail := func(err error) (*Device, error) {
+		d.teardown()
+		if derr := ctrl.DelDev(info.DevID); derr != nil {
+			err = fmt.Errorf("%w (and deleting the half-made device: %v)", err, derr)
+		}
+		return nil, err
+	}
+	p := cfg.Params
+	p.Types |= ParamTypeBasic
+	if p.Basic.MaxSectors == 0 || p.Basic.MaxSectors > info.MaxIOBufBytes>>9 {
+		p.Basic.MaxSectors = info.MaxIOBufBytes >> 9
+	}
+	if err := ctrl.SetParams(info.DevID, p); err != nil {
+		return fail(err)
+	}
+	if err := d.openChar(); err != nil {
+		return fail(err)
+	}
+	if err := d.startQueues(!cfg.NoPin, !cfg.NoFixedBuffers); err != nil {
+		return fail(err)
+	}
+	if err := ctrl.StartDev(info.DevID, os.Getpid()); err != nil {
+		return fail(err)
+	}
+	return d, nil
+}
+
+// Recover re-attaches this process to device id, whose previous server
+// died: START_USER_RECOVERY (retried while the kernel is still releasing
+// the old server), queues that FETCH every tag, END_USER_RECOVERY. Requests
+// the old server had not completed are reissued to the new queues.
+func Recover(ctrl *Control, id uint32, target Target, cfg Config) (*Device, error) {
+	info, err := ctrl.DevInfo(id)
+	if err != nil {
+		return nil, err
+	}
+	if info.Flags&FlagUserRecovery == 0 {
+		return nil, fmt.Errorf("ublk device %d was not created with user recovery", id)
+	}
+	if info.State == StateLive && info.UblksrvPid > 0 && unix.Kill(int(info.UblksrvPid), 0) == nil {
+		return nil, fmt.Errorf("ublk device %d is live, served by pid %d", id, info.UblksrvPid)
+	}
+	if err := ctrl.StartUserRecovery(id, RecoveryWait); err != nil {
+		return nil, err
+	}
+	d := &Device{ctrl: ctrl, info: info, target: target, done: make(chan struct{})}
+	if err := d.openChar(); err != nil {
+		return nil, err
+	}
+	if err := d.startQueues(!cfg.NoPin, !cfg.NoFixedBuffers); err != nil {
+		d.teardown()
+		return nil, err
+	}
+	if err := ctrl.EndUserRecovery(id, os.Getpid()); err != nil {
+		d.teardown()
+		return nil, err
+	}
+	return d, nil
+}
+
+func (d *Device) openChar() error {
+	path := d.CharPath()
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		f, err := os.OpenFile(path, os.O_RDWR, 0)
+		if err == nil {
+			d.char = f
+			return nil
+		}
+		// The node appears asynchronously (devtmpfs/udev).
+		if !errors.Is(err, os.ErrNotExist) || time.Now().After(deadline) {
+			return fmt.Errorf("open %s: %w", path, err)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+func (d *Device) startQueues(pin, fixedBuffers bool) error {
+	n := int(d.info.NrHwQueues)
+	d.queueErr = make([]error, n)
+	d.queues = make([]*Queue, n)
+	readies := make([]chan error, n)
+	for i := range n {
+		cpu := -1
+		if pin {
+			if set, err := d.ctrl.QueueAffinity(d.info.DevID, uint16(i)); err == nil {
+				cpu = firstCPU(&set)
+			}
+		}
+		readies[i] = make(chan error, 1)
+		d.wg.Add(1)
+		go func() {
+			defer d.wg.Done()
+			q, err := runQueue(queueSetup{
+				id: i, depth: int(d.info.QueueDepth), maxIO: int(d.info.MaxIOBufBytes),
+				char: d.char, target: d.target, cpu: cpu, fixedBuffers: fixedBuffers,
+			}, readies[i])
+			d.mu.Lock()
+			d.queueErr[i] = err
+			d.queues[i] = q
+			d.mu.Unlock()
+		}()
+	}
+	go func() { d.wg.Wait(); close(d.done) }()
+	var errs []error
+	for _, r := range readies {
+		if err := <-r; err != nil {
+			errs = append(errs, err)
+		}
+	}
+	return errors.Join(errs...)
+}
+
+func firstCPU(set *unix.CPUSet) int {
+	for c := range len(set) * 64 {
+		if set.IsSet(c) {
+			return c
+		}
+	}
+	return -1
+}
+
+// teardown stops the queues (STOP_DEV aborts every FETCH; queues then
+// exit) and releases the character device.
+func (d *Device) teardown() {
+	if d.char != nil {
+		d.ctrl.StopDev(d.info.DevID)
+		<-d.done
+		d.char.Close()
+		d.char = nil
+	}
+}
+
+// ID is the device number N of /dev/ublkbN.
+func (d *Device) ID() uint32 { return d.info.DevID }
+
+// Info is the device info as of creation or recovery.
+func (d *Device) Info() DevInfo { return d.info }
+
+// BlockPath is /dev/ublkbN.
+func (d *Device) BlockPath() string { return fmt.Sprintf("/dev/ublkb%d", d.info.DevID) }
+
+// CharPath is /dev/ublkcN.
+func (d *Device) CharPath() string { return fmt.Sprintf("/dev/ublkc%d", d.info.DevID) }
+
+// Done is closed when every queue has stopped.
+func (d *Device) Done() <-chan struct{} { return d.done }
+
+// Err returns the queues' errors once Done is closed.
+func (d *Device) Err() error {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return errors.Join(d.queueErr...)
+}
+
+// Stop removes the block device (waiting for in-flight I/O), stops the
+// queues and releases the character device. The device still exists
+// (stopped) until Delete.
+func (d *Device) Stop() error {
+	var err error
+	d.stopOnce.Do(func() {
+		err = d.ctrl.StopDev(d.info.DevID)
+		<-d.done
+		if d.char != nil {
+			d.char.Close()
+			d.char = nil
+		}
+		if qerr := d.Err(); qerr != nil && err == nil {
+			err = qerr
+		}
+	})
+	return err
+}
+
+// Delete stops the device if needed and deletes it.
+func (d *Device) Delete() error {
+	serr := d.Stop()
+	if err := d.ctrl.DelDev(d.info.DevID); err != nil {
+		return errors.Join(serr, err)
+	}
+	return serr
+}

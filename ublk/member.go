@@ -1,0 +1,162 @@
+package ublk
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"strconv"
+	"strings"
+	"unsafe"
+
+	"golang.org/x/sys/unix"
+)
+
+// Member is a block device or regular file opened for O_DIRECT I/O by a
+// target, with the properties the device parameters derive from.
+type Member struct {
+	Path          string
+	File          *os.File
+	Size          int64 // bytes
+	BlockDevice   bool
+	LogicalBlock  int
+	PhysicalBlock int
+	IOMin         int
+	IOOpt         int
+	// VolatileCache is true when the member has a write-back cache (so a
+	// FLUSH must reach it), and for regular files (whose data also depends
+	// on the host filesystem's fdatasync).
+	VolatileCache bool
+	// Discard is true when DISCARD can be forwarded (punch hole for files,
+	// BLOCK_URING_CMD_DISCARD for block devices that support discard).
+	Discard            bool
+	DiscardGranularity int
+	Rotational         bool
+}
+
+// MinMemberBytes is the smallest member accepted.
+const MinMemberBytes = 1 << 20
+
+// OpenMember opens path O_RDWR|O_DIRECT. Block devices are opened O_EXCL,
+// so a member that is mounted, in another array or otherwise held
+// exclusively is refused (EBUSY) before anything is written to it.
+func OpenMember(path string) (*Member, error) {
+	st, err := os.Stat(path)
+	if err != nil {
+		if errors.Is(err, os.ErrNotExist) {
+			return nil, fmt.Errorf("member %s does not exist", path)
+		}
+		return nil, fmt.Errorf("member %s: %w", path, err)
+	}
+	m := &Member{Path: path}
+	flags := unix.O_RDWR | unix.O_DIRECT | unix.O_CLOEXEC
+	switch {
+	case st.Mode()&os.ModeDevice != 0 && st.Mode()&os.ModeCharDevice == 0:
+		m.BlockDevice = true
+		flags |= unix.O_EXCL
+	case st.Mode().IsRegular():
+	default:
+		return nil, fmt.Errorf("member %s is neither a block device nor a regular file", path)
+	}
+	fd, err := unix.Open(path, flags, 0)
+	if err != nil {
+		if errors.Is(err, unix.EBUSY) {
+			return nil, fmt.Errorf("member %s is in use (mounted, in an array, or opened exclusively by another program): %w", path, err)
+		}
+		if errors.Is(err, unix.EACCES) || errors.Is(err, unix.EPERM) {
+			return nil, fmt.Errorf("member %s: %w (run as root)", path, err)
+		}
+		return nil, fmt.Errorf("open member %s: %w", path, err)
+	}
+	m.File = os.NewFile(uintptr(fd), path)
+	if err := m.probe(st); err != nil {
+		m.File.Close()
+		return nil, err
+	}
+	if m.Size < MinMemberBytes {
+		m.File.Close()
+		return nil, fmt.Errorf("member %s is too small: %d bytes, need at least %d", path, m.Size, MinMemberBytes)
+	}
+	return m, nil
+}
+
+func (m *Member) probe(st os.FileInfo) error {
+	fd := int(m.File.Fd())
+	if !m.BlockDevice {
+		m.Size = st.Size()
+		m.LogicalBlock, m.PhysicalBlock = 512, 4096
+		var fs unix.Statfs_t
+		if unix.Fstatfs(fd, &fs) == nil && fs.Bsize > 512 && fs.Bsize <= 4096 {
+			m.PhysicalBlock = int(fs.Bsize)
+		}
+		// O_DIRECT on most filesystems wants the fs block size; be safe.
+		m.LogicalBlock = m.PhysicalBlock
+		m.VolatileCache = true
+		m.Discard = true
+		m.DiscardGranularity = m.PhysicalBlock
+		return nil
+	}
+	var size uint64
+	if err := ioctlPtr(fd, unix.BLKGETSIZE64, unsafe.Pointer(&size)); err != nil {
+		return fmt.Errorf("member %s: BLKGETSIZE64: %w", m.Path, err)
+	}
+	m.Size = int64(size)
+	var v int32
+	if err := ioctlPtr(fd, unix.BLKSSZGET, unsafe.Pointer(&v)); err != nil {
+		return fmt.Errorf("member %s: BLKSSZGET: %w", m.Path, err)
+	}
+	m.LogicalBlock = int(v)
+	var u uint32
+	if ioctlPtr(fd, unix.BLKPBSZGET, unsafe.Pointer(&u)) == nil {
+		m.PhysicalBlock = int(u)
+	}
+	if ioctlPtr(fd, unix.BLKIOMIN, unsafe.Pointer(&u)) == nil {
+		m.IOMin = int(u)
+	}
+	if ioctlPtr(fd, unix.BLKIOOPT, unsafe.Pointer(&u)) == nil {
+		m.IOOpt = int(u)
+	}
+	m.PhysicalBlock = max(m.PhysicalBlock, m.LogicalBlock)
+	var rdev unix.Stat_t
+	if err := unix.Fstat(fd, &rdev); err != nil {
+		return err
+	}
+	q := fmt.Sprintf("/sys/dev/block/%d:%d/queue/", unix.Major(rdev.Rdev), unix.Minor(rdev.Rdev))
+	m.VolatileCache = strings.TrimSpace(readSys(q+"write_cache")) == "write back"
+	if n, _ := strconv.ParseInt(strings.TrimSpace(readSys(q+"discard_max_bytes")), 10, 64); n > 0 {
+		m.Discard = true
+		g, _ := strconv.Atoi(strings.TrimSpace(readSys(q + "discard_granularity")))
+		m.DiscardGranularity = max(g, m.LogicalBlock)
+	}
+	m.Rotational = strings.TrimSpace(readSys(q+"rotational")) == "1"
+	return nil
+}
+
+func readSys(path string) string {
+	b, _ := os.ReadFile(path)
+	return string(b)
+}
+
+func ioctlPtr(fd int, req uint, arg unsafe.Pointer) error {
+	_, _, errno := unix.Syscall(unix.SYS_IOCTL, uintptr(fd), uintptr(req), uintptr(arg))
+	if errno != 0 {
+		return errno
+	}
+	return nil
+}
+
+// Close closes the member.
+func (m *Member) Close() error { return m.File.Close() }
+
+// Fd is the member's file descriptor.
+func (m *Member) Fd() int { return int(m.File.Fd()) }
+
+func log2(n int) uint8 {
+	var s uint8
+	for n > 1 {
+		n >>= 1
+		s++
+	}
+	return s
+}
+
+func isPow2(n int) bool { return n > 0 && n&(n-1) == 0 }

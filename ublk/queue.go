@@ -1,0 +1,293 @@
+package ublk
+
+import (
+	"fmt"
+	"os"
+	"runtime"
+	"unsafe"
+
+	"golang.org/x/sys/unix"
+)
+
+// Tag states, from the server's point of view.
+const (
+	tagIdle    uint8 = iota // no command in flight (before FETCH)
+	tagFetched              // FETCH or COMMIT_AND_FETCH in flight: the kernel owns the tag
+	tagServing              // a request is with the handler
+	tagDead                 // aborted by the kernel; never used again
+)
+
+// Queue is one ublk hardware queue served by one goroutine locked to its
+// OS thread (pinned to a CPU of the queue's affinity), owning one io_uring
+// ring that carries both the ublk commands and the target's member I/O.
+// Its methods must only be called on that thread, from the handler.
+type Queue struct {
+	id         int
+	depth      int
+	maxIO      int
+	ring       *Ring
+	char       *os.File
+	descMem    []byte
+	descs      []ioDesc
+	bufMem     []byte
+	reqs       []Request
+	state      []uint8
+	live       int // tags not dead
+	inflight   int // target SQEs without CQE yet
+	handler    QueueHandler
+	fixedBufs  bool
+	err        error
+	stats      QueueStats
+	cpu        int
+	ioFlusher  bool
+	singleIssu bool
+}
+
+// QueueStats are counters kept by the queue thread. They are read racily
+// by observers (for metrics), which is acceptable for monotonic counters.
+type QueueStats struct {
+	Requests uint64
+	Errors   uint64
+	Enters   uint64
+}
+
+// ID is the queue's index.
+func (q *Queue) ID() int { return q.id }
+
+// Depth is the number of tags.
+func (q *Queue) Depth() int { return q.depth }
+
+// MaxIOBytes is the size of each tag's buffer.
+func (q *Queue) MaxIOBytes() int { return q.maxIO }
+
+// FixedBuffers reports whether the tag buffers are registered with the
+// ring as fixed buffer 0: targets then use OpReadFixed/OpWriteFixed.
+func (q *Queue) FixedBuffers() bool { return q.fixedBufs }
+
+// SQE returns a zeroed submission entry for target I/O whose completion
+// will be delivered to the handler's OnCompletion with userData (which
+// must not use bit 63). If the ring is full, queued entries are submitted
+// first.
+func (q *Queue) SQE(userData uint64) (*SQE, error) {
+	s, err := q.ring.NextSQE()
+	if err != nil {
+		return nil, err
+	}
+	s.UserData = userData | targetBit
+	q.inflight++
+	return s, nil
+}
+
+// Ring gives targets access to ring helpers such as PrepLinkTimeout.
+func (q *Queue) Ring() *Ring { return q.ring }
+
+// Complete commits request tag to the kernel with the full byte count
+// (err == nil) or a negative errno mapped from err, and fetches the next
+// request for the tag. It must be called exactly once per Handle.
+func (q *Queue) Complete(tag uint16, err error) {
+	if q.state[tag] != tagServing {
+		panic(fmt.Sprintf("ublk: queue %d tag %d completed twice or never fetched (state %d)", q.id, tag, q.state[tag]))
+	}
+	req := &q.reqs[tag]
+	res := commitResult(req, err)
+	if res < 0 {
+		q.stats.Errors++
+	}
+	q.queueIOCmd(ioCommitAndFetchReq, tag, res)
+}
+
+func (q *Queue) queueIOCmd(op uint32, tag uint16, res int32) {
+	s, err := q.ring.NextSQE()
+	if err != nil {
+		// The ring is full and cannot be submitted: the ring is broken.
+		// Mark the tag dead so the queue winds down; the kernel aborts it
+		// when the ring closes.
+		q.fail(fmt.Errorf("queue %d: cannot queue command for tag %d: %w", q.id, tag, err))
+		q.state[tag] = tagDead
+		q.live--
+		return
+	}
+	s.Opcode = OpURingCmd
+	s.Flags = SQEFixedFile
+	s.Fd = 0 // fixed file 0: /dev/ublkcN
+	s.Off = uint64(op)
+	s.UserData = uint64(tag)
+	c := (*ublksrvIOCmd)(s.cmdArea())
+	c.QID = uint16(q.id)
+	c.Tag = tag
+	c.Result = res
+	c.Addr = uint64(uintptr(unsafe.Pointer(&q.bufMem[int(tag)*q.maxIO])))
+	q.state[tag] = tagFetched
+}
+
+func (q *Queue) fail(err error) {
+	if q.err == nil {
+		q.err = err
+	}
+}
+
+// queueSetup is what a queue needs to start.
+type queueSetup struct {
+	id, depth, maxIO int
+	char             *os.File
+	target           Target
+	cpu              int // -1: do not pin
+	fixedBuffers     bool
+}
+
+// runQueue serves one queue until every tag is aborted by the kernel. ready
+// receives nil once all FETCHes are submitted, or the setup error.
+func runQueue(s queueSetup, ready chan<- error) (q *Queue, err error) {
+	runtime.LockOSThread()
+	// The thread is never unlocked: when this goroutine returns, the runtime
+	// terminates the thread, so the pinning and PR_SET_IO_FLUSHER die with it.
+	q = &Queue{id: s.id, depth: s.depth, maxIO: s.maxIO, char: s.char, cpu: s.cpu}
+	defer func() {
+		if q.handler != nil {
+			q.handler.Close()
+		}
+		q.close()
+	}()
+	if err := q.setup(s); err != nil {
+		ready <- err
+		return q, err
+	}
+	for tag := range q.depth {
+		q.queueIOCmd(ioFetchReq, uint16(tag), 0)
+	}
+	if _, err := q.ring.Submit(); err != nil {
+		ready <- fmt.Errorf("queue %d: submit FETCH: %w", q.id, err)
+		return q, err
+	}
+	ready <- nil
+	q.loop()
+	return q, q.err
+}
+
+func (q *Queue) setup(s queueSetup) error {
+	if s.cpu >= 0 {
+		var set unix.CPUSet
+		set.Set(s.cpu)
+		if err := unix.SchedSetaffinity(0, &set); err != nil {
+			return fmt.Errorf("queue %d: pin to CPU %d: %w", q.id, s.cpu, err)
+		}
+	}
+	// Memory reclaim must not wait on I/O to the device this thread serves.
+	if err := unix.Prctl(unix.PR_SET_IO_FLUSHER, 1, 0, 0, 0); err == nil {
+		q.ioFlusher = true
+	}
+	sq := uint32(min(2*q.depth, 4096))
+	ring, err := NewRing(sq, RingOptions{CQEntries: 2 * sq, SingleIssuer: true})
+	if err != nil {
+		return fmt.Errorf("queue %d: %w", q.id, err)
+	}
+	q.ring = ring
+	q.singleIssu = ring.SingleIssuer()
+	files := append([]int32{int32(q.char.Fd())}, intsTo32(s.target.Files())...)
+	if err := ring.RegisterFiles(files); err != nil {
+		return fmt.Errorf("queue %d: %w", q.id, err)
+	}
+	pageSize := os.Getpagesize()
+	off, length := descArea(q.id, q.depth, pageSize)
+	q.descMem, err = unix.Mmap(int(q.char.Fd()), off, length, unix.PROT_READ, unix.MAP_SHARED|unix.MAP_POPULATE)
+	if err != nil {
+		return fmt.Errorf("queue %d: mmap descriptors of %s: %w", q.id, q.char.Name(), err)
+	}
+	q.descs = unsafe.Slice((*ioDesc)(unsafe.Pointer(&q.descMem[0])), q.depth)
+	q.bufMem, err = unix.Mmap(-1, 0, q.depth*q.maxIO, unix.PROT_READ|unix.PROT_WRITE, unix.MAP_ANON|unix.MAP_PRIVATE|unix.MAP_NORESERVE)
+	if err != nil {
+		return fmt.Errorf("queue %d: mmap %d I/O buffers: %w", q.id, q.depth, err)
+	}
+	if s.fixedBuffers {
+		q.fixedBufs = ring.RegisterBuffer(q.bufMem) == nil
+	}
+	q.reqs = make([]Request, q.depth)
+	for i := range q.reqs {
+		q.reqs[i].Tag = uint16(i)
+		q.reqs[i].Buf = q.bufMem[i*q.maxIO : (i+1)*q.maxIO : (i+1)*q.maxIO]
+	}
+	q.state = make([]uint8, q.depth)
+	q.live = q.depth
+	q.handler, err = s.target.NewQueue(q)
+	if err != nil {
+		return fmt.Errorf("queue %d: target: %w", q.id, err)
+	}
+	return nil
+}
+
+func intsTo32(in []int) []int32 {
+	out := make([]int32, len(in))
+	for i, v := range in {
+		out[i] = int32(v)
+	}
+	return out
+}
+
+// loop is the queue's event loop: one io_uring_enter per turn submits what
+// the previous turn queued (commits, member I/O) and waits for at least one
+// completion.
+func (q *Queue) loop() {
+	for q.live > 0 || q.inflight > 0 {
+		q.stats.Enters++
+		if _, err := q.ring.SubmitAndWait(1); err != nil {
+			q.fail(fmt.Errorf("queue %d: %w", q.id, err))
+			return
+		}
+		for c := q.ring.PeekCQE(); c != nil; c = q.ring.PeekCQE() {
+			ud, res := c.UserData, c.Res
+			q.ring.SeenCQE()
+			if ud&targetBit != 0 {
+				q.inflight--
+				q.handler.OnCompletion(ud&^targetBit, res)
+				continue
+			}
+			q.onIOCmd(uint16(ud), res)
+		}
+	}
+}
+
+func (q *Queue) onIOCmd(tag uint16, res int32) {
+	if int(tag) >= q.depth || q.state[tag] != tagFetched {
+		q.fail(fmt.Errorf("queue %d: completion for tag %d in state %d", q.id, tag, q.state[tag]))
+		return
+	}
+	switch {
+	case res == ioResOK:
+		d := &q.descs[tag]
+		req := &q.reqs[tag]
+		opFlags := d.OpFlags
+		req.Op = uint8(opFlags)
+		req.Flags = opFlags >> 8
+		req.Sector = d.StartSector
+		req.Sectors = d.NrSectors
+		q.state[tag] = tagServing
+		q.stats.Requests++
+		if req.Bytes() > q.maxIO && (req.Op == IOOpRead || req.Op == IOOpWrite) {
+			q.Complete(tag, unix.EINVAL)
+			return
+		}
+		q.handler.Handle(req)
+	case res == ioResAbort:
+		q.state[tag] = tagDead
+		q.live--
+	default:
+		// The kernel refused a FETCH/COMMIT (a protocol error on our side).
+		q.fail(fmt.Errorf("queue %d: ublk command for tag %d failed: %w", q.id, tag, unix.Errno(-res)))
+		q.state[tag] = tagDead
+		q.live--
+	}
+}
+
+func (q *Queue) close() {
+	if q.ring != nil {
+		q.ring.Close()
+	}
+	if q.descMem != nil {
+		unix.Munmap(q.descMem)
+		q.descMem, q.descs = nil, nil
+	}
+	if q.bufMem != nil {
+		unix.Munmap(q.bufMem)
+		q.bufMem = nil
+	}
+}

@@ -1,0 +1,93 @@
+package ublk
+
+import (
+	"errors"
+
+	"golang.org/x/sys/unix"
+)
+
+// Request is one block request fetched from the kernel. It is owned by
+// the queue and valid from Handle until the handler completes it.
+type Request struct {
+	Tag     uint16
+	Op      uint8  // IOOpRead, IOOpWrite, ...
+	Flags   uint32 // IOFlagFUA, IOFlagNoUnmap (UBLK_IO_F_* >> 8)
+	Sector  uint64 // first 512-byte sector
+	Sectors uint32 // length in 512-byte sectors
+	// Buf is the tag's I/O buffer, MaxIOBytes long, outside the Go heap.
+	// For a WRITE the kernel has copied the data into Buf[:Bytes()]
+	// before Handle; for a READ the handler fills it before completing.
+	Buf []byte
+}
+
+// Bytes is the request's length in bytes.
+func (r *Request) Bytes() int { return int(r.Sectors) << 9 }
+
+// Offset is the request's starting byte offset on the device.
+func (r *Request) Offset() uint64 { return r.Sector << 9 }
+
+// Data is the part of Buf that the request reads or writes.
+func (r *Request) Data() []byte { return r.Buf[:r.Bytes()] }
+
+// Target is what a ublk device serves: it opens the files it needs and
+// makes one handler per queue.
+type Target interface {
+	// Files lists the file descriptors the target's SQEs use. The queue
+	// registers them in its ring: Files()[i] is fixed file FirstTargetFile+i.
+	Files() []int
+	// NewQueue is called on queue q's own locked OS thread before the
+	// queue fetches anything. The handler is only ever called on that
+	// thread, so it needs no locking.
+	NewQueue(q *Queue) (QueueHandler, error)
+}
+
+// QueueHandler serves the requests of one queue.
+type QueueHandler interface {
+	// Handle starts serving req. The handler must call q.Complete(req.Tag,
+	// err) exactly once: directly, or later from OnCompletion, after the
+	// member I/O it queued with q.SQE finishes. Handle must not block.
+	Handle(req *Request)
+	// OnCompletion delivers the CQE of an SQE the handler queued with
+	// q.SQE, with the userData it gave (bit 63 cleared).
+	OnCompletion(userData uint64, res int32)
+	// Close is called on the queue thread after the queue has stopped.
+	Close()
+}
+
+// FirstTargetFile is the fixed-file index of Target.Files()[0] in every
+// queue ring (index 0 is the ublk character device).
+const FirstTargetFile = 1
+
+// targetBit marks the user data of target SQEs; ublk commands have it clear.
+const targetBit = 1 << 63
+
+// Errno turns a negative CQE result into an error without allocating.
+func Errno(res int32) error {
+	if res >= 0 {
+		return nil
+	}
+	return unix.Errno(-res)
+}
+
+// ErrShortIO reports a member transfer that moved fewer bytes than asked
+// and could not be completed.
+var ErrShortIO = errors.New("short member I/O")
+
+// commitResult maps the outcome of a request to the value committed to
+// the kernel: the full byte count for data requests, 0 for others, or a
+// negative errno. It is the one place where errors become errnos. EAGAIN
+// (never a valid final answer to the block layer) and anything that is
+// not an errno become EIO.
+func commitResult(req *Request, err error) int32 {
+	if err == nil {
+		if req.Op == IOOpRead || req.Op == IOOpWrite {
+			return int32(req.Bytes())
+		}
+		return 0
+	}
+	var errno unix.Errno
+	if errors.As(err, &errno) && errno != 0 && errno != unix.EAGAIN && errno < 4096 {
+		return -int32(errno)
+	}
+	return -int32(unix.EIO)
+}
