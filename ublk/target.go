@@ -85,9 +85,22 @@ func commitResult(req *Request, err error) int32 {
 		}
 		return 0
 	}
-	var errno unix.Errno
-	if errors.As(err, &errno) && errno != 0 && errno != unix.EAGAIN && errno < 4096 {
-		return -int32(errno)
+	errno, ok := err.(unix.Errno) // member CQE errors: no allocation
+	if !ok {
+		errno = wrappedErrno(err)
 	}
-	return -int32(unix.EIO)
+	if errno == 0 || errno == unix.EAGAIN || errno >= 4096 {
+		return -int32(unix.EIO)
+	}
+	return -int32(errno)
+}
+
+// wrappedErrno digs an errno out of a wrapped error (slow path: it
+// allocates), or returns 0.
+func wrappedErrno(err error) unix.Errno {
+	var errno unix.Errno
+	if errors.As(err, &errno) {
+		return errno
+	}
+	return 0
 }

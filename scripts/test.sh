@@ -1,0 +1,39 @@
+#!/usr/bin/env bash
+# The project's test command (README, .ci/run): installs what it needs on a
+# fresh Debian 12 machine, then runs the host checks and unit tests, then the
+# tests that need the real kernel in the project's VM (scripts/test-vm.sh).
+#   --host-only   skip the VM tests
+set -euo pipefail
+cd "$(dirname "${BASH_SOURCE[0]}")/.."
+host_only=0
+[ "${1:-}" = --host-only ] && host_only=1
+export PATH=$PATH:/usr/local/go/bin
+
+scripts/install-deps.sh
+
+results=()
+fail=0
+step() {
+	local name=$1
+	shift
+	echo "==> $name"
+	if "$@"; then
+		results+=("PASS $name")
+	else
+		results+=("FAIL $name")
+		fail=$((fail + 1))
+	fi
+}
+gofmt_clean() {
+	local out
+	out=$(gofmt -l $(git ls-files '*.go'))
+	[ -z "$out" ] || { echo "gofmt would change: $out"; return 1; }
+}
+step gofmt gofmt_clean
+step "go vet" go vet ./...
+step "go test -race" go test -race -count=1 ./...
+[ $host_only = 1 ] || step "vm tests" scripts/test-vm.sh
+echo
+printf '%s\n' "${results[@]}"
+echo "test: $((${#results[@]} - fail)) passed, $fail failed"
+[ $fail = 0 ]

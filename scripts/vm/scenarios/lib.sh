@@ -1,0 +1,59 @@
+# Shared helpers for the guest scenarios (sourced; POSIX sh + bash-isms avoided).
+# Runs inside the test VM, in the repository root, with .build/ublk-raid built.
+BIN=${UBLK_RAID_BIN:-.build/ublk-raid}
+SCRATCH=${SCRATCH:-/tmp/scenario}
+mkdir -p "$SCRATCH"
+
+fail() {
+	echo "FAIL: $*" >&2
+	exit 1
+}
+step() { echo "--- $*"; }
+
+# start_server LOG ARGS...: starts `ublk-raid ARGS` in the background, waits
+# until it prints the device path; sets SERVER_PID and DEV.
+start_server() {
+	log=$1
+	shift
+	: >"$log.out"
+	"$BIN" "$@" >"$log.out" 2>"$log.err" &
+	SERVER_PID=$!
+	i=0
+	while [ ! -s "$log.out" ]; do
+		i=$((i + 1))
+		if [ $i -gt 300 ] || ! kill -0 "$SERVER_PID" 2>/dev/null; then
+			cat "$log.err" >&2
+			fail "server ($*) did not come up"
+		fi
+		sleep 0.1
+	done
+	DEV=$(head -n1 "$log.out")
+	[ -b "$DEV" ] || fail "server printed $DEV, which is not a block device"
+}
+
+# del_and_wait N: deletes device N and waits for its server to exit 0.
+del_and_wait() {
+	"$BIN" del -n "$1" >/dev/null || fail "ublk-raid del -n $1"
+	wait "$SERVER_PID" || fail "server exited with $?"
+}
+
+assert_no_devices() {
+	i=0
+	while ls /dev/ublkb* /dev/ublkc* >/dev/null 2>&1; do
+		i=$((i + 1))
+		[ $i -gt 50 ] && fail "ublk device nodes left: $(ls /dev/ublkb* /dev/ublkc* 2>&1)"
+		sleep 0.1
+	done
+}
+
+# fio_errors OUTPUT_FILE: prints the total error count fio reported.
+fio_errors() {
+	awk -F'err=' '/err=/{split($2,a," "); s+=a[1]} END{print s+0}' "$1"
+}
+
+assert_no_kernel_io_errors() {
+	if dmesg | grep -Ei 'I/O error|blk_update_request|Buffer I/O|hung_task|blocked for more than' | grep -v 'vd[a-z].*discard' >/dev/null; then
+		dmesg | grep -Ei 'I/O error|blk_update_request|Buffer I/O|hung_task|blocked for more than' | tail -20 >&2
+		fail "kernel log shows I/O errors or hung tasks"
+	fi
+}

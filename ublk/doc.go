@@ -1,0 +1,26 @@
+// Package ublk is ublk-raid's only door to the kernel: an io_uring ring on
+// golang.org/x/sys/unix and the ublk driver's control and I/O protocol
+// (Linux 6.12 UAPI, mirrored in uapi.go and checked by uapi_test.go).
+//
+// Threads and lifetimes:
+//   - Control is safe for concurrent use. Every command wait is bounded
+//     (Control.Timeout), so a wedged kernel gives an error, not a hang.
+//   - Each Queue is served by one goroutine that calls runtime.LockOSThread
+//     for its whole life (the 6.12 driver requires that one task issue all of
+//     a queue's commands), pins itself to a CPU of the queue's affinity, sets
+//     PR_SET_IO_FLUSHER and owns one ring carrying both the ublk commands and
+//     the target's member I/O. A Target's QueueHandler runs only on that
+//     thread, so the I/O path has no locks, no cross-thread hand-off and no
+//     allocation.
+//   - Every fetched request is committed exactly once (Queue.Complete), with
+//     the full byte count or a negative errno; errors become errnos in one
+//     place, commitResult. Completing twice panics: it is a bug.
+//   - Tag buffers and descriptor arrays are mmap'd outside the Go heap and
+//     live as long as their queue. Devices are created with
+//     USER_RECOVERY|USER_RECOVERY_REISSUE: when the server dies, the kernel
+//     quiesces the device and Recover re-attaches a new process; requests
+//     the old one had not committed are reissued.
+//   - Device.Stop/Delete send STOP_DEV, which aborts every FETCH; the queue
+//     goroutines then end and release their rings and the character device,
+//     which DEL_DEV waits for.
+package ublk

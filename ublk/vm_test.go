@@ -1,0 +1,285 @@
+package ublk
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"os"
+	"path/filepath"
+	"runtime"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+	"unsafe"
+
+	"golang.org/x/sys/unix"
+)
+
+// VMCommand runs the tests that need a real ublk kernel.
+const VMCommand = "scripts/test-vm.sh"
+
+// needKernel skips on machines without ublk_drv, naming the command that
+// runs these tests in the project's VM, and fails when that command runs
+// them (UBLK_RAID_VM=1), so the VM run can never pass by skipping.
+func needKernel(t *testing.T) {
+	t.Helper()
+	if _, err := os.Stat(ControlPath); err != nil {
+		if os.Getenv("UBLK_RAID_VM") == "1" {
+			t.Fatalf("running in the test VM but %s is missing: %v", ControlPath, err)
+		}
+		t.Skipf("needs the ublk_drv kernel module; run %s (boots the project's VM)", VMCommand)
+	}
+}
+
+// testDisks returns the scratch disks the VM command provides.
+func testDisks(t *testing.T, n int) []string {
+	t.Helper()
+	disks := strings.Fields(os.Getenv("UBLK_RAID_TEST_DISKS"))
+	if len(disks) < n {
+		if os.Getenv("UBLK_RAID_VM") == "1" {
+			t.Fatalf("UBLK_RAID_TEST_DISKS lists %d disks, this test needs %d", len(disks), n)
+		}
+		t.Skipf("needs %d scratch disks in UBLK_RAID_TEST_DISKS; run %s", n, VMCommand)
+	}
+	return disks[:n]
+}
+
+func createPassthrough(t *testing.T, ctrl *Control, disk string, queues int) (*Device, *Member) {
+	t.Helper()
+	m, err := OpenMember(disk)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tgt := NewPassthrough(m)
+	d, err := Create(ctrl, tgt, Config{ID: -1, Queues: queues, Params: tgt.Params()})
+	if err != nil {
+		m.Close()
+		t.Fatal(err)
+	}
+	return d, m
+}
+
+func alignedBuf(t *testing.T, n int) []byte {
+	t.Helper()
+	b, err := unix.Mmap(-1, 0, n, unix.PROT_READ|unix.PROT_WRITE, unix.MAP_ANON|unix.MAP_PRIVATE)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { unix.Munmap(b) })
+	return b
+}
+
+func TestVMPassthroughDataPath(t *testing.T) {
+	needKernel(t)
+	disk := testDisks(t, 1)[0]
+	ctrl, err := OpenControl()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ctrl.Close()
+	for _, queues := range []int{1, 2, 4} {
+		t.Run(fmt.Sprintf("queues=%d", queues), func(t *testing.T) {
+			d, m := createPassthrough(t, ctrl, disk, queues)
+			defer m.Close()
+			if got := int(d.Info().NrHwQueues); got != queues {
+				d.Delete()
+				t.Fatalf("asked for %d queues, the kernel made %d (it caps them at the CPU count: boot the VM with enough CPUs)", queues, got)
+			}
+			// O_DSYNC: every write carries FUA, so the FUA path is exercised too.
+			fd, err := unix.Open(d.BlockPath(), unix.O_RDWR|unix.O_DIRECT|unix.O_DSYNC, 0)
+			if err != nil {
+				d.Delete()
+				t.Fatal(err)
+			}
+			const chunk, chunks = 256 << 10, 32
+			want := alignedBuf(t, chunk*chunks)
+			rng := rand.New(rand.NewPCG(uint64(queues), 7))
+			for i := range want {
+				want[i] = byte(rng.Uint32())
+			}
+			// Concurrent writers so several queues and tags are in use.
+			var wg sync.WaitGroup
+			errs := make(chan error, chunks)
+			for i := range chunks {
+				wg.Add(1)
+				go func() {
+					defer wg.Done()
+					if n, err := unix.Pwrite(fd, want[i*chunk:(i+1)*chunk], int64(i*chunk)*3); err != nil || n != chunk {
+						errs <- fmt.Errorf("pwrite chunk %d: n=%d err=%v", i, n, err)
+					}
+				}()
+			}
+			wg.Wait()
+			close(errs)
+			for err := range errs {
+				t.Error(err)
+			}
+			if err := unix.Fsync(fd); err != nil { // FLUSH
+				t.Errorf("fsync (FLUSH): %v", err)
+			}
+			got := alignedBuf(t, chunk*chunks)
+			for i := range chunks {
+				if n, err := unix.Pread(fd, got[i*chunk:(i+1)*chunk], int64(i*chunk)*3); err != nil || n != chunk {
+					t.Fatalf("pread chunk %d: n=%d err=%v", i, n, err)
+				}
+			}
+			if !bytes.Equal(got, want) {
+				t.Error("data read through the device differs from what was written")
+			}
+			// WRITE_ZEROES (BLKZEROOUT) over chunk 1's range.
+			rng2 := [2]uint64{uint64(chunk) * 3, chunk}
+			if err := ioctlPtr(fd, unix.BLKZEROOUT, unsafe.Pointer(&rng2)); err != nil {
+				t.Errorf("BLKZEROOUT: %v", err)
+			}
+			zero := alignedBuf(t, chunk)
+			if _, err := unix.Pread(fd, zero, int64(chunk)*3); err != nil {
+				t.Fatal(err)
+			}
+			if !bytes.Equal(zero, make([]byte, chunk)) {
+				t.Error("range is not zero after BLKZEROOUT")
+			}
+			copy(want[chunk:2*chunk], make([]byte, chunk))
+			unix.Close(fd)
+			if err := d.Delete(); err != nil {
+				t.Fatalf("delete: %v", err)
+			}
+			// The member holds exactly what the device was given.
+			for i := range chunks {
+				if _, err := unix.Pread(m.Fd(), got[i*chunk:(i+1)*chunk], int64(i*chunk)*3); err != nil {
+					t.Fatal(err)
+				}
+			}
+			if !bytes.Equal(got, want) {
+				t.Error("member contents differ from what was written through the device")
+			}
+			assertNoUblkDevices(t)
+		})
+	}
+}
+
+func assertNoUblkDevices(t *testing.T) {
+	t.Helper()
+	// Nodes vanish asynchronously after DEL_DEV returns.
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		b, _ := filepath.Glob("/dev/ublkb*")
+		c, _ := filepath.Glob("/dev/ublkc*")
+		if len(b)+len(c) == 0 {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("ublk device nodes left behind: %v %v", b, c)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+func openFDs(t *testing.T) int {
+	t.Helper()
+	ents, err := os.ReadDir("/proc/self/fd")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return len(ents)
+}
+
+// tasksInD lists tasks in uninterruptible sleep.
+func tasksInD() []string {
+	var out []string
+	procs, _ := filepath.Glob("/proc/[0-9]*/task/[0-9]*/stat")
+	for _, p := range procs {
+		b, err := os.ReadFile(p)
+		if err != nil {
+			continue
+		}
+		s := string(b)
+		if i := strings.LastIndexByte(s, ')'); i > 0 && i+2 < len(s) && s[i+2] == 'D' {
+			out = append(out, strings.TrimSpace(s[:i+1]))
+		}
+	}
+	return out
+}
+
+func TestVMCreateDeleteCycles(t *testing.T) {
+	needKernel(t)
+	disk := testDisks(t, 1)[0]
+	ctrl, err := OpenControl()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ctrl.Close()
+	// Warm up once so lazily created runtime fds (epoll, etc.) are counted.
+	d, m := createPassthrough(t, ctrl, disk, 2)
+	if err := d.Delete(); err != nil {
+		t.Fatal(err)
+	}
+	m.Close()
+	fds := openFDs(t)
+	for i := range 20 {
+		d, m := createPassthrough(t, ctrl, disk, 1+i%4)
+		f, err := os.OpenFile(d.BlockPath(), os.O_RDWR, 0)
+		if err != nil {
+			t.Fatalf("cycle %d: open %s: %v", i, d.BlockPath(), err)
+		}
+		if _, err := f.ReadAt(make([]byte, 4096), 0); err != nil {
+			t.Fatalf("cycle %d: read: %v", i, err)
+		}
+		f.Close()
+		if err := d.Delete(); err != nil {
+			t.Fatalf("cycle %d: delete: %v", i, err)
+		}
+		m.Close()
+	}
+	assertNoUblkDevices(t)
+	if got := openFDs(t); got != fds {
+		t.Errorf("open fds: %d before the cycles, %d after", fds, got)
+	}
+	if d := tasksInD(); len(d) > 0 {
+		t.Errorf("tasks in D state after the cycles: %v", d)
+	}
+	runtime.GC()
+}
+
+func TestVMBadMembers(t *testing.T) {
+	needKernel(t)
+	disk := testDisks(t, 1)[0]
+	before := make([]byte, 1<<20)
+	readHead := func() []byte {
+		f, err := os.Open(disk)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer f.Close()
+		b := make([]byte, 1<<20)
+		if _, err := f.ReadAt(b, 0); err != nil {
+			t.Fatal(err)
+		}
+		return b
+	}
+	copy(before, readHead())
+
+	if _, err := OpenMember("/dev/does-not-exist"); err == nil || !strings.Contains(err.Error(), "does not exist") {
+		t.Errorf("missing member: err = %v", err)
+	}
+	small := filepath.Join(t.TempDir(), "small")
+	if err := os.WriteFile(small, make([]byte, 64<<10), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := OpenMember(small); err == nil || !strings.Contains(err.Error(), "too small") {
+		t.Errorf("64 KiB member: err = %v", err)
+	}
+	holder, err := unix.Open(disk, unix.O_RDONLY|unix.O_EXCL, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = OpenMember(disk)
+	unix.Close(holder)
+	if err == nil || !strings.Contains(err.Error(), "in use") || !errors.Is(err, unix.EBUSY) {
+		t.Errorf("member held exclusively: err = %v", err)
+	}
+	if !bytes.Equal(before, readHead()) {
+		t.Error("a refused member was written to")
+	}
+}
