@@ -3,7 +3,7 @@
 # host, boots the project's VM (scripts/vm/run.sh: Debian 6.12 kernel under
 # qemu TCG, host root shared read-only) and runs scripts/vm/guest-tests.sh in
 # it. Installs what it needs on first use (scripts/vm/setup.sh).
-#   UBLK_RAID_SCENARIOS="kill-recover"   run only these scenarios
+#   UBLK_RAID_SCENARIOS="kill-recover"   run only these scenarios ("none": only the Go tests)
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 rm -rf .build/vmtest
