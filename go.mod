@@ -6,6 +6,7 @@ require (
 	github.com/spf13/cobra v1.10.2
 	go.uber.org/zap v1.28.0
 	golang.org/x/sys v0.50.0
+	pgregory.net/rapid v1.3.0
 )
 
 require (

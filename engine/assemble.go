@@ -1,0 +1,450 @@
+package engine
+
+import (
+	"crypto/rand"
+	"errors"
+	"fmt"
+	"math"
+	"strings"
+	"time"
+)
+
+// MemberSB is what one opened member said: its superblock, or why it has
+// none (Err wraps ErrNoSuperblock for a device without one,
+// ErrCorruptSuperblock for a damaged one, or is an I/O error).
+type MemberSB struct {
+	Path string
+	SB   *Superblock
+	Err  error
+}
+
+// RoleAssignment is the state of one role after assembly.
+type RoleAssignment struct {
+	// State is the role's effective state: RoleActive (Path is in sync),
+	// RoleRebuilding (Path is in sync below RecoveryOffset), RoleFaulty
+	// (the freshest role table says the role's member failed; Path, if
+	// set, must not be read) or RoleMissing (no member with current data
+	// holds the role).
+	State RoleState
+	// Path is the input holding the role: "" when missing; for a faulty
+	// role, the failed member if it was given (never read).
+	Path string
+	// Member is the member UUID the freshest role table names for the role
+	// (zero for a missing role without a last holder).
+	Member [16]byte
+	// RecoveryOffset is the rebuild progress of a rebuilding role, in
+	// sectors from the data offset.
+	RecoveryOffset uint64
+	// StalePath, for a missing role, is the input the freshest role table
+	// names for the role (as its holder, or as its last holder) but whose
+	// superblock is older: its data cannot be trusted, so the role is
+	// missing, and the member is the natural rebuild target for it. It is
+	// also listed in Assembly.Stale.
+	StalePath string
+}
+
+// Assembly is the array state decided from the members' superblocks.
+type Assembly struct {
+	UUID          [16]byte
+	Name          string
+	Level, Layout uint32 // as in the superblock: 0, 1, 10; md's layout number
+	ChunkSectors  uint32
+	Members       int   // member count (raid disks); len(Roles)
+	CreateTime    int64 // Unix nanoseconds
+	// Events is the freshest generation among the members.
+	Events uint64
+	// Clean is true when the freshest superblock says the array was
+	// stopped cleanly.
+	Clean bool
+	// Roles, indexed by role, are the members holding them.
+	Roles []RoleAssignment
+	// Stale lists, in input order, the inputs whose superblock is older
+	// than the freshest (except spares): their data is never read until
+	// they are rebuilt. Those the freshest table still names for a role
+	// are that role's StalePath (or Path, if the role is faulty); the
+	// others (replaced while away) hold no role.
+	Stale []string
+	// Spares lists the inputs whose superblock says they are spares
+	// (whatever their generation: a spare holds no data).
+	Spares []string
+	// Role counts by effective state: they add up to Members.
+	ActiveRoles, RebuildingRoles, FaultyRoles, MissingRoles int
+	// Degraded is true when a role is not active.
+	Degraded bool
+	// Failed is true when the array certainly cannot serve data: no role
+	// is active, a RAID 0 role is not active, or a RAID 10 has fewer
+	// active roles than members/copies. Otherwise the engine decides with
+	// the geometry (which roles hold copies of which chunks) whether the
+	// active roles cover the array.
+	Failed bool
+	// Freshest is a copy of a superblock of the freshest generation: the
+	// base for the next generation's superblocks.
+	Freshest *Superblock
+}
+
+// NextEvents returns the generation to write with the next state change.
+func (a *Assembly) NextEvents() uint64 { return a.Events + 1 }
+
+// Assembly errors, wrapped by Assemble's errors (use errors.Is). Assemble
+// also returns errors wrapping ErrNoSuperblock (no member has a superblock:
+// the caller may create the array) and ErrCorruptSuperblock (a member's
+// superblock is damaged: leave the member out to assemble without it).
+var (
+	// ErrNotMember: some members have no superblock while others do.
+	ErrNotMember = errors.New("not a member of the array")
+	// ErrMixedArrays: the members belong to different arrays.
+	ErrMixedArrays = errors.New("members of different arrays")
+	// ErrDuplicateMember: the same path or the same member (UUID) twice.
+	ErrDuplicateMember = errors.New("duplicate member")
+	// ErrCorruptArray: superblocks of the same generation disagree.
+	ErrCorruptArray = errors.New("inconsistent array")
+)
+
+// arrayDesc names an array in messages: its UUID and name.
+func arrayDesc(sb *Superblock) string {
+	return fmt.Sprintf("%s (name %q)", UUIDString(sb.ArrayUUID), sb.Name)
+}
+
+// Assemble decides the array state from what each member said:
+//
+//   - All superblocks must carry the same array UUID; inputs without one
+//     are not part of the array (an error, unless no input has one: then
+//     the error wraps ErrNoSuperblock); a corrupt superblock is an error
+//     (the caller leaves that member out to assemble degraded).
+//   - The same path or member UUID twice is an error.
+//   - The freshest generation (highest events) defines the array: level,
+//     layout, chunk, member count and role table. Superblocks of that
+//     generation must agree on all of them (ErrCorruptArray otherwise);
+//     two of them claiming the same role is an ErrCorruptArray.
+//   - Each role goes to the input whose member UUID the freshest table
+//     names for it. If that input's superblock is older, it is stale: the
+//     role is missing, and the input is listed in Stale and the role's
+//     StalePath. So of two members claiming a role at an older generation,
+//     the one the freshest table names gets StalePath and the other is
+//     only Stale. A role the freshest table marks faulty stays faulty.
+//   - Inputs the freshest table does not name are spares if their own
+//     superblock says so, otherwise stale (replaced since).
+func Assemble(ms []MemberSB) (*Assembly, error) {
+	if len(ms) == 0 {
+		return nil, errors.New("no members given")
+	}
+	paths := make(map[string]bool, len(ms))
+	for _, m := range ms {
+		if paths[m.Path] {
+			return nil, fmt.Errorf("%w: %s is given twice", ErrDuplicateMember, m.Path)
+		}
+		paths[m.Path] = true
+	}
+
+	// Inputs without a (usable) superblock.
+	var ref *MemberSB // the first input with a superblock
+	var none, broken []string
+	var brokenErrs []error
+	for i := range ms {
+		m := &ms[i]
+		switch {
+		case m.SB != nil:
+			if ref == nil {
+				ref = m
+			}
+		case m.Err == nil || errors.Is(m.Err, ErrNoSuperblock):
+			none = append(none, m.Path)
+		default:
+			broken = append(broken, fmt.Sprintf("%s: %v", m.Path, m.Err))
+			brokenErrs = append(brokenErrs, m.Err)
+		}
+	}
+	if len(broken) > 0 {
+		msg := strings.Join(broken, "; ")
+		if ref != nil {
+			msg += " (leave it out to assemble the array without it)"
+		}
+		if len(none) > 0 {
+			msg += "; no superblock on " + strings.Join(none, ", ")
+		}
+		return nil, errorWithMessage{brokenErrs, "member " + msg}
+	}
+	if ref == nil {
+		return nil, fmt.Errorf("%w on %s", ErrNoSuperblock, strings.Join(none, ", "))
+	}
+	if len(none) > 0 {
+		word := "member"
+		if len(none) > 1 {
+			word = "members"
+		}
+		return nil, fmt.Errorf("%s %s: %w %s: no ublk-raid superblock", word, strings.Join(none, ", "), ErrNotMember, arrayDesc(ref.SB))
+	}
+
+	// One array, each member once.
+	owner := make(map[[16]byte]string, len(ms))
+	freshest := ref
+	for i := range ms {
+		m := &ms[i]
+		if m.SB.ArrayUUID != ref.SB.ArrayUUID {
+			return nil, fmt.Errorf("%w: member %s belongs to array %s, not %s like %s",
+				ErrMixedArrays, m.Path, arrayDesc(m.SB), arrayDesc(ref.SB), ref.Path)
+		}
+		if p, dup := owner[m.SB.MemberUUID]; dup {
+			return nil, fmt.Errorf("%w: %s and %s are the same member %s (the same device twice, or a copy of one)",
+				ErrDuplicateMember, p, m.Path, UUIDString(m.SB.MemberUUID))
+		}
+		owner[m.SB.MemberUUID] = m.Path
+		if m.SB.Events > freshest.SB.Events {
+			freshest = m
+		}
+	}
+	fsb := freshest.SB
+
+	// The freshest generation must be one consistent state.
+	claimed := make(map[uint32]string)
+	for i := range ms {
+		m := &ms[i]
+		if m.SB.Events != fsb.Events {
+			continue
+		}
+		if m.SB.Role != SpareRole {
+			if p, dup := claimed[m.SB.Role]; dup {
+				return nil, fmt.Errorf("%w: members %s and %s both claim role %d at events %d",
+					ErrCorruptArray, p, m.Path, m.SB.Role, fsb.Events)
+			}
+			claimed[m.SB.Role] = m.Path
+		}
+		if what := arrayDiff(fsb, m.SB); what != "" {
+			return nil, fmt.Errorf("%w: members %s and %s disagree on the %s at events %d",
+				ErrCorruptArray, freshest.Path, m.Path, what, fsb.Events)
+		}
+	}
+
+	a := &Assembly{
+		UUID:         fsb.ArrayUUID,
+		Name:         fsb.Name,
+		Level:        fsb.Level,
+		Layout:       fsb.Layout,
+		ChunkSectors: fsb.ChunkSectors,
+		Members:      int(fsb.Members),
+		CreateTime:   fsb.CreateTime,
+		Events:       fsb.Events,
+		Clean:        fsb.Clean,
+		Roles:        make([]RoleAssignment, fsb.Members),
+	}
+	cp := *fsb
+	a.Freshest = &cp
+
+	byUUID := make(map[[16]byte]*MemberSB, len(ms))
+	for i := range ms {
+		byUUID[ms[i].SB.MemberUUID] = &ms[i]
+	}
+	holds := make(map[string]bool, len(ms)) // paths the freshest table names for a role
+	for r := range a.Roles {
+		e := fsb.Roles[r]
+		ra := &a.Roles[r]
+		ra.Member = e.Member
+		m := byUUID[e.Member]
+		if e.Member == ([16]byte{}) {
+			m = nil
+		}
+		if m != nil {
+			holds[m.Path] = true
+		}
+		switch {
+		case e.State == RoleFaulty:
+			ra.State = RoleFaulty
+			if m != nil {
+				ra.Path = m.Path
+			}
+		case m == nil:
+			ra.State = RoleMissing
+		case m.SB.Events < fsb.Events:
+			ra.State = RoleMissing
+			ra.StalePath = m.Path
+		default:
+			// At the freshest generation the member's own role is this
+			// one and not missing (Validate), so e is active or
+			// rebuilding.
+			ra.State = e.State
+			ra.Path = m.Path
+			ra.RecoveryOffset = e.RecoveryOffset
+		}
+		switch ra.State {
+		case RoleActive:
+			a.ActiveRoles++
+		case RoleRebuilding:
+			a.RebuildingRoles++
+		case RoleFaulty:
+			a.FaultyRoles++
+		case RoleMissing:
+			a.MissingRoles++
+		}
+	}
+	for i := range ms {
+		m := &ms[i]
+		switch {
+		case holds[m.Path]:
+			if m.SB.Events < fsb.Events {
+				a.Stale = append(a.Stale, m.Path)
+			}
+		case m.SB.Role == SpareRole:
+			a.Spares = append(a.Spares, m.Path)
+		default:
+			// Claims a role the freshest table gives to another member
+			// (or to none): replaced while this one was away. Its events
+			// are necessarily older: at the freshest generation the
+			// table names every member holding a role.
+			a.Stale = append(a.Stale, m.Path)
+		}
+	}
+	a.Degraded = a.ActiveRoles < a.Members
+	a.Failed = a.ActiveRoles == 0 || (a.Level == 0 && a.Degraded)
+	if a.Level == 10 && !a.Failed {
+		if copies, err := raid10Copies(a.Layout); err == nil {
+			a.Failed = a.ActiveRoles*copies < a.Members
+		}
+	}
+	return a, nil
+}
+
+// errorWithMessage wraps errs (for errors.Is) with its own message.
+type errorWithMessage struct {
+	errs []error
+	msg  string
+}
+
+func (e errorWithMessage) Error() string   { return e.msg }
+func (e errorWithMessage) Unwrap() []error { return e.errs }
+
+// arrayDiff names the first array-wide field where a and b differ, or "".
+func arrayDiff(a, b *Superblock) string {
+	switch {
+	case a.Name != b.Name:
+		return fmt.Sprintf("name (%q, %q)", a.Name, b.Name)
+	case a.Level != b.Level:
+		return fmt.Sprintf("level (%d, %d)", a.Level, b.Level)
+	case a.Layout != b.Layout:
+		return fmt.Sprintf("layout (%#x, %#x)", a.Layout, b.Layout)
+	case a.ChunkSectors != b.ChunkSectors:
+		return fmt.Sprintf("chunk size (%d, %d sectors)", a.ChunkSectors, b.ChunkSectors)
+	case a.Members != b.Members:
+		return fmt.Sprintf("member count (%d, %d)", a.Members, b.Members)
+	case a.Clean != b.Clean:
+		return fmt.Sprintf("clean flag (%v, %v)", a.Clean, b.Clean)
+	case a.CreateTime != b.CreateTime:
+		return "creation time"
+	}
+	for r := range a.Roles {
+		if a.Roles[r] != b.Roles[r] {
+			return fmt.Sprintf("role table entry %d (%s, %s)", r, roleDesc(a.Roles[r]), roleDesc(b.Roles[r]))
+		}
+	}
+	return ""
+}
+
+func roleDesc(e RoleEntry) string {
+	s := e.State.String()
+	if e.State == RoleRebuilding {
+		s += fmt.Sprintf(" at %d", e.RecoveryOffset)
+	}
+	if e.Member != ([16]byte{}) {
+		s += " " + UUIDString(e.Member)
+	}
+	return s
+}
+
+// ArraySpec describes a new array for NewSuperblocks.
+type ArraySpec struct {
+	Name          string
+	Level, Layout uint32 // 0, 1 or 10; md's layout number (Layout.MD)
+	ChunkSectors  uint32
+	// MemberBytes are the sizes of the members' devices in bytes, in role
+	// order; their number is the member count.
+	MemberBytes []uint64
+	// SpareBytes are the sizes of the spares' devices in bytes.
+	SpareBytes []uint64
+	// BitmapBytes is the size of the write-intent bitmap (0: none); it is
+	// rounded up to 4 KiB.
+	BitmapBytes uint64
+}
+
+// NewSuperblocks returns the superblocks of a new array: one per member
+// (roles 0..n-1, in order) then one per spare. They share a random array
+// UUID, generation 1, all roles active, the spares listed in the role
+// table, not clean, and one data offset: the largest Reserve gives for any
+// of the devices. Each member's DataSectors is its own usable size (rounded
+// down to 4 KiB); the engine uses the smallest.
+func NewSuperblocks(spec ArraySpec) ([]*Superblock, error) {
+	n, ns := len(spec.MemberBytes), len(spec.SpareBytes)
+	if n == 0 {
+		return nil, errors.New("no members")
+	}
+	if n+ns > RoleTableSize {
+		return nil, fmt.Errorf("%d members and %d spares: at most %d in all", n, ns, RoleTableSize)
+	}
+	if spec.BitmapBytes > math.MaxUint64/2 {
+		return nil, fmt.Errorf("bitmap of %d bytes is too large", spec.BitmapBytes)
+	}
+	all := append(append([]uint64(nil), spec.MemberBytes...), spec.SpareBytes...)
+	var dataOffset uint64
+	for _, size := range all {
+		dataOffset = max(dataOffset, Reserve(size, spec.BitmapBytes))
+	}
+	bitmapBytes := roundUp(spec.BitmapBytes, BitmapAlign)
+	var bitmapOffset uint64
+	if bitmapBytes > 0 {
+		bitmapOffset = SuperblockOffset + SuperblockSize
+	}
+	now := time.Now().UnixNano()
+	base := Superblock{
+		ArrayUUID:    newUUID(),
+		Name:         spec.Name,
+		Level:        spec.Level,
+		Layout:       spec.Layout,
+		ChunkSectors: spec.ChunkSectors,
+		Members:      uint32(n),
+		DataOffset:   dataOffset,
+		BitmapOffset: bitmapOffset,
+		BitmapBytes:  bitmapBytes,
+		Events:       1,
+		CreateTime:   now,
+		UpdateTime:   now,
+	}
+	uuids := make([][16]byte, len(all))
+	for i := range uuids {
+		uuids[i] = newUUID()
+		state := RoleActive
+		if i >= n {
+			state = RoleSpare
+		}
+		base.Roles[i] = RoleEntry{State: state, Member: uuids[i]}
+	}
+	sbs := make([]*Superblock, len(all))
+	for i, size := range all {
+		what := fmt.Sprintf("member %d", i)
+		if i >= n {
+			what = fmt.Sprintf("spare %d", i-n)
+		}
+		const minData = 1 << 20
+		if size < dataOffset || size-dataOffset < minData {
+			return nil, fmt.Errorf("%s is %d bytes: too small, need at least %d (data offset %d + 1 MiB)", what, size, dataOffset+minData, dataOffset)
+		}
+		sb := base
+		sb.Role = uint32(i)
+		if i >= n {
+			sb.Role = SpareRole
+		}
+		sb.MemberUUID = uuids[i]
+		sb.DataSectors = (size - dataOffset) / BitmapAlign * (BitmapAlign / sbSector)
+		if err := sb.Validate(); err != nil {
+			return nil, fmt.Errorf("new array: %w", err)
+		}
+		sbs[i] = &sb
+	}
+	return sbs, nil
+}
+
+// newUUID returns a random (version 4) UUID.
+func newUUID() [16]byte {
+	var u [16]byte
+	_, _ = rand.Read(u[:]) // never fails (crypto/rand crashes the program instead)
+	u[6] = u[6]&0x0f | 0x40
+	u[8] = u[8]&0x3f | 0x80
+	return u
+}
