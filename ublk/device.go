@@ -31,6 +31,8 @@ type Config struct {
 	NoPin bool
 	// NoFixedBuffers skips registering the tag buffers with each ring.
 	NoFixedBuffers bool
+	// DeferTaskrun creates queue rings with IORING_SETUP_DEFER_TASKRUN.
+	DeferTaskrun bool
 }
 
 // Defaults.
@@ -142,7 +144,7 @@ func Create(ctrl *Control, target Target, cfg Config) (*Device, error) {
 	if err := d.openChar(); err != nil {
 		return fail(err)
 	}
-	if err := d.startQueues(!cfg.NoPin, !cfg.NoFixedBuffers); err != nil {
+	if err := d.startQueues(cfg); err != nil {
 		return fail(err)
 	}
 	if err := ctrl.StartDev(info.DevID, os.Getpid()); err != nil {
@@ -173,7 +175,7 @@ func Recover(ctrl *Control, id uint32, target Target, cfg Config) (*Device, erro
 	if err := d.openChar(); err != nil {
 		return nil, err
 	}
-	if err := d.startQueues(!cfg.NoPin, !cfg.NoFixedBuffers); err != nil {
+	if err := d.startQueues(cfg); err != nil {
 		d.teardown()
 		return nil, err
 	}
@@ -201,14 +203,14 @@ func (d *Device) openChar() error {
 	}
 }
 
-func (d *Device) startQueues(pin, fixedBuffers bool) error {
+func (d *Device) startQueues(cfg Config) error {
 	n := int(d.info.NrHwQueues)
 	d.queueErr = make([]error, n)
 	d.queues = make([]*Queue, n)
 	readies := make([]chan error, n)
 	for i := range n {
 		cpu := -1
-		if pin {
+		if !cfg.NoPin {
 			if set, err := d.ctrl.QueueAffinity(d.info.DevID, uint16(i)); err == nil {
 				cpu = firstCPU(&set)
 			}
@@ -219,7 +221,8 @@ func (d *Device) startQueues(pin, fixedBuffers bool) error {
 			defer d.wg.Done()
 			q, err := runQueue(queueSetup{
 				id: i, depth: int(d.info.QueueDepth), maxIO: int(d.info.MaxIOBufBytes),
-				char: d.char, target: d.target, cpu: cpu, fixedBuffers: fixedBuffers,
+				char: d.char, target: d.target, cpu: cpu, fixedBuffers: !cfg.NoFixedBuffers,
+				deferTaskrun: cfg.DeferTaskrun,
 			}, readies[i])
 			d.mu.Lock()
 			d.queueErr[i] = err

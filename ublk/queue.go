@@ -133,6 +133,7 @@ type queueSetup struct {
 	target           Target
 	cpu              int // -1: do not pin
 	fixedBuffers     bool
+	deferTaskrun     bool
 }
 
 // runQueue serves one queue until every tag is aborted by the kernel. ready
@@ -177,7 +178,7 @@ func (q *Queue) setup(s queueSetup) error {
 		q.ioFlusher = true
 	}
 	sq := uint32(min(2*q.depth, 4096))
-	ring, err := NewRing(sq, RingOptions{CQEntries: 2 * sq, SingleIssuer: true})
+	ring, err := NewRing(sq, RingOptions{CQEntries: 2 * sq, SingleIssuer: true, DeferTaskrun: s.deferTaskrun})
 	if err != nil {
 		return fmt.Errorf("queue %d: %w", q.id, err)
 	}

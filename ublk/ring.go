@@ -49,6 +49,10 @@ type RingOptions struct {
 	// SingleIssuer asks for COOP_TASKRUN|SINGLE_ISSUER; if the kernel
 	// refuses them the ring is created without.
 	SingleIssuer bool
+	// DeferTaskrun (with SingleIssuer) also asks for DEFER_TASKRUN: task
+	// work, including ublk's request dispatch and member completions, runs
+	// only inside this thread's io_uring_enter(GETEVENTS).
+	DeferTaskrun bool
 }
 
 // ErrRingFull is returned when a submission queue entry is wanted and the
@@ -67,6 +71,9 @@ func NewRing(entries uint32, o RingOptions) (*Ring, error) {
 	try := []uint32{flags}
 	if o.SingleIssuer {
 		try = []uint32{flags | setupCoopTaskrun | setupSingleIssuer, flags | setupCoopTaskrun, flags}
+		if o.DeferTaskrun {
+			try = append([]uint32{flags | setupSingleIssuer | setupDeferTaskrun}, try...)
+		}
 	}
 	var (
 		p   ioUringParams

@@ -27,6 +27,7 @@ type serveOptions struct {
 	maxIO   string
 	noPin   bool
 	noFixed bool
+	defer_  bool
 }
 
 func (o *serveOptions) addFlags(c *cobra.Command) {
@@ -36,6 +37,7 @@ func (o *serveOptions) addFlags(c *cobra.Command) {
 	c.Flags().StringVar(&o.maxIO, "max-io", "512K", "largest request (multiple of 4K, up to 32M)")
 	c.Flags().BoolVar(&o.noPin, "no-pin", false, "do not pin queue threads to their CPUs")
 	c.Flags().BoolVar(&o.noFixed, "no-fixed-buffers", false, "do not register I/O buffers with io_uring")
+	c.Flags().BoolVar(&o.defer_, "defer-taskrun", false, "create queue rings with IORING_SETUP_DEFER_TASKRUN")
 }
 
 func (o *serveOptions) config() (ublk.Config, error) {
@@ -54,7 +56,7 @@ func (o *serveOptions) config() (ublk.Config, error) {
 		return ublk.Config{}, usagef("--max-io %s: must be a multiple of 4K from 4K to 32M", o.maxIO)
 	}
 	return ublk.Config{ID: o.number, Queues: o.queues, Depth: o.depth, MaxIOBytes: int(maxIO),
-		NoPin: o.noPin, NoFixedBuffers: o.noFixed}, nil
+		NoPin: o.noPin, NoFixedBuffers: o.noFixed, DeferTaskrun: o.defer_}, nil
 }
 
 // parseSize parses 4096, 4K, 512k, 1M, 2G.
