@@ -1,0 +1,312 @@
+package engine
+
+import (
+	"errors"
+	"fmt"
+)
+
+// ReqOp is the operation of a block request.
+type ReqOp uint8
+
+// Request operations.
+const (
+	ReqRead ReqOp = iota
+	ReqWrite
+	ReqFlush
+	ReqDiscard
+	ReqWriteZeroes
+)
+
+// Backend carries out an Executor's member operations. The ring-backed one
+// puts them on the queue's io_uring; tests use in-memory and
+// fault-injecting members. All methods are called on the executor's thread.
+type Backend interface {
+	// Submit starts io, for request tag as its op'th operation; data is the
+	// part of the request buffer it reads or writes (nil for others). Its
+	// result must come back through Executor.Done(tag, op, res), with res
+	// the full byte count (reads and writes), 0 (others) or a negative errno.
+	Submit(tag, op uint16, io MemberIO, data []byte)
+	// Complete finishes request tag, exactly once.
+	Complete(tag uint16, err error)
+	// Persist is told that the member states changed to st (a member
+	// failed). It must make the new state durable on the surviving members'
+	// superblocks and then call Executor.Persisted(st.Gen); writes that
+	// exposed the failure are acknowledged only after that.
+	Persist(st *ArrayState)
+}
+
+type request struct {
+	op      ReqOp
+	sector  uint64
+	sectors uint32
+	fua     bool
+	buf     []byte
+	ios     []MemberIO
+	failed  []bool // per ios entry: the member operation failed
+	pending int
+	err     error
+	needGen uint64 // acknowledge only once this state generation is durable
+	planned int    // len(ios) of the first plan; later entries are retries and repairs
+	active  bool
+}
+
+// Executor runs requests of one queue against an Array through a Backend.
+// It is single-threaded: every method must be called on the queue's thread.
+// It plans member I/O from the array state at the start of each request,
+// retries failed reads on other copies and rewrites the bad copy (read
+// repair), marks members that fail writes faulty, and acknowledges a write
+// that exposed a failure only after the new state is durable.
+type Executor struct {
+	arr       *Array
+	be        Backend
+	bal       LeastLoaded
+	sc        Scratch
+	reqs      []request
+	persisted uint64
+	waiting   []uint16 // requests done but waiting for Persisted
+	// MemberError, if set, is told of every failed member operation.
+	MemberError func(member int, kind IOKind, res int32)
+	// RetryUnit is the block size, in sectors, to which a failed read is
+	// narrowed before a member is ruled out for it (the logical block
+	// size; default 8, 4 KiB).
+	RetryUnit uint32
+}
+
+// NewExecutor makes an executor for depth requests of up to maxBytes each.
+func NewExecutor(arr *Array, be Backend, depth, maxBytes int) *Executor {
+	e := &Executor{arr: arr, be: be, reqs: make([]request, depth), RetryUnit: 8}
+	e.bal.Inflight = make([]int64, arr.Geo.Members)
+	n := arr.MaxPlanIOs(maxBytes)
+	for i := range e.reqs {
+		// Room for the plan plus a few retries and repairs; error paths that
+		// need more grow the slices (kept for the tag afterwards).
+		e.reqs[i].ios = make([]MemberIO, 0, 4*n+4*MaxCopies)
+		e.reqs[i].failed = make([]bool, 0, 4*n+4*MaxCopies)
+	}
+	e.persisted = arr.State().Gen
+	e.waiting = make([]uint16, 0, depth)
+	return e
+}
+
+// Start begins request tag. buf holds the data of a write and receives the
+// data of a read (len(buf) >= sectors*512 for reads and writes).
+func (e *Executor) Start(tag uint16, op ReqOp, sector uint64, sectors uint32, fua bool, buf []byte) {
+	r := &e.reqs[tag]
+	if r.active {
+		panic(fmt.Sprintf("engine: request %d started twice", tag))
+	}
+	*r = request{op: op, sector: sector, sectors: sectors, fua: fua, buf: buf, ios: r.ios[:0], failed: r.failed[:0], active: true}
+	if sector+uint64(sectors) > e.arr.Geo.ArraySectors() {
+		e.finish(tag, fmt.Errorf("request beyond the end of the array: %w", errBeyondEnd))
+		return
+	}
+	st := e.arr.State()
+	var err error
+	switch op {
+	case ReqRead:
+		r.ios, err = e.arr.PlanRead(&e.sc, st, sector, sectors, 0, 0, &e.bal, r.ios)
+	case ReqWrite:
+		r.ios, err = e.arr.PlanWrite(&e.sc, st, IOWrite, sector, sectors, fua, r.ios)
+	case ReqDiscard:
+		r.ios, err = e.arr.PlanWrite(&e.sc, st, IODiscard, sector, sectors, false, r.ios)
+	case ReqWriteZeroes:
+		r.ios, err = e.arr.PlanWrite(&e.sc, st, IOWriteZeroes, sector, sectors, false, r.ios)
+	case ReqFlush:
+		r.ios, err = e.arr.PlanFlush(st, r.ios)
+	default:
+		err = errUnsupported
+	}
+	if err != nil {
+		e.finish(tag, err)
+		return
+	}
+	r.planned = len(r.ios)
+	e.submitFrom(tag, 0)
+}
+
+var (
+	errBeyondEnd   = errors.New("out of range")
+	errUnsupported = errors.New("unsupported request")
+)
+
+func (e *Executor) submitFrom(tag uint16, first int) {
+	r := &e.reqs[tag]
+	for len(r.failed) < len(r.ios) {
+		r.failed = append(r.failed, false)
+	}
+	r.pending += len(r.ios) - first
+	for i := first; i < len(r.ios); i++ {
+		io := r.ios[i]
+		e.bal.Inflight[io.Member] += int64(io.Sectors)
+		var data []byte
+		if io.Kind == IORead || io.Kind == IOWrite {
+			data = r.buf[io.BufOff : io.BufOff+io.Sectors<<9]
+		}
+		e.be.Submit(tag, uint16(i), io, data)
+	}
+}
+
+// Done reports the result of member operation op of request tag.
+func (e *Executor) Done(tag, op uint16, res int32) {
+	r := &e.reqs[tag]
+	io := r.ios[op]
+	e.bal.Inflight[io.Member] -= int64(io.Sectors)
+	want := int32(0)
+	if io.Kind == IORead || io.Kind == IOWrite {
+		want = int32(io.Sectors) << 9
+	}
+	if res != want {
+		r.failed[op] = true
+		if e.MemberError != nil {
+			e.MemberError(int(io.Member), io.Kind, res)
+		}
+		e.memberFailed(tag, r, io)
+	} else if io.Kind == IORead && int(op) >= r.planned {
+		e.repair(tag, r, io) // a retried read succeeded: rewrite the bad copies
+	}
+	r.pending--
+	if r.pending == 0 {
+		e.complete(tag, r)
+	}
+}
+
+// memberFailed handles a failed member operation: a read is retried on
+// another copy; a failed write, flush or discard marks the member faulty.
+func (e *Executor) memberFailed(tag uint16, r *request, io MemberIO) {
+	if io.Kind == IORead {
+		e.retryRead(tag, r, io)
+		return
+	}
+	st, changed := e.arr.Fail(int(io.Member))
+	if changed {
+		e.be.Persist(st)
+	}
+	r.needGen = max(r.needGen, st.Gen)
+}
+
+// retryRead re-plans a failed read. A failure of a range larger than one
+// retry unit does not say which block is bad, so the range is re-read
+// block by block, preferring other members but not ruling the failed one
+// out; a failed single block rules its member out for that block.
+func (e *Executor) retryRead(tag uint16, r *request, io MemberIO) {
+	bit := uint64(1) << uint(io.Member)
+	first := len(r.ios)
+	st := e.arr.State()
+	unit := max(e.RetryUnit, 1)
+	var err error
+	for done := uint32(0); done < io.Sectors && err == nil; {
+		n := io.Sectors - done
+		avoid, deprio := io.Avoid, io.Deprio|bit
+		if io.Sectors <= unit {
+			avoid, deprio = io.Avoid|bit, io.Deprio
+		} else {
+			// Blocks aligned to the unit in array sectors.
+			s := r.sector + uint64(io.BufOff>>9) + uint64(done)
+			n = min(n, unit-uint32(s%uint64(unit)))
+		}
+		sector := r.sector + uint64(io.BufOff>>9) + uint64(done)
+		start := len(r.ios)
+		r.ios, err = e.arr.PlanRead(&e.sc, st, sector, n, avoid, deprio, &e.bal, r.ios)
+		for i := start; i < len(r.ios); i++ {
+			r.ios[i].BufOff += io.BufOff + done<<9 // PlanRead counts from its first sector
+		}
+		done += n
+	}
+	if err != nil {
+		r.ios = r.ios[:first]
+		if r.err == nil {
+			r.err = err
+		}
+		return
+	}
+	e.submitFrom(tag, first)
+}
+
+// repair rewrites the data a retried read just got on the members that
+// failed reading that range (or a range containing it).
+func (e *Executor) repair(tag uint16, r *request, good MemberIO) {
+	sector := r.sector + uint64(good.BufOff>>9)
+	bad := good.Avoid | good.Deprio
+	st := e.arr.State()
+	first := len(r.ios)
+	for _, l := range e.arr.Geo.Locate(sector, e.sc.locs[:0]) {
+		if bad&(1<<uint(l.Member)) != 0 && st.Members[l.Member].writable() {
+			r.ios = append(r.ios, MemberIO{Member: int32(l.Member), Kind: IOWrite, Sector: l.Sector, Sectors: good.Sectors, BufOff: good.BufOff})
+		}
+	}
+	if len(r.ios) > first {
+		e.submitFrom(tag, first)
+	}
+}
+
+// complete decides the outcome of a request whose member operations have
+// all finished.
+func (e *Executor) complete(tag uint16, r *request) {
+	if r.err == nil && r.op != ReqRead {
+		r.err = e.writeOutcome(r)
+	}
+	if r.needGen > e.persisted {
+		e.waiting = append(e.waiting, tag)
+		return
+	}
+	e.finish(tag, r.err)
+}
+
+// writeOutcome checks that every piece of a write reached at least one
+// member (a flush: every member still in use).
+func (e *Executor) writeOutcome(r *request) error {
+	for i, io := range r.ios {
+		if !r.failed[i] {
+			continue
+		}
+		if io.Kind == IOFlush {
+			continue // the member is faulty now; the others flushed
+		}
+		covered := false
+		for j, o := range r.ios {
+			if j != i && !r.failed[j] && o.Kind == io.Kind && o.BufOff == io.BufOff {
+				covered = true
+				break
+			}
+		}
+		if !covered {
+			return fmt.Errorf("array sectors %d+%d: %w", r.sector+uint64(io.BufOff>>9), io.Sectors, ErrNoCopy)
+		}
+	}
+	if r.op == ReqFlush {
+		for i := range r.ios {
+			if !r.failed[i] {
+				return nil
+			}
+		}
+		return ErrNoCopy
+	}
+	return nil
+}
+
+func (e *Executor) finish(tag uint16, err error) {
+	e.reqs[tag].active = false
+	e.be.Complete(tag, err)
+}
+
+// Persisted tells the executor that state generation gen is durable;
+// requests that waited for it are completed.
+func (e *Executor) Persisted(gen uint64) {
+	if gen <= e.persisted {
+		return
+	}
+	e.persisted = gen
+	w := e.waiting[:0]
+	for _, tag := range e.waiting {
+		r := &e.reqs[tag]
+		if r.needGen <= gen {
+			e.finish(tag, r.err)
+		} else {
+			w = append(w, tag)
+		}
+	}
+	e.waiting = w
+}
+
+// Inflight reports sectors in flight per member on this queue.
+func (e *Executor) Inflight() []int64 { return e.bal.Inflight }

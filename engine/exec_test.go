@@ -1,0 +1,323 @@
+package engine
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"testing"
+
+	"pgregory.net/rapid"
+)
+
+// memMember is an in-memory member with injectable faults.
+type memMember struct {
+	data    []byte
+	failed  bool            // every operation fails (a dead disk)
+	badRead map[uint64]bool // sectors whose reads fail until rewritten
+}
+
+// memOp is a member operation the backend has accepted but not finished.
+type memOp struct {
+	tag, op uint16
+	io      MemberIO
+	data    []byte
+}
+
+// memBackend runs an executor against memMembers. Operations complete
+// when the test delivers them, in an order the test chooses.
+type memBackend struct {
+	members  []*memMember
+	pending  []memOp
+	done     map[uint16]error
+	persists []*ArrayState
+	writes   int // member writes that reached a member
+}
+
+func (b *memBackend) Submit(tag, op uint16, io MemberIO, data []byte) {
+	b.pending = append(b.pending, memOp{tag, op, io, data})
+}
+
+func (b *memBackend) Complete(tag uint16, err error) {
+	if _, dup := b.done[tag]; dup {
+		panic(fmt.Sprintf("request %d completed twice", tag))
+	}
+	b.done[tag] = err
+}
+
+func (b *memBackend) Persist(st *ArrayState) { b.persists = append(b.persists, st) }
+
+// run executes one member operation against its member.
+func (b *memBackend) run(o memOp) int32 {
+	m := b.members[o.io.Member]
+	if m.failed {
+		return -5
+	}
+	off := o.io.Sector << 9
+	n := uint64(o.io.Sectors) << 9
+	switch o.io.Kind {
+	case IORead:
+		for s := o.io.Sector; s < o.io.Sector+uint64(o.io.Sectors); s++ {
+			if m.badRead[s] {
+				return -5
+			}
+		}
+		copy(o.data, m.data[off:off+n])
+		return int32(n)
+	case IOWrite:
+		copy(m.data[off:off+n], o.data)
+		for s := o.io.Sector; s < o.io.Sector+uint64(o.io.Sectors); s++ {
+			delete(m.badRead, s)
+		}
+		b.writes++
+		return int32(n)
+	case IOWriteZeroes, IODiscard:
+		clear(m.data[off : off+n])
+		for s := o.io.Sector; s < o.io.Sector+uint64(o.io.Sectors); s++ {
+			delete(m.badRead, s)
+		}
+		return 0
+	case IOFlush:
+		return 0
+	}
+	panic("unknown kind")
+}
+
+// drain delivers pending operations in an order drawn by t until none is
+// left.
+func (b *memBackend) drain(t *rapid.T, e *Executor) {
+	for len(b.pending) > 0 {
+		i := rapid.IntRange(0, len(b.pending)-1).Draw(t, "deliver")
+		o := b.pending[i]
+		b.pending = append(b.pending[:i], b.pending[i+1:]...)
+		e.Done(o.tag, o.op, b.run(o))
+	}
+}
+
+var modelGeometries = []Geometry{
+	{Level: Level0, Members: 2, ChunkSectors: 8},
+	{Level: Level0, Members: 3, ChunkSectors: 16},
+	{Level: Level1, Members: 2, ChunkSectors: 8},
+	{Level: Level1, Members: 3, ChunkSectors: 8},
+	{Level: Level10, Members: 2, Layout: LayoutN2, ChunkSectors: 8},
+	{Level: Level10, Members: 3, Layout: LayoutN2, ChunkSectors: 8},
+	{Level: Level10, Members: 4, Layout: LayoutN2, ChunkSectors: 16},
+	{Level: Level10, Members: 2, Layout: LayoutF2, ChunkSectors: 8},
+	{Level: Level10, Members: 3, Layout: LayoutF2, ChunkSectors: 8},
+	{Level: Level10, Members: 4, Layout: LayoutO2, ChunkSectors: 8},
+	{Level: Level10, Members: 3, Layout: LayoutN3, ChunkSectors: 8},
+	{Level: Level10, Members: 4, Layout: LayoutF3, ChunkSectors: 8},
+	{Level: Level10, Members: 5, Layout: LayoutO3, ChunkSectors: 16},
+}
+
+// TestExecutorModel drives random reads, writes, flushes, discards,
+// member failures and bad sectors, with member operations completing in
+// random order, against a flat reference image. Every read returns the
+// reference bytes, or fails where no copy survives; never stale data.
+func TestExecutorModel(t *testing.T) {
+	rapid.Check(t, func(t *rapid.T) {
+		g := modelGeometries[rapid.IntRange(0, len(modelGeometries)-1).Draw(t, "geometry")]
+		g.MemberSectors = uint64(rapid.IntRange(4, 12).Draw(t, "chunks")) * g.ChunkSectors
+		arr, err := NewArray(g)
+		if err != nil {
+			t.Fatal(err)
+		}
+		be := &memBackend{done: map[uint16]error{}}
+		for range g.Members {
+			be.members = append(be.members, &memMember{data: make([]byte, g.MemberSectors<<9), badRead: map[uint64]bool{}})
+		}
+		const maxBytes = 64 << 10
+		e := NewExecutor(arr, be, 1, maxBytes)
+		e.RetryUnit = 1 // the model's bad blocks are single sectors
+		size := g.ArraySectors()
+		ref := make([]byte, size<<9)
+		// alts[s]: after failed writes, sector s may also read as any of these.
+		alts := make([][][]byte, size)
+		buf := make([]byte, maxBytes)
+
+		lost := func(s uint64) bool { // no copy of s is readable: dead member or bad sector
+			var locs [MaxCopies]Location
+			for _, l := range g.Locate(s, locs[:0]) {
+				if m := be.members[l.Member]; !m.failed && !m.badRead[l.Sector] {
+					return false
+				}
+			}
+			return true
+		}
+		run := func(op ReqOp, sector uint64, sectors uint32, fua bool) error {
+			e.Start(0, op, sector, sectors, fua, buf)
+			be.drain(t, e)
+			if _, ok := be.done[0]; !ok {
+				// Waiting for the failure to be persisted: never acknowledged before.
+				if len(be.persists) == 0 {
+					t.Fatalf("request neither completed nor waiting for a persist")
+				}
+				e.Persisted(be.persists[len(be.persists)-1].Gen)
+			}
+			err, ok := be.done[0]
+			if !ok {
+				t.Fatalf("request not completed after the state was persisted")
+			}
+			delete(be.done, 0)
+			return err
+		}
+
+		t.Repeat(map[string]func(*rapid.T){
+			"write": func(t *rapid.T) {
+				sector := rapid.Uint64Range(0, size-1).Draw(t, "sector")
+				n := uint32(rapid.Uint64Range(1, min(size-sector, maxBytes>>9)).Draw(t, "sectors"))
+				data := rapid.SliceOfN(rapid.Byte(), 1, 1).Draw(t, "fill")[0]
+				for i := range buf[:n<<9] {
+					buf[i] = data ^ byte(i>>9)
+				}
+				err := run(ReqWrite, sector, n, rapid.Bool().Draw(t, "fua"))
+				src := buf[:n<<9]
+				if err != nil {
+					if !errors.Is(err, ErrNoCopy) {
+						t.Fatalf("write error %v", err)
+					}
+					for s := sector; s < sector+uint64(n); s++ {
+						alts[s] = append(alts[s], bytes.Clone(src[(s-sector)<<9:(s-sector+1)<<9]))
+					}
+					return
+				}
+				copy(ref[sector<<9:], src)
+				for s := sector; s < sector+uint64(n); s++ {
+					alts[s] = nil
+				}
+			},
+			"read": func(t *rapid.T) {
+				sector := rapid.Uint64Range(0, size-1).Draw(t, "sector")
+				n := uint32(rapid.Uint64Range(1, min(size-sector, maxBytes>>9)).Draw(t, "sectors"))
+				clear(buf)
+				err := run(ReqRead, sector, n, false)
+				anyLost := false
+				for s := sector; s < sector+uint64(n); s++ {
+					anyLost = anyLost || lost(s)
+				}
+				if err != nil {
+					if !errors.Is(err, ErrNoCopy) || !anyLost {
+						t.Fatalf("read %d+%d failed (%v) though every sector has a live copy", sector, n, err)
+					}
+					return
+				}
+				if anyLost {
+					t.Fatalf("read %d+%d succeeded though some sector has no live copy", sector, n)
+				}
+				for s := sector; s < sector+uint64(n); s++ {
+					got := buf[(s-sector)<<9 : (s-sector+1)<<9]
+					ok := bytes.Equal(got, ref[s<<9:(s+1)<<9])
+					for _, a := range alts[s] {
+						ok = ok || bytes.Equal(got, a)
+					}
+					if !ok {
+						t.Fatalf("read %d+%d: sector %d holds stale or wrong data", sector, n, s)
+					}
+				}
+			},
+			"flush": func(t *rapid.T) {
+				err := run(ReqFlush, 0, 0, false)
+				alive := false
+				for _, m := range be.members {
+					alive = alive || !m.failed
+				}
+				if (err == nil) != alive {
+					t.Fatalf("flush: err %v with a live member: %v", err, alive)
+				}
+			},
+			"zero": func(t *rapid.T) {
+				sector := rapid.Uint64Range(0, size-1).Draw(t, "sector")
+				n := uint32(rapid.Uint64Range(1, min(size-sector, maxBytes>>9)).Draw(t, "sectors"))
+				err := run(ReqWriteZeroes, sector, n, false)
+				for s := sector; s < sector+uint64(n); s++ {
+					if err != nil {
+						alts[s] = append(alts[s], make([]byte, 512))
+					} else {
+						clear(ref[s<<9 : (s+1)<<9])
+						alts[s] = nil
+					}
+				}
+			},
+			"fail member": func(t *rapid.T) {
+				m := rapid.IntRange(0, g.Members-1).Draw(t, "member")
+				be.members[m].failed = true
+			},
+			"bad sectors": func(t *rapid.T) {
+				m := rapid.IntRange(0, g.Members-1).Draw(t, "member")
+				s := rapid.Uint64Range(0, g.MemberSectors-1).Draw(t, "first")
+				n := rapid.Uint64Range(1, 16).Draw(t, "count")
+				for i := s; i < min(s+n, g.MemberSectors); i++ {
+					be.members[m].badRead[i] = true
+				}
+			},
+		})
+	})
+}
+
+// A write that exposes a member failure is acknowledged only after the new
+// state is persisted, and the member is never used again.
+func TestExecutorWriteFailureWaitsForPersist(t *testing.T) {
+	g := Geometry{Level: Level1, Members: 2, ChunkSectors: 8, MemberSectors: 64}
+	arr, _ := NewArray(g)
+	be := &memBackend{done: map[uint16]error{}}
+	for range 2 {
+		be.members = append(be.members, &memMember{data: make([]byte, 64<<9), badRead: map[uint64]bool{}})
+	}
+	be.members[1].failed = true
+	e := NewExecutor(arr, be, 2, 4096)
+	buf := bytes.Repeat([]byte{7}, 4096)
+	e.Start(1, ReqWrite, 0, 8, false, buf)
+	for _, o := range be.pending {
+		e.Done(o.tag, o.op, be.run(o))
+	}
+	be.pending = nil
+	if _, done := be.done[1]; done {
+		t.Fatal("write acknowledged before the member failure was persisted")
+	}
+	if len(be.persists) != 1 || be.persists[0].Members[1].State != MemberFaulty {
+		t.Fatalf("persist requests: %+v", be.persists)
+	}
+	e.Persisted(be.persists[0].Gen)
+	if err, done := be.done[1]; !done || err != nil {
+		t.Fatalf("after persist: done=%v err=%v", done, err)
+	}
+	e.Start(0, ReqWrite, 8, 8, false, buf)
+	for _, o := range be.pending {
+		if o.io.Member == 1 {
+			t.Fatal("a faulty member got I/O")
+		}
+	}
+}
+
+// Planning allocates nothing.
+func TestPlanNoAlloc(t *testing.T) {
+	g := Geometry{Level: Level10, Members: 4, Layout: LayoutN2, ChunkSectors: 128, MemberSectors: 1 << 20}
+	arr, _ := NewArray(g)
+	ios := make([]MemberIO, 0, arr.MaxPlanIOs(512<<10))
+	bal := &LeastLoaded{Inflight: make([]int64, 4)}
+	st := arr.State()
+	sc := new(Scratch)
+	if n := testing.AllocsPerRun(100, func() {
+		ios, _ = arr.PlanRead(sc, st, 1000, 1024, 0, 0, bal, ios[:0])
+		ios, _ = arr.PlanWrite(sc, st, IOWrite, 1000, 1024, false, ios[:0])
+	}); n != 0 {
+		t.Fatalf("planning allocates %v times", n)
+	}
+}
+
+func BenchmarkPlan4K(b *testing.B) {
+	g := Geometry{Level: Level10, Members: 4, Layout: LayoutN2, ChunkSectors: 1024, MemberSectors: 1 << 30}
+	arr, _ := NewArray(g)
+	ios := make([]MemberIO, 0, arr.MaxPlanIOs(512<<10))
+	bal := &LeastLoaded{Inflight: make([]int64, 4)}
+	sc := new(Scratch)
+	b.ReportAllocs()
+	for i := 0; b.Loop(); i++ {
+		st := arr.State()
+		s := uint64(i*8) % (g.ArraySectors() - 8)
+		if i%2 == 0 {
+			ios, _ = arr.PlanRead(sc, st, s, 8, 0, 0, bal, ios[:0])
+		} else {
+			ios, _ = arr.PlanWrite(sc, st, IOWrite, s, 8, false, ios[:0])
+		}
+	}
+}

@@ -1,0 +1,258 @@
+package engine
+
+import (
+	"errors"
+	"fmt"
+	"sync"
+	"sync/atomic"
+)
+
+// IOKind is what a member operation does.
+type IOKind uint8
+
+// Member operation kinds.
+const (
+	IORead IOKind = iota
+	IOWrite
+	IOFlush
+	IODiscard
+	IOWriteZeroes
+)
+
+func (k IOKind) String() string {
+	return [...]string{"read", "write", "flush", "discard", "write-zeroes"}[k]
+}
+
+// MemberIO is one member operation of a plan. Sector is relative to the
+// member's data offset; BufOff is the byte offset in the request buffer
+// of the data read or written (reads and writes only).
+type MemberIO struct {
+	Member  int32
+	Kind    IOKind
+	FUA     bool
+	Sector  uint64
+	Sectors uint32
+	BufOff  uint32
+	// Retried reads: Avoid lists members that failed reading exactly this
+	// range (never asked again); Deprio lists members that failed reading
+	// a larger range containing it (asked only if no other copy is left).
+	Avoid, Deprio uint64
+}
+
+// MemberState is a member's role state as the planner sees it.
+type MemberState uint8
+
+// Member states.
+const (
+	MemberActive     MemberState = iota // in sync: read and written
+	MemberRebuilding                    // written; read only below RebuildOffset
+	MemberFaulty                        // failed: never used
+	MemberMissing                       // absent: never used
+)
+
+func (s MemberState) String() string {
+	return [...]string{"active", "rebuilding", "faulty", "missing"}[s]
+}
+
+// MemberStatus is one member's entry in an ArrayState.
+type MemberStatus struct {
+	State MemberState
+	// RebuildOffset: a rebuilding member holds current data below this
+	// member sector (data-relative); reads above it go to other copies.
+	RebuildOffset uint64
+}
+
+func (m MemberStatus) readable(end uint64) bool {
+	return m.State == MemberActive || (m.State == MemberRebuilding && end <= m.RebuildOffset)
+}
+
+func (m MemberStatus) writable() bool {
+	return m.State == MemberActive || m.State == MemberRebuilding
+}
+
+// ArrayState is an immutable snapshot of the members' states. Queue
+// threads load the current one with one atomic read per request.
+type ArrayState struct {
+	Gen     uint64
+	Members []MemberStatus
+}
+
+// ErrNoCopy means no member holding a copy of the data can serve it: the
+// request fails with EIO, never with stale or zero data.
+var ErrNoCopy = errors.New("no surviving copy of the data")
+
+// Array is the planning view of one array: geometry plus member states.
+// Planning methods are safe for concurrent use from every queue thread;
+// state changes (Fail, SetState) are serialised by a mutex off the I/O path.
+type Array struct {
+	Geo   Geometry
+	state atomic.Pointer[ArrayState]
+	mu    sync.Mutex
+}
+
+// NewArray returns an Array with every member active.
+func NewArray(g Geometry) (*Array, error) {
+	if err := g.Validate(); err != nil {
+		return nil, err
+	}
+	a := &Array{Geo: g}
+	st := &ArrayState{Gen: 1, Members: make([]MemberStatus, g.Members)}
+	a.state.Store(st)
+	return a, nil
+}
+
+// State returns the current snapshot.
+func (a *Array) State() *ArrayState { return a.state.Load() }
+
+// SetState replaces the member states (assembly, rebuild progress).
+func (a *Array) SetState(members []MemberStatus) *ArrayState {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	old := a.state.Load()
+	st := &ArrayState{Gen: old.Gen + 1, Members: append([]MemberStatus(nil), members...)}
+	a.state.Store(st)
+	return st
+}
+
+// Fail marks member m faulty and returns the new snapshot, or the current
+// one if m was already not in use. It reports whether the state changed.
+func (a *Array) Fail(m int) (*ArrayState, bool) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	old := a.state.Load()
+	if old.Members[m].State == MemberFaulty || old.Members[m].State == MemberMissing {
+		return old, false
+	}
+	ms := append([]MemberStatus(nil), old.Members...)
+	ms[m] = MemberStatus{State: MemberFaulty}
+	st := &ArrayState{Gen: old.Gen + 1, Members: ms}
+	a.state.Store(st)
+	return st, true
+}
+
+// MaxPlanIOs is the capacity a plan needs for requests of up to maxBytes.
+func (a *Array) MaxPlanIOs(maxBytes int) int {
+	pieces := 1
+	if a.Geo.Level != Level1 {
+		pieces = maxBytes/int(a.Geo.ChunkSectors<<9) + 2
+	}
+	return max(pieces*a.Geo.Copies(), a.Geo.Members)
+}
+
+// Balancer picks which copy serves a read. Implementations are per queue
+// (no sharing between queue threads).
+type Balancer interface {
+	// Pick returns the index into locs of the copy to read; ok lists which
+	// entries are eligible (at least one is).
+	Pick(locs []Location, ok uint32, sectors uint32) int
+}
+
+// Scratch is per-thread working space for planning (so planning does not
+// allocate); each queue owns one.
+type Scratch struct{ locs [MaxCopies]Location }
+
+// PlanRead appends to ios the member reads that serve array sectors
+// [sector, sectors), one per chunk piece, choosing with bal among readable
+// copies on members not in avoid, preferring members not in deprio. It
+// returns ErrNoCopy if some piece has no usable copy.
+func (a *Array) PlanRead(sc *Scratch, st *ArrayState, sector uint64, sectors uint32, avoid, deprio uint64, bal Balancer, ios []MemberIO) ([]MemberIO, error) {
+	buf := &sc.locs
+	var off uint32
+	for sectors > 0 {
+		n := uint32(min(uint64(sectors), a.Geo.ChunkEnd(sector)))
+		locs := a.Geo.Locate(sector, buf[:0])
+		var ok, pref uint32
+		for i, l := range locs {
+			bit := uint64(1) << uint(l.Member)
+			if avoid&bit == 0 && st.Members[l.Member].readable(l.Sector+uint64(n)) {
+				ok |= 1 << uint(i)
+				if deprio&bit == 0 {
+					pref |= 1 << uint(i)
+				}
+			}
+		}
+		if ok == 0 {
+			return ios, fmt.Errorf("array sectors %d+%d: %w", sector, n, ErrNoCopy)
+		}
+		if pref != 0 {
+			ok = pref
+		}
+		i := 0
+		if bal != nil {
+			i = bal.Pick(locs, ok, n)
+		} else {
+			for ok&(1<<uint(i)) == 0 {
+				i++
+			}
+		}
+		ios = append(ios, MemberIO{Member: int32(locs[i].Member), Kind: IORead, Sector: locs[i].Sector, Sectors: n,
+			BufOff: off << 9, Avoid: avoid, Deprio: deprio})
+		sector += uint64(n)
+		sectors -= n
+		off += n
+	}
+	return ios, nil
+}
+
+// PlanWrite appends to ios the member operations of kind (IOWrite,
+// IODiscard, IOWriteZeroes) for array sectors [sector, sector+sectors):
+// every writable copy of every chunk piece. A piece with no writable copy
+// fails the plan with ErrNoCopy.
+func (a *Array) PlanWrite(sc *Scratch, st *ArrayState, kind IOKind, sector uint64, sectors uint32, fua bool, ios []MemberIO) ([]MemberIO, error) {
+	buf := &sc.locs
+	var off uint32
+	for sectors > 0 {
+		n := uint32(min(uint64(sectors), a.Geo.ChunkEnd(sector)))
+		locs := a.Geo.Locate(sector, buf[:0])
+		wrote := false
+		for _, l := range locs {
+			if st.Members[l.Member].writable() {
+				ios = append(ios, MemberIO{Member: int32(l.Member), Kind: kind, FUA: fua, Sector: l.Sector, Sectors: n, BufOff: off << 9})
+				wrote = true
+			}
+		}
+		if !wrote {
+			return ios, fmt.Errorf("array sectors %d+%d: %w", sector, n, ErrNoCopy)
+		}
+		sector += uint64(n)
+		sectors -= n
+		off += n
+	}
+	return ios, nil
+}
+
+// PlanFlush appends a flush of every writable member. With no writable
+// member it returns ErrNoCopy.
+func (a *Array) PlanFlush(st *ArrayState, ios []MemberIO) ([]MemberIO, error) {
+	n := len(ios)
+	for m, s := range st.Members {
+		if s.writable() {
+			ios = append(ios, MemberIO{Member: int32(m), Kind: IOFlush})
+		}
+	}
+	if len(ios) == n {
+		return ios, ErrNoCopy
+	}
+	return ios, nil
+}
+
+// LeastLoaded is a Balancer that reads from the eligible copy with the
+// fewest sectors in flight on this queue (ties: the first). A later step
+// weights it by measured member latency.
+type LeastLoaded struct {
+	Inflight []int64 // per member, maintained by the executor
+}
+
+// Pick implements Balancer.
+func (b *LeastLoaded) Pick(locs []Location, ok uint32, _ uint32) int {
+	best := -1
+	for i, l := range locs {
+		if ok&(1<<uint(i)) == 0 {
+			continue
+		}
+		if best < 0 || b.Inflight[l.Member] < b.Inflight[locs[best].Member] {
+			best = i
+		}
+	}
+	return best
+}
