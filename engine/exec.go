@@ -28,10 +28,11 @@ type Backend interface {
 	Submit(tag, op uint16, io MemberIO, data []byte)
 	// Complete finishes request tag, exactly once.
 	Complete(tag uint16, err error)
-	// Persist is told that the member states changed to st (a member
-	// failed). It must make the new state durable on the surviving members'
-	// superblocks and then call Executor.Persisted(st.Gen); writes that
-	// exposed the failure are acknowledged only after that.
+	// Persist asks that member state st (a member failed) be made durable
+	// on the surviving members' superblocks; the backend then calls
+	// Executor.Persisted with a generation >= st.Gen (possibly from within
+	// Persist). Writes that exposed the failure wait until then. Several
+	// queues may ask for the same generation; the backend writes it once.
 	Persist(st *ArrayState)
 }
 
@@ -177,10 +178,7 @@ func (e *Executor) memberFailed(tag uint16, r *request, io MemberIO) {
 		e.retryRead(tag, r, io)
 		return
 	}
-	st, changed := e.arr.Fail(int(io.Member))
-	if changed {
-		e.be.Persist(st)
-	}
+	st, _ := e.arr.Fail(int(io.Member))
 	r.needGen = max(r.needGen, st.Gen)
 }
 
@@ -247,6 +245,7 @@ func (e *Executor) complete(tag uint16, r *request) {
 	}
 	if r.needGen > e.persisted {
 		e.waiting = append(e.waiting, tag)
+		e.be.Persist(e.arr.State())
 		return
 	}
 	e.finish(tag, r.err)
@@ -310,3 +309,13 @@ func (e *Executor) Persisted(gen uint64) {
 
 // Inflight reports sectors in flight per member on this queue.
 func (e *Executor) Inflight() []int64 { return e.bal.Inflight }
+
+// PersistFailed finishes every request waiting for a persist with err: the
+// new member state could not be recorded, so they are not acknowledged as
+// written.
+func (e *Executor) PersistFailed(err error) {
+	for _, tag := range e.waiting {
+		e.finish(tag, err)
+	}
+	e.waiting = e.waiting[:0]
+}

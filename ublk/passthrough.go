@@ -89,7 +89,7 @@ func (h *ptQueue) Handle(req *Request) {
 		if h.m.BlockDevice {
 			PrepBlockDiscard(s, memberFile, req.Offset(), uint64(req.Bytes()), s.UserData)
 		} else {
-			PrepFallocate(s, memberFile, fallocPunchHole|fallocKeepSize, req.Offset(), uint64(req.Bytes()), s.UserData)
+			PrepFallocate(s, memberFile, FallocPunchHole|FallocKeepSize, req.Offset(), uint64(req.Bytes()), s.UserData)
 		}
 	case IOOpWriteZeroes:
 		s, err := h.q.SQE(uint64(req.Tag))
@@ -97,9 +97,9 @@ func (h *ptQueue) Handle(req *Request) {
 			h.q.Complete(req.Tag, err)
 			return
 		}
-		mode := uint32(fallocZeroRange)
+		mode := uint32(FallocZeroRange)
 		if !h.m.BlockDevice {
-			mode |= fallocKeepSize
+			mode |= FallocKeepSize
 		}
 		PrepFallocate(s, memberFile, mode, req.Offset(), uint64(req.Bytes()), s.UserData)
 	default:

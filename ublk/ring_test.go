@@ -120,7 +120,7 @@ func TestRingFixedFileReadWrite(t *testing.T) {
 		t.Fatalf("file holds %d bytes, want the block at 4096", len(onDisk))
 	}
 	s = r.GetSQE()
-	PrepFallocate(s, 0, fallocPunchHole|fallocKeepSize, 4096, 4096, 4)
+	PrepFallocate(s, 0, FallocPunchHole|FallocKeepSize, 4096, 4096, 4)
 	if got := reap(t, r, 1); got[4] != 0 {
 		t.Fatalf("punch hole result %v", got)
 	}

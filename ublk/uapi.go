@@ -150,9 +150,9 @@ const (
 
 // fallocate modes used for DISCARD and WRITE_ZEROES.
 const (
-	fallocKeepSize  = 0x01
-	fallocPunchHole = 0x02
-	fallocZeroRange = 0x10
+	FallocKeepSize  = 0x01
+	FallocPunchHole = 0x02
+	FallocZeroRange = 0x10
 )
 
 // ---- ublk ----

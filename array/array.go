@@ -1,0 +1,343 @@
+// Package array is a RAID array served over ublk: it opens the members,
+// creates or assembles the array from their superblocks, runs one
+// engine.Executor per ublk queue on that queue's ring, and persists member
+// state changes to the superblocks.
+//
+// Threads: queue handlers run on their queue's locked thread (see package
+// ublk); superblock updates are serialised by Array.mu and may be called
+// from any queue thread (a member failure blocks the queue that reports it
+// until the new state is durable, which is rare and brief).
+package array
+
+import (
+	"errors"
+	"fmt"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/ublk-raid/ublk-raid/engine"
+	"github.com/ublk-raid/ublk-raid/ublk"
+)
+
+// CreateSpec describes a new array. It is ignored when the members
+// already carry superblocks of one array (then the array is assembled).
+type CreateSpec struct {
+	Name         string
+	Level        engine.Level
+	Layout       engine.Layout // raid10
+	ChunkSectors uint64
+}
+
+// Array is an open RAID array.
+type Array struct {
+	Engine  *engine.Array
+	Members []*ublk.Member // by role; nil when missing
+	SBs     []*engine.Superblock
+	Created bool // this Open created it
+	// OnMemberFailed, if set, is called once per member that becomes
+	// faulty, when its failure has been recorded (under the array lock).
+	OnMemberFailed func(role int, path string)
+
+	dataOffset uint64 // bytes
+	mu         sync.Mutex
+	durable    atomic.Uint64 // highest engine state generation on disk
+	events     uint64        // superblock events of the last write
+	stateGen   uint64        // engine generation the last superblock write recorded
+	reported   []bool        // roles whose failure was reported to OnMemberFailed
+}
+
+// Open opens the members and either assembles the array their superblocks
+// describe or, when none carries a superblock and create is set, creates a
+// new one with spec. Bad input (member missing, too small, in use, of another array,
+// mismatched block sizes, geometry errors) is reported before anything is
+// written.
+func Open(paths []string, spec CreateSpec, create bool) (*Array, error) {
+	if len(paths) == 0 {
+		return nil, errors.New("no members given")
+	}
+	seen := map[string]bool{}
+	for _, p := range paths {
+		if seen[p] {
+			return nil, fmt.Errorf("member %s is given twice", p)
+		}
+		seen[p] = true
+	}
+	var ms []*ublk.Member
+	closeAll := func() {
+		for _, m := range ms {
+			m.Close()
+		}
+	}
+	for _, p := range paths {
+		m, err := ublk.OpenMember(p)
+		if err != nil {
+			closeAll()
+			return nil, err
+		}
+		ms = append(ms, m)
+	}
+	for _, m := range ms[1:] {
+		if m.LogicalBlock != ms[0].LogicalBlock {
+			closeAll()
+			return nil, fmt.Errorf("members have different logical block sizes: %s %d bytes, %s %d bytes",
+				ms[0].Path, ms[0].LogicalBlock, m.Path, m.LogicalBlock)
+		}
+	}
+	var inputs []engine.MemberSB
+	for _, m := range ms {
+		b, err := m.ReadBlock(engine.SuperblockOffset, engine.SuperblockSize)
+		in := engine.MemberSB{Path: m.Path}
+		if err != nil {
+			in.Err = err
+		} else if sb, err := engine.ParseSuperblock(b); err != nil {
+			in.Err = err
+		} else {
+			in.SB = sb
+		}
+		inputs = append(inputs, in)
+	}
+	asm, err := engine.Assemble(inputs)
+	if errors.Is(err, engine.ErrNoSuperblock) {
+		if !create {
+			closeAll()
+			return nil, fmt.Errorf("the members carry no ublk-raid superblock: give --level to create a new array")
+		}
+		a, err := newArray(ms, spec)
+		if err != nil {
+			closeAll()
+		}
+		return a, err
+	}
+	if err != nil {
+		closeAll()
+		return nil, err
+	}
+	a, err := assemble(ms, inputs, asm)
+	if err != nil {
+		closeAll()
+	}
+	return a, err
+}
+
+func newArray(ms []*ublk.Member, spec CreateSpec) (*Array, error) {
+	if spec.ChunkSectors == 0 {
+		spec.ChunkSectors = 1024 // 512 KiB
+	}
+	sizes := make([]uint64, len(ms))
+	for i, m := range ms {
+		sizes[i] = uint64(m.Size)
+	}
+	sbs, err := engine.NewSuperblocks(engine.ArraySpec{
+		Name: spec.Name, Level: uint32(spec.Level), Layout: spec.Layout.MD(),
+		ChunkSectors: uint32(spec.ChunkSectors), MemberBytes: sizes,
+	})
+	if err != nil {
+		return nil, err
+	}
+	g := geometryOf(sbs[0], sbs)
+	ea, err := engine.NewArray(g)
+	if err != nil {
+		return nil, err
+	}
+	a := &Array{Engine: ea, Members: ms, SBs: sbs, Created: true, dataOffset: sbs[0].DataOffset, events: sbs[0].Events}
+	// Everything is checked; now, and only now, write.
+	for i, m := range ms {
+		b, err := sbs[i].MarshalBinary()
+		if err != nil {
+			return nil, err
+		}
+		if err := m.WriteBlockSync(engine.SuperblockOffset, b); err != nil {
+			return nil, err
+		}
+	}
+	a.stateGen = ea.State().Gen
+	a.durable.Store(a.stateGen)
+	return a, nil
+}
+
+// geometryOf is the engine geometry a superblock describes, with the
+// smallest member data size among sbs.
+func geometryOf(sb *engine.Superblock, sbs []*engine.Superblock) engine.Geometry {
+	g := engine.Geometry{Level: engine.Level(sb.Level), Members: int(sb.Members), ChunkSectors: uint64(sb.ChunkSectors)}
+	if g.Level == engine.Level10 {
+		g.Layout, _ = engine.LayoutFromMD(sb.Layout)
+	}
+	for _, s := range sbs {
+		if s != nil && !s.IsSpare() && (g.MemberSectors == 0 || s.DataSectors < g.MemberSectors) {
+			g.MemberSectors = s.DataSectors
+		}
+	}
+	return g
+}
+
+func assemble(ms []*ublk.Member, inputs []engine.MemberSB, asm *engine.Assembly) (*Array, error) {
+	if asm.Failed {
+		return nil, fmt.Errorf("array %q cannot be assembled: %d of %d members active", asm.Name, asm.ActiveRoles, asm.Members)
+	}
+	byPath := map[string]int{}
+	for i, in := range inputs {
+		byPath[in.Path] = i
+	}
+	roles := make([]*ublk.Member, asm.Members)
+	sbs := make([]*engine.Superblock, asm.Members)
+	states := make([]engine.MemberStatus, asm.Members)
+	var used []bool = make([]bool, len(ms))
+	for r, ra := range asm.Roles {
+		switch ra.State {
+		case engine.RoleActive, engine.RoleRebuilding:
+			i := byPath[ra.Path]
+			roles[r], sbs[r], used[i] = ms[i], inputs[i].SB, true
+			if ra.State == engine.RoleRebuilding {
+				states[r] = engine.MemberStatus{State: engine.MemberRebuilding, RebuildOffset: ra.RecoveryOffset}
+			}
+		case engine.RoleFaulty:
+			states[r] = engine.MemberStatus{State: engine.MemberFaulty}
+		default:
+			states[r] = engine.MemberStatus{State: engine.MemberMissing}
+		}
+	}
+	for i, m := range ms {
+		if !used[i] {
+			m.Close() // stale or spare: rebuild is a later step; not held open
+		}
+	}
+	g := geometryOf(asm.Freshest, sbs)
+	ea, err := engine.NewArray(g)
+	if err != nil {
+		return nil, err
+	}
+	st := ea.SetState(states)
+	a := &Array{Engine: ea, Members: roles, SBs: sbs, dataOffset: asm.Freshest.DataOffset, events: asm.Events}
+	a.stateGen = st.Gen
+	a.durable.Store(st.Gen)
+	if !geometryCovered(ea) {
+		return nil, fmt.Errorf("array %q cannot be assembled: the active members do not hold a copy of every chunk", asm.Name)
+	}
+	return a, nil
+}
+
+// geometryCovered reports whether every chunk has a readable copy.
+func geometryCovered(ea *engine.Array) bool {
+	g := ea.Geo
+	st := ea.State()
+	var locs [engine.MaxCopies]engine.Location
+	step := g.ChunkSectors
+	if g.Level == engine.Level1 {
+		step = g.ArraySectors()
+	}
+	// The pattern of members repeats within Members*Copies chunks.
+	limit := min(g.ArraySectors(), step*uint64(g.Members*g.Copies()+g.Members))
+	for s := uint64(0); s < limit; s += step {
+		ok := false
+		for _, l := range g.Locate(s, locs[:0]) {
+			ok = ok || st.Members[l.Member].State == engine.MemberActive
+		}
+		if !ok {
+			return false
+		}
+	}
+	return true
+}
+
+// SetClean records in every member's superblock whether the array is
+// stopped cleanly (true) or in use (false).
+func (a *Array) SetClean(clean bool) error {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return a.writeSuperblocks(a.Engine.State(), clean)
+}
+
+// persist makes engine state st durable (Backend.Persist): called from
+// queue threads; serialised; a generation already on disk is not written
+// again.
+func (a *Array) persist(st *engine.ArrayState) error {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if a.durable.Load() >= st.Gen {
+		return nil
+	}
+	st = a.Engine.State() // the newest, which covers st
+	return a.writeSuperblocks(st, false)
+}
+
+// writeSuperblocks writes the next generation of superblocks, with role
+// states from st, to every member still in use. Called with a.mu held.
+func (a *Array) writeSuperblocks(st *engine.ArrayState, clean bool) error {
+	a.events++
+	now := time.Now().UnixNano()
+	var errs []error
+	wrote := 0
+	for r, m := range a.Members {
+		if m == nil || st.Members[r].State == engine.MemberFaulty || st.Members[r].State == engine.MemberMissing {
+			continue
+		}
+		sb := *a.SBs[r]
+		sb.Events = a.events
+		sb.UpdateTime = now
+		sb.Clean = clean
+		for i := range st.Members {
+			switch st.Members[i].State {
+			case engine.MemberFaulty:
+				sb.Roles[i].State = engine.RoleFaulty
+			case engine.MemberMissing:
+				sb.Roles[i].State = engine.RoleMissing
+			case engine.MemberRebuilding:
+				sb.Roles[i].State = engine.RoleRebuilding
+				sb.Roles[i].RecoveryOffset = st.Members[i].RebuildOffset
+			case engine.MemberActive:
+				sb.Roles[i].State = engine.RoleActive
+			}
+		}
+		b, err := sb.MarshalBinary()
+		if err == nil {
+			err = m.WriteBlockSync(engine.SuperblockOffset, b)
+		}
+		if err != nil {
+			errs = append(errs, err)
+			continue
+		}
+		*a.SBs[r] = sb
+		wrote++
+	}
+	if wrote == 0 {
+		return errors.Join(append(errs, errors.New("no member took the superblock update"))...)
+	}
+	a.stateGen = st.Gen
+	a.durable.Store(st.Gen)
+	if a.reported == nil {
+		a.reported = make([]bool, len(st.Members))
+	}
+	for r, m := range st.Members {
+		if m.State == engine.MemberFaulty && !a.reported[r] {
+			a.reported[r] = true
+			if a.OnMemberFailed != nil {
+				path := ""
+				if a.Members[r] != nil {
+					path = a.Members[r].Path
+				}
+				a.OnMemberFailed(r, path)
+			}
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// Degraded reports whether some member is not active.
+func (a *Array) Degraded() bool {
+	for _, m := range a.Engine.State().Members {
+		if m.State != engine.MemberActive {
+			return true
+		}
+	}
+	return false
+}
+
+// Close closes the members.
+func (a *Array) Close() {
+	for _, m := range a.Members {
+		if m != nil {
+			m.Close()
+		}
+	}
+}

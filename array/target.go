@@ -1,0 +1,178 @@
+package array
+
+import (
+	"golang.org/x/sys/unix"
+
+	"github.com/ublk-raid/ublk-raid/engine"
+	"github.com/ublk-raid/ublk-raid/ublk"
+)
+
+// Params derives the ublk device parameters from the array: the array's
+// size; logical/physical block = the largest of the members'; io_min =
+// chunk and io_opt = one full data stripe when that is a power of two
+// (raid0/raid10), chunk_sectors for raid0/raid10; VOLATILE_CACHE|FUA when
+// some member has a volatile cache (FLUSH then reaches every member as
+// fdatasync); DISCARD when every member can discard; WRITE_ZEROES always.
+func (a *Array) Params() ublk.Params {
+	g := a.Engine.Geo
+	var p ublk.Params
+	p.Types = ublk.ParamTypeBasic | ublk.ParamTypeDiscard
+	b := &p.Basic
+	lbs, pbs, volatile, discard := 512, 512, false, true
+	for _, m := range a.Members {
+		if m == nil {
+			continue
+		}
+		lbs, pbs = max(lbs, m.LogicalBlock), max(pbs, m.PhysicalBlock)
+		volatile = volatile || m.VolatileCache
+		discard = discard && m.Discard
+	}
+	b.LogicalBSShift, b.PhysicalBSShift = log2(uint64(lbs)), log2(uint64(pbs))
+	b.IOMinShift = b.PhysicalBSShift
+	if g.Level != engine.Level1 {
+		chunk := g.ChunkSectors << 9
+		b.IOMinShift = log2(max(chunk, uint64(pbs)))
+		b.ChunkSectors = uint32(g.ChunkSectors)
+		if w := g.DataStripeSectors() << 9; w&(w-1) == 0 && w >= chunk {
+			b.IOOptShift = log2(w)
+		}
+	}
+	b.DevSectors = g.ArraySectors()
+	if volatile {
+		b.Attrs |= ublk.AttrVolatileCache | ublk.AttrFUA
+	}
+	d := &p.Discard
+	d.DiscardGranularity = uint32(max(pbs, 4096))
+	d.MaxWriteZeroesSectors = 1 << 21
+	if discard {
+		d.MaxDiscardSectors = 1 << 21
+		d.MaxDiscardSegments = 1
+	}
+	return p
+}
+
+func log2(n uint64) uint8 {
+	var s uint8
+	for n > 1 {
+		n >>= 1
+		s++
+	}
+	return s
+}
+
+// Files implements ublk.Target: member r is fixed file FirstTargetFile+r;
+// a missing member's slot is empty (-1).
+func (a *Array) Files() []int {
+	fds := make([]int, len(a.Members))
+	for r, m := range a.Members {
+		fds[r] = -1
+		if m != nil {
+			fds[r] = m.Fd()
+		}
+	}
+	return fds
+}
+
+// NewQueue implements ublk.Target.
+func (a *Array) NewQueue(q *ublk.Queue) (ublk.QueueHandler, error) {
+	h := &queue{q: q, a: a, blockDev: make([]bool, len(a.Members))}
+	for r, m := range a.Members {
+		h.blockDev[r] = m != nil && m.BlockDevice
+	}
+	h.exec = engine.NewExecutor(a.Engine, h, q.Depth(), q.MaxIOBytes())
+	return h, nil
+}
+
+// queue runs one ublk queue's requests through an engine.Executor, with
+// member I/O on the queue's ring. It is the executor's Backend.
+type queue struct {
+	q        *ublk.Queue
+	a        *Array
+	exec     *engine.Executor
+	blockDev []bool
+}
+
+func (h *queue) Handle(req *ublk.Request) {
+	var op engine.ReqOp
+	switch req.Op {
+	case ublk.IOOpRead:
+		op = engine.ReqRead
+	case ublk.IOOpWrite:
+		op = engine.ReqWrite
+	case ublk.IOOpFlush:
+		op = engine.ReqFlush
+	case ublk.IOOpDiscard:
+		op = engine.ReqDiscard
+	case ublk.IOOpWriteZeroes:
+		op = engine.ReqWriteZeroes
+	default:
+		h.q.Complete(req.Tag, unix.EOPNOTSUPP)
+		return
+	}
+	h.exec.Start(req.Tag, op, req.Sector, req.Sectors, req.Flags&ublk.IOFlagFUA != 0, req.Buf)
+}
+
+// Submit implements engine.Backend: one SQE per member operation.
+func (h *queue) Submit(tag, op uint16, io engine.MemberIO, data []byte) {
+	s, err := h.q.SQE(uint64(tag)<<16 | uint64(op))
+	if err != nil {
+		h.exec.Done(tag, op, -int32(unix.EIO))
+		return
+	}
+	file := int32(ublk.FirstTargetFile) + io.Member
+	off := h.a.dataOffset + io.Sector<<9
+	ud := s.UserData
+	switch io.Kind {
+	case engine.IORead, engine.IOWrite:
+		kind := ublk.OpRead
+		switch {
+		case io.Kind == engine.IOWrite && h.q.FixedBuffers():
+			kind = ublk.OpWriteFixed
+		case io.Kind == engine.IOWrite:
+			kind = ublk.OpWrite
+		case h.q.FixedBuffers():
+			kind = ublk.OpReadFixed
+		}
+		ublk.PrepRW(s, kind, file, data, off, ud)
+		if io.FUA {
+			s.OpFlags = ublk.RWFDsync
+		}
+	case engine.IOFlush:
+		ublk.PrepFsync(s, file, ublk.FsyncDatasync, ud)
+	case engine.IODiscard:
+		if h.blockDev[io.Member] {
+			ublk.PrepBlockDiscard(s, file, off, uint64(io.Sectors)<<9, ud)
+		} else {
+			ublk.PrepFallocate(s, file, ublk.FallocPunchHole|ublk.FallocKeepSize, off, uint64(io.Sectors)<<9, ud)
+		}
+	case engine.IOWriteZeroes:
+		mode := uint32(ublk.FallocZeroRange)
+		if !h.blockDev[io.Member] {
+			mode |= ublk.FallocKeepSize
+		}
+		ublk.PrepFallocate(s, file, mode, off, uint64(io.Sectors)<<9, ud)
+	}
+}
+
+// OnCompletion implements ublk.QueueHandler.
+func (h *queue) OnCompletion(userData uint64, res int32) {
+	h.exec.Done(uint16(userData>>16), uint16(userData), res)
+}
+
+// Complete implements engine.Backend.
+func (h *queue) Complete(tag uint16, err error) { h.q.Complete(tag, err) }
+
+// Persist implements engine.Backend: the superblocks are updated
+// synchronously on this queue's thread (a member failure is rare; the
+// queue stalls for the superblock writes).
+func (h *queue) Persist(st *engine.ArrayState) {
+	if err := h.a.persist(st); err != nil && h.a.durable.Load() < st.Gen {
+		// No member took the new state: the writes waiting for it cannot
+		// be acknowledged as durable.
+		h.exec.PersistFailed(err)
+		return
+	}
+	h.exec.Persisted(h.a.durable.Load())
+}
+
+func (h *queue) Close() {}

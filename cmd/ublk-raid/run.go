@@ -1,0 +1,191 @@
+package main
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"syscall"
+
+	"github.com/spf13/cobra"
+	"go.uber.org/zap"
+	"golang.org/x/sys/unix"
+
+	"github.com/ublk-raid/ublk-raid/array"
+	"github.com/ublk-raid/ublk-raid/engine"
+	"github.com/ublk-raid/ublk-raid/ublk"
+)
+
+type runOptions struct {
+	serve   serveOptions
+	level   string
+	layout  string
+	chunk   string
+	name    string
+	recover bool
+	members []string
+}
+
+func newRunCmd(logLevel *string) *cobra.Command {
+	var o runOptions
+	c := &cobra.Command{
+		Use:   "run --level 0|1|10 [--layout n2|f2|o2|n3|f3|o3] [--chunk SIZE] MEMBER...",
+		Short: "Create or assemble a RAID array and serve it as /dev/ublkbN (foreground)",
+		Long: "Assembles the array the members' superblocks describe or, when none has one, creates a new array\n" +
+			"(--level is then required). Prints the device path once it is live and serves it until it is deleted\n" +
+			"(ublk-raid del) or this process gets SIGINT/SIGTERM; either way the array is marked clean.\n" +
+			"If the process dies, `ublk-raid run --recover -n N MEMBER...` re-attaches without I/O errors.",
+		Args: func(_ *cobra.Command, args []string) error {
+			if len(args) == 0 {
+				return usagef("run needs at least one member")
+			}
+			return nil
+		},
+		RunE: func(cmd *cobra.Command, args []string) error {
+			o.members = args
+			spec, err := o.spec()
+			if err != nil {
+				return err
+			}
+			if o.recover && o.serve.number < 0 {
+				return usagef("--recover needs -n N, the device to re-attach")
+			}
+			cfg, err := o.serve.config()
+			if err != nil {
+				return err
+			}
+			log, err := newLogger(*logLevel, cmd.ErrOrStderr())
+			if err != nil {
+				return err
+			}
+			defer log.Sync()
+			return runArray(o, spec, cfg, cmd.OutOrStdout(), log)
+		},
+	}
+	o.serve.addFlags(c)
+	c.Flags().StringVarP(&o.level, "level", "l", "", "RAID level for a new array: 0, 1 or 10")
+	c.Flags().StringVar(&o.layout, "layout", "", "raid10 layout: n2 (default), f2, o2, n3, f3, o3")
+	c.Flags().StringVarP(&o.chunk, "chunk", "c", "512K", "chunk size for a new array: power of two, 4K..64M")
+	c.Flags().StringVar(&o.name, "name", "", "array name (up to 32 bytes)")
+	c.Flags().BoolVar(&o.recover, "recover", false, "re-attach to device -n N whose server died")
+	return c
+}
+
+// spec validates the creation flags (without touching any device).
+func (o *runOptions) spec() (array.CreateSpec, error) {
+	var s array.CreateSpec
+	s.Name = o.name
+	switch o.level {
+	case "":
+		s.Level = -1 // assemble only
+	case "0", "raid0":
+		s.Level = engine.Level0
+	case "1", "raid1", "mirror":
+		s.Level = engine.Level1
+	case "10", "raid10":
+		s.Level = engine.Level10
+	default:
+		return s, usagef("--level %q: want 0, 1 or 10", o.level)
+	}
+	if o.layout != "" {
+		if s.Level != engine.Level10 {
+			return s, usagef("--layout is for raid10 only")
+		}
+		l, err := engine.ParseLayout(o.layout)
+		if err != nil {
+			return s, usageError{err}
+		}
+		s.Layout = l
+	} else if s.Level == engine.Level10 {
+		s.Layout = engine.LayoutN2
+	}
+	chunk, err := parseSize(o.chunk)
+	if err != nil {
+		return s, usagef("--chunk: %v", err)
+	}
+	if chunk < 4096 || chunk > 64<<20 || chunk&(chunk-1) != 0 {
+		return s, usagef("--chunk %s: must be a power of two from 4K to 64M", o.chunk)
+	}
+	s.ChunkSectors = uint64(chunk >> 9)
+	if s.Level >= 0 {
+		g := engine.Geometry{Level: s.Level, Members: len(o.members), Layout: s.Layout, ChunkSectors: s.ChunkSectors,
+			MemberSectors: engine.MaxMemberSectors}
+		if err := g.Validate(); err != nil {
+			return s, usageError{err}
+		}
+	}
+	return s, nil
+}
+
+func runArray(o runOptions, spec array.CreateSpec, cfg ublk.Config, stdout io.Writer, log *zap.Logger) error {
+	ctrl, err := ublk.OpenControl()
+	if err != nil {
+		return err
+	}
+	defer ctrl.Close()
+	prepareProcess(log)
+	a, err := openArray(o.members, spec)
+	if err != nil {
+		return err
+	}
+	defer a.Close()
+	g := a.Engine.Geo
+	log.Info("array open", zap.String("level", g.Level.String()), zap.Int("members", g.Members),
+		zap.String("layout", g.Layout.String()), zap.Uint64("chunk_bytes", g.ChunkSectors<<9),
+		zap.Uint64("size_bytes", g.ArraySectors()<<9), zap.Bool("created", a.Created), zap.Bool("degraded", a.Degraded()))
+	a.OnMemberFailed = func(role int, path string) {
+		log.Error("member failed", zap.Int("role", role), zap.String("member", path), zap.Bool("degraded", true))
+	}
+	if err := a.SetClean(false); err != nil {
+		return err
+	}
+	cfg.Params = a.Params()
+	var d *ublk.Device
+	if o.recover {
+		d, err = ublk.Recover(ctrl, uint32(o.serve.number), a, cfg)
+	} else {
+		d, err = ublk.Create(ctrl, a, cfg)
+	}
+	if err != nil {
+		a.SetClean(true)
+		return err
+	}
+	log.Info("device live", zap.String("device", d.BlockPath()), zap.Strings("members", o.members),
+		zap.Int("queues", int(d.Info().NrHwQueues)), zap.Bool("recovered", o.recover))
+	fmt.Fprintln(stdout, d.BlockPath())
+
+	sig := make(chan os.Signal, 1)
+	signal.Notify(sig, syscall.SIGINT, syscall.SIGTERM)
+	defer signal.Stop(sig)
+	var serr error
+	select {
+	case s := <-sig:
+		log.Info("signal: deleting device", zap.String("signal", s.String()), zap.String("device", d.BlockPath()))
+		serr = d.Delete()
+	case <-d.Done():
+		serr = d.Stop()
+		if errors.Is(serr, unix.ENODEV) {
+			serr = nil
+		}
+	}
+	if err := a.SetClean(true); err != nil {
+		return errors.Join(serr, err)
+	}
+	log.Info("array stopped cleanly", zap.String("device", d.BlockPath()))
+	return serr
+}
+
+// openArray opens (assembles or creates) the array; with spec.Level < 0
+// it only assembles.
+func openArray(members []string, spec array.CreateSpec) (*array.Array, error) {
+	a, err := array.Open(members, spec, spec.Level >= 0)
+	if err != nil {
+		return nil, err
+	}
+	if spec.Level >= 0 && !a.Created && a.Engine.Geo.Level != spec.Level {
+		a.Close()
+		return nil, fmt.Errorf("the members hold a %s array; --level %d would create a new one: wipe them first", a.Engine.Geo.Level, spec.Level)
+	}
+	return a, nil
+}
