@@ -32,6 +32,7 @@ gofmt_clean() {
 step gofmt gofmt_clean
 step "go vet" go vet ./...
 step "go test -race" go test -race -count=1 ./...
+step "deploy checks" scripts/check-deploy.sh
 [ $host_only = 1 ] || step "vm tests" scripts/test-vm.sh
 echo
 printf '%s\n' "${results[@]}"
