@@ -97,7 +97,9 @@ func (e *Executor) Start(tag uint16, op ReqOp, sector uint64, sectors uint32, fu
 		panic(fmt.Sprintf("engine: request %d started twice", tag))
 	}
 	*r = request{op: op, sector: sector, sectors: sectors, fua: fua, buf: buf, ios: r.ios[:0], failed: r.failed[:0], active: true}
-	if sector+uint64(sectors) > e.arr.Geo.ArraySectors() {
+	// A flush has no range: the block layer's flush requests carry sector
+	// (sector_t)-1.
+	if op != ReqFlush && (sector >= e.arr.Geo.ArraySectors() || uint64(sectors) > e.arr.Geo.ArraySectors()-sector) {
 		e.finish(tag, fmt.Errorf("request beyond the end of the array: %w", errBeyondEnd))
 		return
 	}

@@ -288,6 +288,33 @@ func TestExecutorWriteFailureWaitsForPersist(t *testing.T) {
 	}
 }
 
+// A flush carries no range: the block layer sends (sector_t)-1 as its
+// sector, and it must still reach every member.
+func TestExecutorFlushIgnoresSector(t *testing.T) {
+	g := Geometry{Level: Level0, Members: 2, ChunkSectors: 8, MemberSectors: 64}
+	arr, _ := NewArray(g)
+	be := &memBackend{done: map[uint16]error{}}
+	for range 2 {
+		be.members = append(be.members, &memMember{data: make([]byte, 64<<9), badRead: map[uint64]bool{}})
+	}
+	e := NewExecutor(arr, be, 1, 4096)
+	e.Start(0, ReqFlush, ^uint64(0), 0, false, nil)
+	if len(be.pending) != 2 {
+		t.Fatalf("flush planned %d member operations, want 2", len(be.pending))
+	}
+	for _, o := range be.pending {
+		e.Done(o.tag, o.op, be.run(o))
+	}
+	if err, done := be.done[0]; !done || err != nil {
+		t.Fatalf("flush: done=%v err=%v", done, err)
+	}
+	delete(be.done, 0)
+	e.Start(0, ReqWrite, ^uint64(0)-3, 8, false, make([]byte, 4096))
+	if err, done := be.done[0]; !done || err == nil {
+		t.Fatal("a write past the end (with sector overflow) was accepted")
+	}
+}
+
 // Planning allocates nothing.
 func TestPlanNoAlloc(t *testing.T) {
 	g := Geometry{Level: Level10, Members: 4, Layout: LayoutN2, ChunkSectors: 128, MemberSectors: 1 << 20}

@@ -15,4 +15,4 @@ for pkg in $(grep -l '^func TestVM' --include='*_test.go' -r . | xargs -n1 dirna
 done
 envs=()
 [ -n "${UBLK_RAID_SCENARIOS:-}" ] && envs=(--env "UBLK_RAID_SCENARIOS=$UBLK_RAID_SCENARIOS")
-exec scripts/vm/run.sh --cpus 4 --mem 2048 --disk 2G --disk 1G --timeout 2400 ${envs[@]+"${envs[@]}"} -- scripts/vm/guest-tests.sh
+exec scripts/vm/run.sh --cpus 4 --mem 2048 --disk 2G --disk 1G --disk 512M --disk 512M --disk 512M --disk 512M --timeout 3000 ${envs[@]+"${envs[@]}"} -- scripts/vm/guest-tests.sh

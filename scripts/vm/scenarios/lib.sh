@@ -8,6 +8,17 @@ fail() {
 	echo "FAIL: $*" >&2
 	exit 1
 }
+
+# On exit (a failure included), stop a server still running so the next
+# scenario finds its disks free: SIGTERM makes it delete its device.
+stop_servers() {
+	if [ -n "${SERVER_PID:-}" ] && kill -0 "$SERVER_PID" 2>/dev/null; then
+		umount /mnt/* 2>/dev/null || true
+		kill -TERM "$SERVER_PID" 2>/dev/null
+		wait "$SERVER_PID" 2>/dev/null || true
+	fi
+}
+trap stop_servers EXIT
 step() { echo "--- $*"; }
 
 # start_server LOG ARGS...: starts `ublk-raid ARGS` in the background, waits
