@@ -21,10 +21,13 @@ if [ -n "$out" ]; then
 		echo "Run on $(date -u +%Y-%m-%d), commit $(git rev-parse --short HEAD), in the project's VM: Debian 6.12.95 kernel,"
 		echo "qemu TCG, 2 vCPUs, one 2 GiB virtio disk (sparse file, cache=none). raw, ublk and loop exist at once and"
 		echo "take turns per job. fio (io_uring engine) is pinned to vCPU 1; the ublk server has one queue (depth 128)"
-		echo "whose thread pins itself to vCPU 0. Under TCG every path is CPU-bound, so the ratios compare CPU cost per"
-		echo "I/O; absolute numbers say nothing about hardware. The 1 MiB rows are dominated by the copy between the"
-		echo "request and the server's buffer that ublk does on 6.12 (zero copy is masked off in that driver), which"
-		echo "TCG emulates slowly; loop with direct I/O copies nothing."
+		echo "whose thread pins itself to vCPU 0. TCG timings are not hardware timings: read the ratios. The guest"
+		echo "idles with HLT (scripts/vm/run.sh: with MWAIT idle, TCG delays cross-CPU wake-ups to the next tick)."
+		echo "A perf profile (cpu-clock, whole guest) of randread QD32 showed the guest ~57% idle on ublk against ~29%"
+		echo "on loop: ublk is latency-bound here, on the cross-vCPU hand-offs each request makes (fio -> queue thread"
+		echo "-> member I/O -> queue thread -> fio), each an emulated IPI and vCPU wake-up; loop's kworker mostly stays"
+		echo "on fio's vCPU. The 1 MiB rows add the copy between the request and the server's buffer that ublk does on"
+		echo "6.12 (zero copy is masked off in that driver), which TCG emulates slowly; loop with direct I/O copies nothing."
 		echo
 		sed -n '/^| job/,$p' "$log" | tr -d '\r'
 	} >"$out"
