@@ -33,6 +33,9 @@ type Config struct {
 	NoFixedBuffers bool
 	// DeferTaskrun creates queue rings with IORING_SETUP_DEFER_TASKRUN.
 	DeferTaskrun bool
+	// PollFor makes each queue thread poll for up to this long after
+	// activity before sleeping in the kernel (0: never poll).
+	PollFor time.Duration
 }
 
 // Defaults.
@@ -222,7 +225,7 @@ func (d *Device) startQueues(cfg Config) error {
 			q, err := runQueue(queueSetup{
 				id: i, depth: int(d.info.QueueDepth), maxIO: int(d.info.MaxIOBufBytes),
 				char: d.char, target: d.target, cpu: cpu, fixedBuffers: !cfg.NoFixedBuffers,
-				deferTaskrun: cfg.DeferTaskrun,
+				deferTaskrun: cfg.DeferTaskrun, pollFor: cfg.PollFor,
 			}, readies[i])
 			d.mu.Lock()
 			d.queueErr[i] = err

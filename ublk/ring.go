@@ -53,6 +53,10 @@ type RingOptions struct {
 	// work, including ublk's request dispatch and member completions, runs
 	// only inside this thread's io_uring_enter(GETEVENTS).
 	DeferTaskrun bool
+	// TaskrunFlag (with SingleIssuer) also asks for TASKRUN_FLAG: the
+	// kernel flags pending task work in the SQ ring (TaskworkPending), so a
+	// polling thread knows when to enter the kernel.
+	TaskrunFlag bool
 }
 
 // ErrRingFull is returned when a submission queue entry is wanted and the
@@ -70,7 +74,11 @@ func NewRing(entries uint32, o RingOptions) (*Ring, error) {
 	}
 	try := []uint32{flags}
 	if o.SingleIssuer {
-		try = []uint32{flags | setupCoopTaskrun | setupSingleIssuer, flags | setupCoopTaskrun, flags}
+		coop := uint32(setupCoopTaskrun)
+		if o.TaskrunFlag {
+			coop |= setupTaskrunFlag
+		}
+		try = []uint32{flags | coop | setupSingleIssuer, flags | coop, flags}
 		if o.DeferTaskrun {
 			try = append([]uint32{flags | setupSingleIssuer | setupDeferTaskrun}, try...)
 		}
@@ -312,7 +320,7 @@ func (r *Ring) flush() uint32 {
 func (r *Ring) enter(waitNr, flags uint32) (int, error) {
 	for {
 		toSubmit := r.flush()
-		if toSubmit == 0 && waitNr == 0 {
+		if toSubmit == 0 && waitNr == 0 && flags&enterGetEvents == 0 {
 			return 0, nil
 		}
 		if waitNr > 0 && toSubmit == 0 && r.CQReady() >= waitNr {
@@ -337,6 +345,17 @@ func (r *Ring) enter(waitNr, flags uint32) (int, error) {
 			return 0, fmt.Errorf("io_uring_enter: %w", errno)
 		}
 	}
+}
+
+// TaskworkPending reports whether the kernel has task work queued for the
+// ring's thread (IORING_SQ_TASKRUN; only on rings made with TaskrunFlag):
+// entering the kernel (Poll) runs it and posts its completions.
+func (r *Ring) TaskworkPending() bool { return r.sqFlags.Load()&sqRingTaskrun != 0 }
+
+// Poll submits what is queued and runs pending task work without waiting.
+func (r *Ring) Poll() error {
+	_, err := r.enter(0, enterGetEvents)
+	return err
 }
 
 // CQReady is the number of completions waiting to be reaped.

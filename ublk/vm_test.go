@@ -47,13 +47,18 @@ func testDisks(t *testing.T, n int) []string {
 }
 
 func createPassthrough(t *testing.T, ctrl *Control, disk string, queues int) (*Device, *Member) {
+	return createPassthroughCfg(t, ctrl, disk, Config{ID: -1, Queues: queues})
+}
+
+func createPassthroughCfg(t *testing.T, ctrl *Control, disk string, cfg Config) (*Device, *Member) {
 	t.Helper()
 	m, err := OpenMember(disk)
 	if err != nil {
 		t.Fatal(err)
 	}
 	tgt := NewPassthrough(m)
-	d, err := Create(ctrl, tgt, Config{ID: -1, Queues: queues, Params: tgt.Params()})
+	cfg.Params = tgt.Params()
+	d, err := Create(ctrl, tgt, cfg)
 	if err != nil {
 		m.Close()
 		t.Fatal(err)
@@ -79,9 +84,15 @@ func TestVMPassthroughDataPath(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer ctrl.Close()
-	for _, queues := range []int{1, 2, 4} {
-		t.Run(fmt.Sprintf("queues=%d", queues), func(t *testing.T) {
-			d, m := createPassthrough(t, ctrl, disk, queues)
+	for _, cfg := range []Config{{Queues: 1}, {Queues: 2}, {Queues: 4}, {Queues: 2, PollFor: 200 * time.Microsecond}} {
+		queues := cfg.Queues
+		name := fmt.Sprintf("queues=%d", queues)
+		if cfg.PollFor > 0 {
+			name += fmt.Sprintf(",poll=%v", cfg.PollFor)
+		}
+		cfg.ID = -1
+		t.Run(name, func(t *testing.T) {
+			d, m := createPassthroughCfg(t, ctrl, disk, cfg)
 			defer m.Close()
 			if got := int(d.Info().NrHwQueues); got != queues {
 				d.Delete()

@@ -11,6 +11,7 @@ import (
 	"strings"
 	"syscall"
 	"text/tabwriter"
+	"time"
 
 	"github.com/spf13/cobra"
 	"go.uber.org/zap"
@@ -28,6 +29,7 @@ type serveOptions struct {
 	noPin   bool
 	noFixed bool
 	defer_  bool
+	poll    time.Duration
 }
 
 func (o *serveOptions) addFlags(c *cobra.Command) {
@@ -38,6 +40,7 @@ func (o *serveOptions) addFlags(c *cobra.Command) {
 	c.Flags().BoolVar(&o.noPin, "no-pin", false, "do not pin queue threads to their CPUs")
 	c.Flags().BoolVar(&o.noFixed, "no-fixed-buffers", false, "do not register I/O buffers with io_uring")
 	c.Flags().BoolVar(&o.defer_, "defer-taskrun", false, "create queue rings with IORING_SETUP_DEFER_TASKRUN")
+	c.Flags().DurationVar(&o.poll, "poll", 0, "queue threads poll this long after activity before sleeping (e.g. 50us; 0: off)")
 }
 
 func (o *serveOptions) config() (ublk.Config, error) {
@@ -56,7 +59,7 @@ func (o *serveOptions) config() (ublk.Config, error) {
 		return ublk.Config{}, usagef("--max-io %s: must be a multiple of 4K from 4K to 32M", o.maxIO)
 	}
 	return ublk.Config{ID: o.number, Queues: o.queues, Depth: o.depth, MaxIOBytes: int(maxIO),
-		NoPin: o.noPin, NoFixedBuffers: o.noFixed, DeferTaskrun: o.defer_}, nil
+		NoPin: o.noPin, NoFixedBuffers: o.noFixed, DeferTaskrun: o.defer_, PollFor: o.poll}, nil
 }
 
 // parseSize parses 4096, 4K, 512k, 1M, 2G.
