@@ -1,6 +1,8 @@
 package array
 
 import (
+	"math/bits"
+
 	"golang.org/x/sys/unix"
 
 	"github.com/ublk-raid/ublk-raid/engine"
@@ -51,14 +53,8 @@ func (a *Array) Params() ublk.Params {
 	return p
 }
 
-func log2(n uint64) uint8 {
-	var s uint8
-	for n > 1 {
-		n >>= 1
-		s++
-	}
-	return s
-}
+// log2 of a power of two.
+func log2(n uint64) uint8 { return uint8(bits.Len64(n) - 1) }
 
 // Files implements ublk.Target: member r is fixed file FirstTargetFile+r;
 // a missing member's slot is empty (-1).

@@ -3,6 +3,7 @@ package ublk
 import (
 	"errors"
 	"fmt"
+	"math/bits"
 	"os"
 	"strconv"
 	"strings"
@@ -150,14 +151,8 @@ func (m *Member) Close() error { return m.File.Close() }
 // Fd is the member's file descriptor.
 func (m *Member) Fd() int { return int(m.File.Fd()) }
 
-func log2(n int) uint8 {
-	var s uint8
-	for n > 1 {
-		n >>= 1
-		s++
-	}
-	return s
-}
+// log2 of a power of two.
+func log2(n int) uint8 { return uint8(bits.Len(uint(n)) - 1) }
 
 func isPow2(n int) bool { return n > 0 && n&(n-1) == 0 }
 
@@ -197,4 +192,26 @@ func (m *Member) WriteBlockSync(off int64, data []byte) error {
 		return fmt.Errorf("fdatasync %s: %w", m.Path, err)
 	}
 	return nil
+}
+
+// OpenMemberReadOnly opens path O_RDONLY|O_DIRECT without claiming it, for
+// inspection (examine) of a member that may be in use.
+func OpenMemberReadOnly(path string) (*Member, error) {
+	st, err := os.Stat(path)
+	if err != nil {
+		if errors.Is(err, os.ErrNotExist) {
+			return nil, fmt.Errorf("member %s does not exist", path)
+		}
+		return nil, fmt.Errorf("member %s: %w", path, err)
+	}
+	fd, err := unix.Open(path, unix.O_RDONLY|unix.O_DIRECT|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return nil, fmt.Errorf("open member %s: %w", path, err)
+	}
+	m := &Member{Path: path, File: os.NewFile(uintptr(fd), path), BlockDevice: st.Mode()&os.ModeDevice != 0}
+	if err := m.probe(st); err != nil {
+		m.File.Close()
+		return nil, err
+	}
+	return m, nil
 }

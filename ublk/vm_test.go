@@ -33,6 +33,20 @@ func needKernel(t *testing.T) {
 	}
 }
 
+// vmControl is the preamble of every VM test: the kernel, one scratch disk
+// and the control device (closed when the test ends).
+func vmControl(t *testing.T) (string, *Control) {
+	t.Helper()
+	needKernel(t)
+	disk := testDisks(t, 1)[0]
+	ctrl, err := OpenControl()
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { ctrl.Close() })
+	return disk, ctrl
+}
+
 // testDisks returns the scratch disks the VM command provides.
 func testDisks(t *testing.T, n int) []string {
 	t.Helper()
@@ -77,13 +91,7 @@ func alignedBuf(t *testing.T, n int) []byte {
 }
 
 func TestVMPassthroughDataPath(t *testing.T) {
-	needKernel(t)
-	disk := testDisks(t, 1)[0]
-	ctrl, err := OpenControl()
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ctrl.Close()
+	disk, ctrl := vmControl(t)
 	for _, cfg := range []Config{{Queues: 1}, {Queues: 2}, {Queues: 4}, {Queues: 2, PollFor: 200 * time.Microsecond}} {
 		queues := cfg.Queues
 		name := fmt.Sprintf("queues=%d", queues)
@@ -227,13 +235,7 @@ func tasksInD() []string {
 }
 
 func TestVMCreateDeleteCycles(t *testing.T) {
-	needKernel(t)
-	disk := testDisks(t, 1)[0]
-	ctrl, err := OpenControl()
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ctrl.Close()
+	disk, ctrl := vmControl(t)
 	// Warm up once so lazily created runtime fds (epoll, etc.) are counted.
 	d, m := createPassthrough(t, ctrl, disk, 2)
 	if err := d.Delete(); err != nil {

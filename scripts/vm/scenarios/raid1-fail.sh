@@ -30,6 +30,9 @@ wait $FIO || { cat "$SCRATCH/r1f.fio"; fail "fio failed"; }
 [ "$(fio_errors "$SCRATCH/r1f.fio")" = 0 ] || { cat "$SCRATCH/r1f.fio"; fail "fio reported errors"; }
 grep -q '"member failed"' "$SCRATCH/r1f.err" || { cat "$SCRATCH/r1f.err"; fail "no 'member failed' log line"; }
 del_and_wait "$N"
+"$BIN" examine -o json "$B" >"$SCRATCH/r1f-ex.json" || fail "examine $B"
+grep -A1 '"role": 0' "$SCRATCH/r1f-ex.json" | grep -q '"state": "faulty"' ||
+	{ cat "$SCRATCH/r1f-ex.json"; fail "the survivor's superblock does not record role 0 as faulty"; }
 step "assemble again: the survivor says role 0 failed"
 start_server "$SCRATCH/r1f-asm" run "$B"
 grep -q '"degraded":true' "$SCRATCH/r1f-asm.err" || { cat "$SCRATCH/r1f-asm.err"; fail "assembly is not degraded"; }

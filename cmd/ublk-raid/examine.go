@@ -1,0 +1,132 @@
+package main
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+	"text/tabwriter"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/ublk-raid/ublk-raid/engine"
+	"github.com/ublk-raid/ublk-raid/ublk"
+)
+
+type examineOptions struct {
+	output string
+	member string
+}
+
+func newExamineCmd() *cobra.Command {
+	var o examineOptions
+	c := &cobra.Command{
+		Use:   "examine MEMBER",
+		Short: "Print the ublk-raid superblock of a member (like mdadm --examine)",
+		Args:  exactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			o.member = args[0]
+			if o.output != "text" && o.output != "json" {
+				return usagef("-o %q: want text or json", o.output)
+			}
+			return runExamine(o, cmd.OutOrStdout())
+		},
+	}
+	c.Flags().StringVarP(&o.output, "output", "o", "text", "output format: text or json")
+	return c
+}
+
+// examineJSON is the stable -o json schema of examine.
+type examineJSON struct {
+	Member       string     `json:"member"`
+	ArrayUUID    string     `json:"array_uuid"`
+	Name         string     `json:"name"`
+	Level        string     `json:"level"`
+	Layout       string     `json:"layout,omitempty"`
+	ChunkBytes   uint64     `json:"chunk_bytes"`
+	RaidDevices  uint32     `json:"raid_devices"`
+	Role         *uint32    `json:"role"` // null for a spare
+	MemberUUID   string     `json:"member_uuid"`
+	DataOffset   uint64     `json:"data_offset_bytes"`
+	DataBytes    uint64     `json:"data_bytes"`
+	BitmapOffset uint64     `json:"bitmap_offset_bytes"`
+	BitmapBytes  uint64     `json:"bitmap_bytes"`
+	Events       uint64     `json:"events"`
+	Clean        bool       `json:"clean"`
+	Created      time.Time  `json:"created"`
+	Updated      time.Time  `json:"updated"`
+	Roles        []roleJSON `json:"roles"`
+}
+
+type roleJSON struct {
+	Role           uint32 `json:"role"`
+	State          string `json:"state"`
+	MemberUUID     string `json:"member_uuid"`
+	RecoveryOffset uint64 `json:"recovery_offset_sectors,omitempty"`
+}
+
+func runExamine(o examineOptions, stdout io.Writer) error {
+	m, err := ublk.OpenMemberReadOnly(o.member)
+	if err != nil {
+		return err
+	}
+	defer m.Close()
+	b, err := m.ReadBlock(engine.SuperblockOffset, engine.SuperblockSize)
+	if err != nil {
+		return err
+	}
+	sb, err := engine.ParseSuperblock(b)
+	if err != nil {
+		return fmt.Errorf("%s: %w", o.member, err)
+	}
+	j := examineJSON{
+		Member: o.member, ArrayUUID: engine.UUIDString(sb.ArrayUUID), Name: sb.Name,
+		Level: engine.Level(sb.Level).String(), ChunkBytes: uint64(sb.ChunkSectors) << 9, RaidDevices: sb.Members,
+		MemberUUID: engine.UUIDString(sb.MemberUUID), DataOffset: sb.DataOffset, DataBytes: sb.DataSectors << 9,
+		BitmapOffset: sb.BitmapOffset, BitmapBytes: sb.BitmapBytes, Events: sb.Events, Clean: sb.Clean,
+		Created: time.Unix(0, sb.CreateTime).UTC(), Updated: time.Unix(0, sb.UpdateTime).UTC(),
+	}
+	if sb.Level == uint32(engine.Level10) {
+		if l, err := engine.LayoutFromMD(sb.Layout); err == nil {
+			j.Layout = l.String()
+		}
+	}
+	if !sb.IsSpare() {
+		r := sb.Role
+		j.Role = &r
+	}
+	for i := range sb.Members {
+		e := sb.Roles[i]
+		j.Roles = append(j.Roles, roleJSON{Role: i, State: e.State.String(), MemberUUID: engine.UUIDString(e.Member), RecoveryOffset: e.RecoveryOffset})
+	}
+	if o.output == "json" {
+		enc := json.NewEncoder(stdout)
+		enc.SetIndent("", "  ")
+		return enc.Encode(j)
+	}
+	tw := tabwriter.NewWriter(stdout, 0, 4, 1, ' ', 0)
+	role := "spare"
+	if j.Role != nil {
+		role = fmt.Sprint(*j.Role)
+	}
+	state := "active (not cleanly stopped)"
+	if j.Clean {
+		state = "clean"
+	}
+	for _, kv := range [][2]string{
+		{"Member", j.Member}, {"Array UUID", j.ArrayUUID}, {"Name", j.Name}, {"Raid Level", j.Level},
+		{"Layout", j.Layout}, {"Chunk Size", fmt.Sprintf("%dK", j.ChunkBytes>>10)},
+		{"Raid Devices", fmt.Sprint(j.RaidDevices)}, {"Device Role", role}, {"Device UUID", j.MemberUUID},
+		{"Data Offset", fmt.Sprintf("%d sectors", j.DataOffset>>9)}, {"Data Size", fmt.Sprintf("%d sectors", j.DataBytes>>9)},
+		{"Events", fmt.Sprint(j.Events)}, {"State", state},
+		{"Creation Time", j.Created.Format(time.RFC3339)}, {"Update Time", j.Updated.Format(time.RFC3339)},
+	} {
+		if kv[1] != "" {
+			fmt.Fprintf(tw, "%s\t: %s\n", kv[0], kv[1])
+		}
+	}
+	for _, r := range j.Roles {
+		fmt.Fprintf(tw, "Role %d\t: %s %s\n", r.Role, r.State, r.MemberUUID)
+	}
+	return tw.Flush()
+}
