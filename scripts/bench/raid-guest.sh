@@ -1,0 +1,74 @@
+#!/bin/sh
+# Runs in the VM (scripts/bench/raid.sh boots it): the same fio jobs on md and
+# on ublk-raid over the same disks, for raid0 (4 disks), raid1 (2 disks) and
+# raid10 n2 (4 disks), 64 KiB chunks, no bitmap (md: --bitmap=none where md
+# allows it). md and ublk-raid take turns per level; prints a markdown table.
+set -eu
+RUNTIME=${BENCH_RUNTIME:-8}
+BIN=.build/ublk-raid
+OUT=/tmp/bench
+mkdir -p $OUT
+last=$(($(nproc) - 1))
+D4="/dev/vda /dev/vdb /dev/vdc /dev/vdd"
+D2="/dev/vda /dev/vdb"
+for d in $D4; do
+	fio --name=fill --filename="$d" --rw=write --bs=1M --iodepth=8 --direct=1 --ioengine=libaio --eta=never >/dev/null
+done
+JOBS="randread-qd1:iops:--rw=randread:--bs=4k:--iodepth=1
+randread-qd32:iops:--rw=randread:--bs=4k:--iodepth=32
+randwrite-qd1:iops:--rw=randwrite:--bs=4k:--iodepth=1
+randwrite-qd32:iops:--rw=randwrite:--bs=4k:--iodepth=32
+seqread-1m-qd8:bw:--rw=read:--bs=1M:--iodepth=8
+seqwrite-1m-qd8:bw:--rw=write:--bs=1M:--iodepth=8"
+jobs() { # jobs LABEL DEVICE
+	echo "$JOBS" | while IFS=: read -r name kind a1 a2 a3; do
+		fio --name="$1-$name" --filename="$2" --direct=1 --ioengine=io_uring --size=512M --time_based \
+			--runtime="$RUNTIME" --ramp_time=2 --cpus_allowed="$last" --eta=never --output-format=json \
+			--output="$OUT/$1-$name.json" "$a1" "$a2" "$a3" >/dev/null
+	done
+}
+for cfg in raid0:0:4 raid1:1:2 raid10:10:4; do
+	name=${cfg%%:*}
+	rest=${cfg#*:}
+	level=${rest%%:*}
+	n=${rest#*:}
+	disks=$D4
+	[ "$n" = 2 ] && disks=$D2
+	bm=--bitmap=none
+	[ "$level" = 0 ] && bm=
+	# shellcheck disable=SC2086
+	mdadm --create /dev/md0 --run --assume-clean --metadata=1.2 --level="$level" --chunk=64 $bm \
+		--raid-devices="$n" $disks >/dev/null 2>&1
+	jobs "md-$name" /dev/md0
+	mdadm --stop /dev/md0 >/dev/null 2>&1
+	# shellcheck disable=SC2086
+	mdadm --zero-superblock $disks
+	for d in $disks; do dd if=/dev/zero of="$d" bs=1M count=4 oflag=direct 2>/dev/null; done
+	rm -f $OUT/u.out
+	: >$OUT/u.out
+	# shellcheck disable=SC2086
+	"$BIN" run --level "$level" --chunk 64K -q 1 $disks >$OUT/u.out 2>$OUT/u.err &
+	U=$!
+	while [ ! -s $OUT/u.out ]; do sleep 0.1; done
+	dev=$(cat $OUT/u.out)
+	jobs "ublk-$name" "$dev"
+	"$BIN" del -n "$(echo "$dev" | tr -dc 0-9)" >/dev/null
+	wait $U
+done
+echo
+JOBS="$JOBS" OUT="$OUT" python3 - <<'PY'
+import json, os
+out = os.environ["OUT"]
+def val(path, kind):
+    j = json.load(open(path))["jobs"][0]
+    r, w = j["read"], j["write"]
+    return r["iops"] + w["iops"] if kind == "iops" else (r["bw"] + w["bw"]) / 1024
+print("| level | job | unit | md | ublk-raid | ublk-raid / md |")
+print("| --- | --- | --- | ---: | ---: | ---: |")
+for level in ("raid0", "raid1", "raid10"):
+    for line in os.environ["JOBS"].splitlines():
+        name, kind = line.split(":")[:2]
+        m, u = val(f"{out}/md-{level}-{name}.json", kind), val(f"{out}/ublk-{level}-{name}.json", kind)
+        fmt = "{:.0f}" if kind == "iops" else "{:.1f}"
+        print(f"| {level} | {name} | {'IOPS' if kind == 'iops' else 'MiB/s'} | {fmt.format(m)} | {fmt.format(u)} | {u / m:.2f} |")
+PY
