@@ -34,13 +34,14 @@ for cfg in raid0:0:4 raid1:1:2 raid10:10:4; do
 	n=${rest#*:}
 	disks=$D4
 	[ "$n" = 2 ] && disks=$D2
-	bm=--bitmap=none
-	[ "$level" = 0 ] && bm=
+	opts="--bitmap=none --chunk=64"
+	[ "$level" = 0 ] && opts=--chunk=64 # md: a bitmap is meaningless for raid0
+	[ "$level" = 1 ] && opts=--bitmap=none # and a chunk for raid1
 	# shellcheck disable=SC2086
-	mdadm --create /dev/md0 --run --assume-clean --metadata=1.2 --level="$level" --chunk=64 $bm \
-		--raid-devices="$n" $disks >/dev/null 2>&1
+	mdadm --create /dev/md0 --run --assume-clean --metadata=1.2 --level="$level" $opts \
+		--raid-devices="$n" $disks >/dev/null
 	jobs "md-$name" /dev/md0
-	mdadm --stop /dev/md0 >/dev/null 2>&1
+	mdadm --stop /dev/md0 >/dev/null
 	# shellcheck disable=SC2086
 	mdadm --zero-superblock $disks
 	for d in $disks; do dd if=/dev/zero of="$d" bs=1M count=4 oflag=direct 2>/dev/null; done
