@@ -38,12 +38,7 @@ job() { # job TARGET NAME FIO-ARGS...: one fio job, JSON to $OUT/NAME.json
 		--output="$OUT/$job_name.json" "$@" >/dev/null
 }
 
-JOBS="randread-qd1:iops:--rw=randread:--bs=4k:--iodepth=1
-randread-qd32:iops:--rw=randread:--bs=4k:--iodepth=32
-randwrite-qd1:iops:--rw=randwrite:--bs=4k:--iodepth=1
-randwrite-qd32:iops:--rw=randwrite:--bs=4k:--iodepth=32
-seqread-1m-qd8:bw:--rw=read:--bs=1M:--iodepth=8
-seqwrite-1m-qd8:bw:--rw=write:--bs=1M:--iodepth=8"
+. scripts/bench/jobs.sh
 
 echo "$JOBS" | while IFS=: read -r name kind a1 a2 a3; do
 	r=1

@@ -14,12 +14,7 @@ D2="/dev/vda /dev/vdb"
 for d in $D4; do
 	fio --name=fill --filename="$d" --rw=write --bs=1M --iodepth=8 --direct=1 --ioengine=libaio --eta=never >/dev/null
 done
-JOBS="randread-qd1:iops:--rw=randread:--bs=4k:--iodepth=1
-randread-qd32:iops:--rw=randread:--bs=4k:--iodepth=32
-randwrite-qd1:iops:--rw=randwrite:--bs=4k:--iodepth=1
-randwrite-qd32:iops:--rw=randwrite:--bs=4k:--iodepth=32
-seqread-1m-qd8:bw:--rw=read:--bs=1M:--iodepth=8
-seqwrite-1m-qd8:bw:--rw=write:--bs=1M:--iodepth=8"
+. scripts/bench/jobs.sh
 jobs() { # jobs LABEL DEVICE
 	echo "$JOBS" | while IFS=: read -r name kind a1 a2 a3; do
 		fio --name="$1-$name" --filename="$2" --direct=1 --ioengine=io_uring --size=512M --time_based \
