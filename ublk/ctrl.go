@@ -159,15 +159,14 @@ func (c *Control) do(cmd ctrlCmd) ([]byte, error) {
 	}
 	deadline := time.Now().Add(timeout)
 	for {
-		err := cr.r.WaitTimeout(time.Until(deadline))
-		if err == unix.ETIME || (err == nil && time.Now().After(deadline) && cr.r.CQReady() == 0) {
-			// Abandon the ring: the kernel may still complete the command
-			// and write into cr.buf, which therefore stays mapped.
+		if err := cr.r.WaitTimeout(time.Until(deadline)); err != nil {
+			// The command may still be in flight: abandon the ring, never to
+			// reuse it; the kernel may yet write into cr.buf, which
+			// therefore stays mapped.
 			cr.r.Close()
-			return nil, fmt.Errorf("ublk %s (dev %d): no answer from the kernel in %v", cmd.name, int32(cmd.devID), timeout)
-		}
-		if err != nil {
-			c.putRing(cr)
+			if err == unix.ETIME {
+				return nil, fmt.Errorf("ublk %s (dev %d): no answer from the kernel in %v", cmd.name, int32(cmd.devID), timeout)
+			}
 			return nil, fmt.Errorf("ublk %s: %w", cmd.name, err)
 		}
 		cqe := cr.r.PeekCQE()

@@ -23,34 +23,23 @@ const (
 // ring that carries both the ublk commands and the target's member I/O.
 // Its methods must only be called on that thread, from the handler.
 type Queue struct {
-	id         int
-	depth      int
-	maxIO      int
-	ring       *Ring
-	char       *os.File
-	descMem    []byte
-	descs      []ioDesc
-	bufMem     []byte
-	reqs       []Request
-	state      []uint8
-	live       int // tags not dead
-	inflight   int // target SQEs without CQE yet
-	handler    QueueHandler
-	fixedBufs  bool
-	err        error
-	stats      QueueStats
-	cpu        int
-	ioFlusher  bool
-	singleIssu bool
-	pollFor    time.Duration
-}
-
-// QueueStats are counters kept by the queue thread. They are read racily
-// by observers (for metrics), which is acceptable for monotonic counters.
-type QueueStats struct {
-	Requests uint64
-	Errors   uint64
-	Enters   uint64
+	id        int
+	depth     int
+	maxIO     int
+	ring      *Ring
+	char      *os.File
+	descMem   []byte
+	descs     []ioDesc
+	bufMem    []byte
+	reqs      []Request
+	state     []uint8
+	live      int // tags not dead
+	inflight  int // target SQEs without CQE yet
+	handler   QueueHandler
+	fixedBufs bool
+	err       error
+	cpu       int
+	pollFor   time.Duration
 }
 
 // ID is the queue's index.
@@ -91,11 +80,7 @@ func (q *Queue) Complete(tag uint16, err error) {
 		panic(fmt.Sprintf("ublk: queue %d tag %d completed twice or never fetched (state %d)", q.id, tag, q.state[tag]))
 	}
 	req := &q.reqs[tag]
-	res := commitResult(req, err)
-	if res < 0 {
-		q.stats.Errors++
-	}
-	q.queueIOCmd(ioCommitAndFetchReq, tag, res)
+	q.queueIOCmd(ioCommitAndFetchReq, tag, commitResult(req, err))
 }
 
 func (q *Queue) queueIOCmd(op uint32, tag uint16, res int32) {
@@ -177,9 +162,8 @@ func (q *Queue) setup(s queueSetup) error {
 		}
 	}
 	// Memory reclaim must not wait on I/O to the device this thread serves.
-	if err := unix.Prctl(unix.PR_SET_IO_FLUSHER, 1, 0, 0, 0); err == nil {
-		q.ioFlusher = true
-	}
+	// Best effort: it needs CAP_SYS_RESOURCE, which a ublk server has.
+	_ = unix.Prctl(unix.PR_SET_IO_FLUSHER, 1, 0, 0, 0)
 	sq := uint32(min(2*q.depth, 4096))
 	ring, err := NewRing(sq, RingOptions{CQEntries: 2 * sq, SingleIssuer: true, DeferTaskrun: s.deferTaskrun,
 		TaskrunFlag: s.pollFor > 0})
@@ -187,7 +171,6 @@ func (q *Queue) setup(s queueSetup) error {
 		return fmt.Errorf("queue %d: %w", q.id, err)
 	}
 	q.ring = ring
-	q.singleIssu = ring.SingleIssuer()
 	files := append([]int32{int32(q.char.Fd())}, intsTo32(s.target.Files())...)
 	if err := ring.RegisterFiles(files); err != nil {
 		return fmt.Errorf("queue %d: %w", q.id, err)
@@ -236,7 +219,6 @@ func intsTo32(in []int) []int32 {
 // the price of spinning while I/O flows.
 func (q *Queue) loop() {
 	for q.live > 0 || q.inflight > 0 {
-		q.stats.Enters++
 		var err error
 		if q.pollFor > 0 && q.poll() {
 			err = q.ring.Poll()
@@ -294,7 +276,6 @@ func (q *Queue) onIOCmd(tag uint16, res int32) {
 		req.Sector = d.StartSector
 		req.Sectors = d.NrSectors
 		q.state[tag] = tagServing
-		q.stats.Requests++
 		if req.Bytes() > q.maxIO && (req.Op == IOOpRead || req.Op == IOOpWrite) {
 			q.Complete(tag, unix.EINVAL)
 			return
