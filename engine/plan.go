@@ -114,6 +114,20 @@ func (a *Array) SetState(members []MemberStatus) *ArrayState {
 	return st
 }
 
+// Update applies f to a copy of the current member states and installs
+// the result as the next generation, atomically with respect to Fail and
+// other updates.
+func (a *Array) Update(f func(ms []MemberStatus)) *ArrayState {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	old := a.state.Load()
+	ms := append([]MemberStatus(nil), old.Members...)
+	f(ms)
+	st := &ArrayState{Gen: old.Gen + 1, Members: ms}
+	a.state.Store(st)
+	return st
+}
+
 // Fail marks member m faulty and returns the new snapshot, or the current
 // one if m was already not in use. It reports whether the state changed.
 func (a *Array) Fail(m int) (*ArrayState, bool) {

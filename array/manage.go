@@ -1,0 +1,166 @@
+package array
+
+import (
+	"encoding/hex"
+	"fmt"
+
+	"github.com/ublk-raid/ublk-raid/engine"
+)
+
+// MemberInfo is one role of the array as Status reports it.
+type MemberInfo struct {
+	Role  int    `json:"role"`
+	Path  string `json:"path,omitempty"` // empty when the role has no device
+	State string `json:"state"`          // active, rebuilding, faulty, missing
+	// RebuildOffset is, for a rebuilding member, how far (bytes of its
+	// data area) it holds current data.
+	RebuildOffset uint64 `json:"rebuild_offset_bytes,omitempty"`
+}
+
+// Status is a point-in-time description of the array (for detail, list
+// and metrics). Safe to call from any goroutine.
+type Status struct {
+	Name         string       `json:"name"`
+	UUID         string       `json:"uuid"`
+	Level        string       `json:"level"`
+	Layout       string       `json:"layout,omitempty"`
+	ChunkBytes   uint64       `json:"chunk_bytes"`
+	SizeBytes    uint64       `json:"size_bytes"`
+	RaidDisks    int          `json:"raid_disks"`
+	State        string       `json:"state"` // clean/active, degraded, failed
+	Degraded     bool         `json:"degraded"`
+	Events       uint64       `json:"events"`
+	Members      []MemberInfo `json:"members"`
+	ActiveDisks  int          `json:"active_disks"`
+	FailedDisks  int          `json:"failed_disks"`
+	MissingDisks int          `json:"missing_disks"`
+}
+
+// Status describes the array now.
+func (a *Array) Status() Status {
+	g := a.Engine.Geo
+	st := a.Engine.State()
+	a.mu.Lock()
+	events := a.events
+	var sb *engine.Superblock
+	for _, s := range a.SBs {
+		if s != nil {
+			sb = s
+			break
+		}
+	}
+	paths := make([]string, len(a.Members))
+	for r, m := range a.Members {
+		if m != nil {
+			paths[r] = m.Path
+		}
+	}
+	a.mu.Unlock()
+	s := Status{Level: g.Level.String(), ChunkBytes: g.ChunkSectors << 9, SizeBytes: g.ArraySectors() << 9,
+		RaidDisks: g.Members, Events: events}
+	if g.Level == engine.Level10 {
+		s.Layout = g.Layout.String()
+	}
+	if sb != nil {
+		s.Name = sb.Name
+		s.UUID = formatUUID(sb.ArrayUUID)
+	}
+	for r, m := range st.Members {
+		mi := MemberInfo{Role: r, Path: paths[r], State: m.State.String()}
+		switch m.State {
+		case engine.MemberActive:
+			s.ActiveDisks++
+		case engine.MemberRebuilding:
+			mi.RebuildOffset = m.RebuildOffset << 9
+		case engine.MemberFaulty:
+			s.FailedDisks++
+		case engine.MemberMissing:
+			s.MissingDisks++
+		}
+		s.Members = append(s.Members, mi)
+	}
+	s.Degraded = s.ActiveDisks < g.Members
+	switch {
+	case !geometryCovered(a.Engine):
+		s.State = "failed"
+	case s.Degraded:
+		s.State = "degraded"
+	default:
+		s.State = "active"
+	}
+	return s
+}
+
+func formatUUID(u [16]byte) string {
+	h := hex.EncodeToString(u[:])
+	return h[0:8] + "-" + h[8:12] + "-" + h[12:16] + "-" + h[16:20] + "-" + h[20:]
+}
+
+// RoleOf returns the role of the member whose path is p, or -1.
+func (a *Array) RoleOf(p string) int {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	for r, m := range a.Members {
+		if m != nil && m.Path == p {
+			return r
+		}
+	}
+	return -1
+}
+
+// Fail marks member role faulty (like mdadm --fail) and records it in the
+// surviving members' superblocks before returning. Failing the last copy
+// of some data is refused: the array would lose data.
+func (a *Array) Fail(role int) error {
+	g := a.Engine.Geo
+	if role < 0 || role >= g.Members {
+		return fmt.Errorf("role %d: the array has roles 0..%d", role, g.Members-1)
+	}
+	m := a.Engine.State().Members[role]
+	if m.State == engine.MemberFaulty || m.State == engine.MemberMissing {
+		return fmt.Errorf("role %d is already %s", role, m.State)
+	}
+	if g.Level != engine.Level0 && !coveredWithout(a.Engine, role) {
+		return fmt.Errorf("role %d holds the last copy of some data: failing it would fail the array", role)
+	}
+	st, changed := a.Engine.Fail(role)
+	if !changed {
+		return nil
+	}
+	return a.persist(st)
+}
+
+// coveredWithout reports whether every chunk keeps a readable copy when
+// role is no longer used.
+func coveredWithout(ea *engine.Array, role int) bool {
+	st := ea.State()
+	ms := append([]engine.MemberStatus(nil), st.Members...)
+	ms[role] = engine.MemberStatus{State: engine.MemberFaulty}
+	tmp, err := engine.NewArray(ea.Geo)
+	if err != nil {
+		return false
+	}
+	tmp.SetState(ms)
+	return geometryCovered(tmp)
+}
+
+// Remove takes a faulty member out of the array (like mdadm --remove): its
+// role becomes missing in the superblocks. An active member must be
+// failed first.
+func (a *Array) Remove(role int) error {
+	g := a.Engine.Geo
+	if role < 0 || role >= g.Members {
+		return fmt.Errorf("role %d: the array has roles 0..%d", role, g.Members-1)
+	}
+	st := a.Engine.State() // a removal races nothing but another removal
+	switch st.Members[role].State {
+	case engine.MemberFaulty:
+	case engine.MemberMissing:
+		return fmt.Errorf("role %d is already removed", role)
+	default:
+		return fmt.Errorf("role %d is %s: fail it first", role, st.Members[role].State)
+	}
+	return a.persist(a.Engine.Update(func(ms []engine.MemberStatus) {
+		ms[role] = engine.MemberStatus{State: engine.MemberMissing}
+	}))
+}

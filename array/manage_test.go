@@ -1,0 +1,52 @@
+package array
+
+import (
+	"testing"
+
+	"github.com/ublk-raid/ublk-raid/engine"
+)
+
+func TestFailRemoveStatus(t *testing.T) {
+	paths := memberFiles(t, 2, 64<<20)
+	a, err := Open(paths, CreateSpec{Name: "m", Level: engine.Level1}, true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := a.Status()
+	if s.State != "active" || s.ActiveDisks != 2 || s.Degraded || s.Level != "raid1" || s.Name != "m" || len(s.UUID) != 36 {
+		t.Fatalf("new array status %+v", s)
+	}
+	if err := a.Remove(1); err == nil {
+		t.Fatal("removing an active member succeeded")
+	}
+	if err := a.Fail(1); err != nil {
+		t.Fatal(err)
+	}
+	if err := a.Fail(0); err == nil {
+		t.Fatal("failing the last copy succeeded")
+	}
+	s = a.Status()
+	if s.State != "degraded" || s.FailedDisks != 1 || s.Members[1].State != "faulty" || s.Members[1].Path != paths[1] {
+		t.Fatalf("after fail: %+v", s)
+	}
+	if err := a.Remove(1); err != nil {
+		t.Fatal(err)
+	}
+	if s = a.Status(); s.MissingDisks != 1 || s.Members[1].State != "missing" {
+		t.Fatalf("after remove: %+v", s)
+	}
+	a.Close()
+
+	// The superblocks recorded it: the removed member is not assembled.
+	b, err := Open(paths, CreateSpec{}, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer b.Close()
+	if s := b.Status(); s.ActiveDisks != 1 || s.Members[0].State != "active" {
+		t.Fatalf("reassembled after remove: %+v", s)
+	}
+	if b.RoleOf(paths[0]) != 0 || b.RoleOf(paths[1]) != -1 {
+		t.Fatalf("RoleOf: %d %d", b.RoleOf(paths[0]), b.RoleOf(paths[1]))
+	}
+}
