@@ -16,6 +16,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/ublk-raid/ublk-raid/bitmap"
 	"github.com/ublk-raid/ublk-raid/engine"
 	"github.com/ublk-raid/ublk-raid/ublk"
 )
@@ -27,6 +28,18 @@ type CreateSpec struct {
 	Level        engine.Level
 	Layout       engine.Layout // raid10
 	ChunkSectors uint64
+	// NoBitmap creates the array without a write-intent bitmap (raid0
+	// never has one).
+	NoBitmap bool
+	// RegionSectors is the bitmap region size (0: the default for the
+	// array's size).
+	RegionSectors uint64
+	// AssumeClean starts the bitmap with every region clean instead of
+	// never written (mdadm --assume-clean).
+	AssumeClean bool
+	// BitmapOptions are the bitmap's run-time policy (Notify is set by
+	// the array).
+	BitmapOptions bitmap.Options
 }
 
 // Array is an open RAID array.
@@ -38,6 +51,19 @@ type Array struct {
 	// OnMemberFailed, if set, is called once per member that becomes
 	// faulty, when its failure has been recorded (under the array lock).
 	OnMemberFailed func(role int, path string)
+
+	// Bitmap is the write-intent bitmap (nil: none); BitmapInfo says what
+	// assembly found on the members (nil for a new array).
+	Bitmap     *bitmap.Bitmap
+	BitmapInfo *bitmap.LoadInfo
+	// OnBitmapMemberError, if set, is told of a member that failed a
+	// bitmap write (the array fails the member).
+	OnBitmapMemberError func(role int, err error)
+
+	fl     *flusher
+	notify chan struct{} // bitmap.Options.Notify's signal to the flusher
+	qmu    sync.Mutex
+	queues map[int]*queue // by queue ID, for the flusher to wake
 
 	dataOffset uint64 // bytes
 	mu         sync.Mutex
@@ -106,18 +132,22 @@ func Open(paths []string, spec CreateSpec, create bool) (*Array, error) {
 		a, err := newArray(ms, spec)
 		if err != nil {
 			closeAll()
+			return nil, err
 		}
-		return a, err
+		a.start()
+		return a, nil
 	}
 	if err != nil {
 		closeAll()
 		return nil, err
 	}
-	a, err := assemble(ms, inputs, asm)
+	a, err := assemble(ms, inputs, asm, spec.BitmapOptions)
 	if err != nil {
 		closeAll()
+		return nil, err
 	}
-	return a, err
+	a.start()
+	return a, nil
 }
 
 func newArray(ms []*ublk.Member, spec CreateSpec) (*Array, error) {
@@ -125,13 +155,32 @@ func newArray(ms []*ublk.Member, spec CreateSpec) (*Array, error) {
 		spec.ChunkSectors = 1024 // 512 KiB
 	}
 	sizes := make([]uint64, len(ms))
+	minSize := uint64(ms[0].Size)
+	lbs, pbs := 512, 512
 	for i, m := range ms {
 		sizes[i] = uint64(m.Size)
+		minSize = min(minSize, sizes[i])
+		lbs, pbs = max(lbs, m.LogicalBlock), max(pbs, m.PhysicalBlock)
 	}
-	sbs, err := engine.NewSuperblocks(engine.ArraySpec{
+	aspec := engine.ArraySpec{
 		Name: spec.Name, Level: uint32(spec.Level), Layout: spec.Layout.MD(),
 		ChunkSectors: uint32(spec.ChunkSectors), MemberBytes: sizes,
-	})
+	}
+	useBitmap := !spec.NoBitmap && spec.Level != engine.Level0
+	bs := bitmap.BlockSizeFor(uint32(lbs), uint32(pbs), 0)
+	var region uint64
+	if useBitmap {
+		// Sized for the largest array these members could make (no data
+		// offset), so the real, slightly smaller array always fits.
+		upper := engine.Geometry{Level: spec.Level, Members: len(ms), Layout: spec.Layout,
+			ChunkSectors: spec.ChunkSectors, MemberSectors: minSize >> 9 &^ 7}
+		var err error
+		region, aspec.BitmapBytes, err = bitmapArea(upper.ArraySectors(), spec.RegionSectors, bs)
+		if err != nil {
+			return nil, err
+		}
+	}
+	sbs, err := engine.NewSuperblocks(aspec)
 	if err != nil {
 		return nil, err
 	}
@@ -141,6 +190,18 @@ func newArray(ms []*ublk.Member, spec CreateSpec) (*Array, error) {
 		return nil, err
 	}
 	a := &Array{Engine: ea, Members: ms, SBs: sbs, Created: true, dataOffset: sbs[0].DataOffset, events: sbs[0].Events}
+	if useBitmap {
+		cfg := bitmapConfig(sbs[0], g.ArraySectors())
+		cfg.RegionSectors, cfg.BlockSize = region, bs
+		init := bitmap.InitNeverWritten
+		if spec.AssumeClean {
+			init = bitmap.InitClean
+		}
+		a.Bitmap, err = bitmap.Create(cfg, init, a.bitmapOptions(spec.BitmapOptions))
+		if err != nil {
+			return nil, fmt.Errorf("write-intent bitmap: %w", err)
+		}
+	}
 	// Everything is checked; now, and only now, write.
 	for i, m := range ms {
 		b, err := sbs[i].MarshalBinary()
@@ -171,7 +232,7 @@ func geometryOf(sb *engine.Superblock, sbs []*engine.Superblock) engine.Geometry
 	return g
 }
 
-func assemble(ms []*ublk.Member, inputs []engine.MemberSB, asm *engine.Assembly) (*Array, error) {
+func assemble(ms []*ublk.Member, inputs []engine.MemberSB, asm *engine.Assembly, opts bitmap.Options) (*Array, error) {
 	if asm.Failed {
 		return nil, fmt.Errorf("array %q cannot be assembled: %d of %d members active", asm.Name, asm.ActiveRoles, asm.Members)
 	}
@@ -214,7 +275,44 @@ func assemble(ms []*ublk.Member, inputs []engine.MemberSB, asm *engine.Assembly)
 	if !geometryCovered(ea) {
 		return nil, fmt.Errorf("array %q cannot be assembled: the active members do not hold a copy of every chunk", asm.Name)
 	}
+	if fsb := asm.Freshest; fsb.BitmapBytes != 0 && g.Level != engine.Level0 {
+		if err := a.loadBitmap(fsb, roles, states, opts); err != nil {
+			return nil, err
+		}
+	}
 	return a, nil
+}
+
+// loadBitmap reads the bitmap copies of the in-sync members and loads
+// them; an untrustworthy bitmap gives every region dirty (BitmapInfo says
+// why). Members not in sync are missing for the bitmap.
+func (a *Array) loadBitmap(fsb *engine.Superblock, roles []*ublk.Member, states []engine.MemberStatus, opts bitmap.Options) error {
+	cfg := bitmapConfig(fsb, a.Engine.Geo.ArraySectors())
+	cfg.Events = a.events
+	copies := make([][]byte, len(roles))
+	bs := 0
+	for r, m := range roles {
+		if m == nil || states[r].State != engine.MemberActive {
+			continue
+		}
+		bs = max(bs, m.LogicalBlock, m.PhysicalBlock)
+		b, err := m.ReadBlock(int64(fsb.BitmapOffset), int(fsb.BitmapBytes))
+		if err == nil {
+			copies[r] = b
+		}
+	}
+	cfg.BlockSize = bs
+	bm, info, err := bitmap.Assemble(cfg, copies, a.bitmapOptions(opts))
+	if err != nil {
+		return fmt.Errorf("write-intent bitmap: %w", err)
+	}
+	for r, st := range states {
+		if st.State != engine.MemberActive {
+			bm.SetMissing(r, true)
+		}
+	}
+	a.Bitmap, a.BitmapInfo = bm, info
+	return nil
 }
 
 // geometryCovered reports whether every chunk has a readable copy.
@@ -264,6 +362,20 @@ func (a *Array) persist(st *engine.ArrayState) error {
 // writeSuperblocks writes the next generation of superblocks, with role
 // states from st, to every member still in use. Called with a.mu held.
 func (a *Array) writeSuperblocks(st *engine.ArrayState, clean bool) error {
+	if a.fl != nil {
+		for r, m := range st.Members {
+			if !writable(m) {
+				a.Bitmap.SetMissing(r, true)
+			}
+		}
+		// The bitmap header must carry the new generation first: a copy
+		// older than the superblocks is not trusted at assembly.
+		ev, err := a.fl.generation(a.events+1, clean)
+		if err != nil {
+			return err
+		}
+		a.events = ev - 1
+	}
 	a.events++
 	now := time.Now().UnixNano()
 	var errs []error
@@ -333,8 +445,58 @@ func (a *Array) Degraded() bool {
 	return false
 }
 
-// Close closes the members.
+// bitmapOptions is o with Notify signalling the flusher.
+func (a *Array) bitmapOptions(o bitmap.Options) bitmap.Options {
+	a.notify = make(chan struct{}, 1)
+	o.Notify = func() {
+		select {
+		case a.notify <- struct{}{}:
+		default:
+		}
+	}
+	return o
+}
+
+// start starts the bitmap's flusher, before anything else is written
+// (superblock generations go through it) and before the array serves I/O
+// (the bitmap's first batches rewrite its copy on every member).
+func (a *Array) start() {
+	if a.Bitmap == nil || a.fl != nil {
+		return
+	}
+	a.fl = newFlusher(a, a.Bitmap)
+	a.fl.onMemberError = func(role int, err error) {
+		if a.OnBitmapMemberError != nil {
+			a.OnBitmapMemberError(role, err)
+		}
+		if st, changed := a.Engine.Fail(role); changed {
+			go a.persist(st) // waits for the flusher, so not on it
+		}
+	}
+	go a.fl.run()
+}
+
+// route hands released bitmap tokens (queue<<32 | tag) to their queues
+// and wakes them. Flusher goroutine.
+func (a *Array) route(tokens []bitmap.Waiter) {
+	if len(tokens) == 0 {
+		return
+	}
+	a.qmu.Lock()
+	defer a.qmu.Unlock()
+	for _, t := range tokens {
+		if h := a.queues[int(t>>32)]; h != nil && h.post(uint16(t)) {
+			h.q.Wake()
+		}
+	}
+}
+
+// Close stops the bitmap flusher and closes the members.
 func (a *Array) Close() {
+	if a.fl != nil {
+		a.fl.close()
+		a.fl = nil
+	}
 	for _, m := range a.Members {
 		if m != nil {
 			m.Close()

@@ -2,6 +2,8 @@ package array
 
 import (
 	"math/bits"
+	"sync"
+	"time"
 
 	"golang.org/x/sys/unix"
 
@@ -76,6 +78,21 @@ func (a *Array) NewQueue(q *ublk.Queue) (ublk.QueueHandler, error) {
 		h.blockDev[r] = m != nil && m.BlockDevice
 	}
 	h.exec = engine.NewExecutor(a.Engine, h, q.Depth(), q.MaxIOBytes())
+	if bm := a.Bitmap; bm != nil {
+		h.exec.Intent = bm
+		h.exec.Token = uint32(q.ID())
+		start := time.Now()
+		h.exec.Now = func() time.Duration { return time.Since(start) }
+		h.exec.Waited = bm.WaitTimes().Observe
+		h.inbox = make([]uint16, 0, q.Depth())
+		h.work = make([]uint16, 0, q.Depth())
+	}
+	a.qmu.Lock()
+	if a.queues == nil {
+		a.queues = map[int]*queue{}
+	}
+	a.queues[q.ID()] = h
+	a.qmu.Unlock()
 	return h, nil
 }
 
@@ -86,6 +103,33 @@ type queue struct {
 	a        *Array
 	exec     *engine.Executor
 	blockDev []bool
+
+	// Bitmap tokens released by the flusher: inbox is filled under mu by
+	// the flusher, swapped with work by the queue thread on wake-up.
+	mu          sync.Mutex
+	inbox, work []uint16
+}
+
+// post queues a released write for the queue thread; it reports whether
+// the inbox was empty (the queue then needs a wake-up). Flusher goroutine.
+func (h *queue) post(tag uint16) bool {
+	h.mu.Lock()
+	h.inbox = append(h.inbox, tag)
+	first := len(h.inbox) == 1
+	h.mu.Unlock()
+	return first
+}
+
+// OnWake implements ublk.Waker: resume the writes whose bitmap regions
+// are durable now, and retry those a sync barrier turned away.
+func (h *queue) OnWake() {
+	h.mu.Lock()
+	h.inbox, h.work = h.work[:0], h.inbox
+	h.mu.Unlock()
+	for _, tag := range h.work {
+		h.exec.Resume(tag)
+	}
+	h.exec.RetryParked()
 }
 
 func (h *queue) Handle(req *ublk.Request) {
@@ -171,4 +215,10 @@ func (h *queue) Persist(st *engine.ArrayState) {
 	h.exec.Persisted(h.a.durable.Load())
 }
 
-func (h *queue) Close() {}
+func (h *queue) Close() {
+	h.a.qmu.Lock()
+	if h.a.queues[h.q.ID()] == h {
+		delete(h.a.queues, h.q.ID())
+	}
+	h.a.qmu.Unlock()
+}

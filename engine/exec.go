@@ -3,6 +3,9 @@ package engine
 import (
 	"errors"
 	"fmt"
+	"time"
+
+	"github.com/ublk-raid/ublk-raid/bitmap"
 )
 
 // ReqOp is the operation of a block request.
@@ -36,6 +39,25 @@ type Backend interface {
 	Persist(st *ArrayState)
 }
 
+// IntentLog is the write-intent bitmap as the executor uses it
+// (*bitmap.Bitmap). Every write-type request is bracketed by StartWrite and
+// EndWrite; a write whose StartWrite returned false is held until the
+// bitmap's flusher hands its token back (Executor.Resume).
+type IntentLog interface {
+	Regions(sector, count uint64) (first, last int)
+	StartWrite(first, last int, w bitmap.Waiter) bool
+	EndWrite(first, last int)
+	NeedsSync(r int) bool
+}
+
+// WriteBarrier keeps user writes out of the range a background sync is
+// copying (*Barrier). Enter never blocks: false means the write must be
+// retried after a wake-up (Executor.RetryParked).
+type WriteBarrier interface {
+	Enter(sector uint64, sectors uint32) bool
+	Exit(sector uint64, sectors uint32)
+}
+
 type request struct {
 	op      ReqOp
 	sector  uint64
@@ -49,6 +71,11 @@ type request struct {
 	needGen uint64 // acknowledge only once this state generation is durable
 	planned int    // len(ios) of the first plan; later entries are retries and repairs
 	active  bool
+	// Write gating: entered the barrier; started in the bitmap (regions
+	// first..last); waiting for the bitmap since waitSince.
+	entered, started, waiting bool
+	first, last               int
+	waitSince                 time.Duration
 }
 
 // Executor runs requests of one queue against an Array through a Backend.
@@ -71,6 +98,22 @@ type Executor struct {
 	// narrowed before a member is ruled out for it (the logical block
 	// size; default 8, 4 KiB).
 	RetryUnit uint32
+
+	// Intent, if set, is the write-intent bitmap: writes wait until their
+	// regions are durably dirty, and reads of regions that need sync go to
+	// one chosen copy (the first readable one), so answers are stable
+	// until resync has made the copies equal.
+	Intent IntentLog
+	// Token is this executor's high bits of bitmap tokens (token =
+	// Token<<32 | tag): the flusher routes a released token to its queue.
+	Token uint32
+	// Barrier, if set, keeps writes out of ranges being synced.
+	Barrier WriteBarrier
+	// Now and Waited, if set, measure how long writes wait for the bitmap.
+	Now    func() time.Duration
+	Waited func(time.Duration)
+
+	parked, parkedSpare []uint16 // writes the barrier turned away
 }
 
 // NewExecutor makes an executor for depth requests of up to maxBytes each.
@@ -86,6 +129,8 @@ func NewExecutor(arr *Array, be Backend, depth, maxBytes int) *Executor {
 	}
 	e.persisted = arr.State().Gen
 	e.waiting = make([]uint16, 0, depth)
+	e.parked = make([]uint16, 0, depth)
+	e.parkedSpare = make([]uint16, 0, depth)
 	return e
 }
 
@@ -103,11 +148,93 @@ func (e *Executor) Start(tag uint16, op ReqOp, sector uint64, sectors uint32, fu
 		e.finish(tag, fmt.Errorf("request beyond the end of the array: %w", errBeyondEnd))
 		return
 	}
+	if op == ReqWrite || op == ReqDiscard || op == ReqWriteZeroes {
+		e.admit(tag)
+		return
+	}
+	e.plan(tag)
+}
+
+// admit passes a write through the barrier and the bitmap, then plans it;
+// a write held by either is resumed later from the same point.
+func (e *Executor) admit(tag uint16) {
+	r := &e.reqs[tag]
+	if e.Barrier != nil && !r.entered {
+		if !e.Barrier.Enter(r.sector, r.sectors) {
+			e.parked = append(e.parked, tag)
+			return
+		}
+		r.entered = true
+	}
+	if e.Intent != nil && !r.started {
+		r.first, r.last = e.Intent.Regions(r.sector, uint64(r.sectors))
+		r.started = true
+		if !e.Intent.StartWrite(r.first, r.last, bitmap.Waiter(uint64(e.Token)<<32|uint64(tag))) {
+			r.waiting = true
+			if e.Now != nil {
+				r.waitSince = e.Now()
+			}
+			return
+		}
+	}
+	e.plan(tag)
+}
+
+// Resume continues write tag whose bitmap token was released (its regions
+// are durably dirty now).
+func (e *Executor) Resume(tag uint16) {
+	r := &e.reqs[tag]
+	if !r.active || !r.waiting {
+		panic(fmt.Sprintf("engine: resume of request %d that is not waiting for the bitmap", tag))
+	}
+	r.waiting = false
+	if e.Now != nil && e.Waited != nil {
+		e.Waited(e.Now() - r.waitSince)
+	}
+	e.plan(tag)
+}
+
+// RetryParked retries the writes the barrier turned away (after a sync
+// step lowered it).
+func (e *Executor) RetryParked() {
+	if len(e.parked) == 0 {
+		return
+	}
+	old := e.parked
+	e.parked = e.parkedSpare[:0]
+	for _, tag := range old {
+		e.admit(tag)
+	}
+	e.parkedSpare = old[:0]
+}
+
+// Parked reports how many writes wait for the barrier.
+func (e *Executor) Parked() int { return len(e.parked) }
+
+// needsSync reports whether some region of the range needs resync.
+func (e *Executor) needsSync(sector uint64, sectors uint32) bool {
+	first, last := e.Intent.Regions(sector, uint64(sectors))
+	for r := first; r <= last; r++ {
+		if e.Intent.NeedsSync(r) {
+			return true
+		}
+	}
+	return false
+}
+
+// plan plans and submits request tag from the current array state.
+func (e *Executor) plan(tag uint16) {
+	r := &e.reqs[tag]
+	sector, sectors, fua := r.sector, r.sectors, r.fua
 	st := e.arr.State()
 	var err error
-	switch op {
+	switch r.op {
 	case ReqRead:
-		r.ios, err = e.arr.PlanRead(&e.sc, st, sector, sectors, 0, 0, &e.bal, r.ios)
+		var bal Balancer = &e.bal
+		if e.Intent != nil && e.needsSync(sector, sectors) {
+			bal = nil // the first readable copy: the one resync copies from
+		}
+		r.ios, err = e.arr.PlanRead(&e.sc, st, sector, sectors, 0, 0, bal, r.ios)
 	case ReqWrite:
 		r.ios, err = e.arr.PlanWrite(&e.sc, st, IOWrite, sector, sectors, fua, r.ios)
 	case ReqDiscard:
@@ -286,7 +413,16 @@ func (e *Executor) writeOutcome(r *request) error {
 }
 
 func (e *Executor) finish(tag uint16, err error) {
-	e.reqs[tag].active = false
+	r := &e.reqs[tag]
+	r.active = false
+	if r.started {
+		r.started = false
+		e.Intent.EndWrite(r.first, r.last)
+	}
+	if r.entered {
+		r.entered = false
+		e.Barrier.Exit(r.sector, r.sectors)
+	}
 	e.be.Complete(tag, err)
 }
 

@@ -215,3 +215,25 @@ func OpenMemberReadOnly(path string) (*Member, error) {
 	}
 	return m, nil
 }
+
+// WriteAtDurable writes data at off (both aligned for O_DIRECT; data not
+// on the Go stack) and returns once it is durable: one RWF_DSYNC write (a
+// FUA write where the device has a volatile cache, a plain write where it
+// has none), or write and fdatasync where RWF_DSYNC is refused. For
+// metadata such as the write-intent bitmap. Any goroutine.
+func (m *Member) WriteAtDurable(data []byte, off int64) error {
+	n, err := unix.Pwritev2(m.Fd(), [][]byte{data}, off, unix.RWF_DSYNC)
+	if err == unix.EOPNOTSUPP || err == unix.EINVAL {
+		n, err = unix.Pwrite(m.Fd(), data, off)
+		if err == nil && n == len(data) {
+			err = unix.Fdatasync(m.Fd())
+		}
+	}
+	if err == nil && n != len(data) {
+		err = ErrShortIO
+	}
+	if err != nil {
+		return fmt.Errorf("write %s at %d: %w", m.Path, off, err)
+	}
+	return nil
+}

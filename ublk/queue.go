@@ -40,6 +40,10 @@ type Queue struct {
 	err       error
 	cpu       int
 	pollFor   time.Duration
+	waker     Waker    // the handler, if it wants wake-ups
+	wake      *os.File // eventfd other goroutines write to wake the queue
+	wakeBuf   []byte   // 8 bytes off the Go heap: the eventfd read's target
+	wakeArmed bool     // the eventfd read is in flight
 }
 
 // ID is the queue's index.
@@ -67,6 +71,15 @@ func (q *Queue) SQE(userData uint64) (*SQE, error) {
 	s.UserData = userData | targetBit
 	q.inflight++
 	return s, nil
+}
+
+// Wake makes the queue thread call the handler's OnWake soon (the handler
+// must implement Waker). Unlike every other method it may be called from
+// any goroutine, also after the queue has stopped (it then does nothing).
+// It never blocks.
+func (q *Queue) Wake() {
+	var one = [8]byte{1}
+	q.wake.Write(one[:]) // an eventfd write; EAGAIN (counter full) still wakes
 }
 
 // Ring gives targets access to ring helpers such as PrepLinkTimeout.
@@ -182,13 +195,20 @@ func (q *Queue) setup(s queueSetup) error {
 		return fmt.Errorf("queue %d: mmap descriptors of %s: %w", q.id, q.char.Name(), err)
 	}
 	q.descs = unsafe.Slice((*ioDesc)(unsafe.Pointer(&q.descMem[0])), q.depth)
-	q.bufMem, err = unix.Mmap(-1, 0, q.depth*q.maxIO, unix.PROT_READ|unix.PROT_WRITE, unix.MAP_ANON|unix.MAP_PRIVATE|unix.MAP_NORESERVE)
+	// The tag buffers, then one page for the wake-up eventfd's counter.
+	q.bufMem, err = unix.Mmap(-1, 0, q.depth*q.maxIO+pageSize, unix.PROT_READ|unix.PROT_WRITE, unix.MAP_ANON|unix.MAP_PRIVATE|unix.MAP_NORESERVE)
 	if err != nil {
 		return fmt.Errorf("queue %d: mmap %d I/O buffers: %w", q.id, q.depth, err)
 	}
+	q.wakeBuf = q.bufMem[q.depth*q.maxIO : q.depth*q.maxIO+8 : q.depth*q.maxIO+8]
 	if s.fixedBuffers {
-		q.fixedBufs = ring.RegisterBuffer(q.bufMem) == nil
+		q.fixedBufs = ring.RegisterBuffer(q.bufMem[:q.depth*q.maxIO]) == nil
 	}
+	efd, err := unix.Eventfd(0, unix.EFD_CLOEXEC|unix.EFD_NONBLOCK)
+	if err != nil {
+		return fmt.Errorf("queue %d: eventfd: %w", q.id, err)
+	}
+	q.wake = os.NewFile(uintptr(efd), "ublk-queue-wake")
 	q.reqs = make([]Request, q.depth)
 	for i := range q.reqs {
 		q.reqs[i].Tag = uint16(i)
@@ -200,6 +220,10 @@ func (q *Queue) setup(s queueSetup) error {
 	if err != nil {
 		return fmt.Errorf("queue %d: target: %w", q.id, err)
 	}
+	if w, ok := q.handler.(Waker); ok {
+		q.waker = w
+		q.armWake()
+	}
 	return nil
 }
 
@@ -209,6 +233,37 @@ func intsTo32(in []int) []int32 {
 		out[i] = int32(v)
 	}
 	return out
+}
+
+// wakeUserData marks the completion of the wake-up eventfd read: bit 63
+// (targetBit) clear, and beyond any tag.
+const wakeUserData = 1 << 62
+
+// armWake queues a read of the wake-up eventfd; its completion means some
+// goroutine called Wake.
+func (q *Queue) armWake() {
+	s, err := q.ring.NextSQE()
+	if err != nil {
+		q.fail(fmt.Errorf("queue %d: cannot queue the wake-up read: %w", q.id, err))
+		return
+	}
+	PrepRW(s, OpRead, int32(q.wake.Fd()), q.wakeBuf, 0, wakeUserData)
+	s.Flags = 0 // a plain file descriptor, not a fixed file
+	q.wakeArmed = true
+}
+
+// onWake handles the wake-up read's completion: re-arm, then tell the
+// handler (after re-arming, so a Wake during OnWake is not lost).
+func (q *Queue) onWake(res int32) {
+	q.wakeArmed = false
+	if q.live == 0 {
+		return // stopping: nothing to wake for
+	}
+	if res < 0 && res != -int32(unix.EINTR) && res != -int32(unix.EAGAIN) {
+		q.fail(fmt.Errorf("queue %d: wake-up read: %w", q.id, unix.Errno(-res)))
+	}
+	q.armWake()
+	q.waker.OnWake()
 }
 
 // loop is the queue's event loop: one io_uring_enter per turn submits what
@@ -235,6 +290,10 @@ func (q *Queue) loop() {
 			if ud&targetBit != 0 {
 				q.inflight--
 				q.handler.OnCompletion(ud&^targetBit, res)
+				continue
+			}
+			if ud == wakeUserData {
+				q.onWake(res)
 				continue
 			}
 			q.onIOCmd(uint16(ud), res)
@@ -294,7 +353,10 @@ func (q *Queue) onIOCmd(tag uint16, res int32) {
 
 func (q *Queue) close() {
 	if q.ring != nil {
-		q.ring.Close()
+		q.ring.Close() // cancels the wake-up read
+	}
+	if q.wake != nil {
+		q.wake.Close() // later Wake calls fail harmlessly on the closed file
 	}
 	if q.descMem != nil {
 		unix.Munmap(q.descMem)

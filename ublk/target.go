@@ -54,6 +54,14 @@ type QueueHandler interface {
 	Close()
 }
 
+// Waker is implemented by handlers that other goroutines wake with
+// Queue.Wake (for example to resume requests that waited for the
+// write-intent bitmap). OnWake runs on the queue thread; a burst of Wake
+// calls may give one OnWake.
+type Waker interface {
+	OnWake()
+}
+
 // FirstTargetFile is the fixed-file index of Target.Files()[0] in every
 // queue ring (index 0 is the ublk character device).
 const FirstTargetFile = 1

@@ -1,0 +1,180 @@
+package array
+
+import (
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/ublk-raid/ublk-raid/bitmap"
+	"github.com/ublk-raid/ublk-raid/engine"
+)
+
+// flusher is the write-intent bitmap's one flusher goroutine: it writes
+// the bitmap's batches to every present member (durably, in parallel),
+// hands the tokens of writes that waited back to their queues, clears idle
+// regions on the bitmap's tick, and makes new superblock generations
+// durable in the bitmap header before the superblocks are written.
+//
+// Every flusher-thread method of bitmap.Bitmap is called on this
+// goroutine only. Queue threads reach it through notify (a non-blocking
+// send from bitmap.Options.Notify); the superblock writer through reqs.
+type flusher struct {
+	a      *Array
+	bm     *bitmap.Bitmap
+	start  time.Time
+	notify chan struct{}
+	reqs   chan flushReq
+	stop   chan struct{}
+	done   chan struct{}
+
+	released []bitmap.Waiter
+	waiters  []flushReq
+	// onMemberError is told of a member that failed a bitmap write (the
+	// caller fails it and persists that off this goroutine).
+	onMemberError func(role int, err error)
+}
+
+type flushReq struct {
+	min   uint64 // generation wanted: at least this and above the header's
+	clear bool   // clear every idle region first (clean stop)
+	got   uint64 // the generation made durable
+	reply chan flushReq
+	err   error
+}
+
+func newFlusher(a *Array, bm *bitmap.Bitmap) *flusher {
+	return &flusher{a: a, bm: bm, start: time.Now(), notify: a.notify,
+		reqs: make(chan flushReq), stop: make(chan struct{}), done: make(chan struct{})}
+}
+
+func (f *flusher) now() time.Duration { return time.Since(f.start) }
+
+func (f *flusher) run() {
+	defer close(f.done)
+	tick := time.NewTicker(f.bm.TickInterval())
+	defer tick.Stop()
+	for {
+		select {
+		case <-f.stop:
+			for _, w := range f.waiters {
+				w.err = errors.New("bitmap flusher stopped")
+				w.reply <- w
+			}
+			return
+		case <-f.notify:
+		case <-tick.C:
+			if bt := f.bm.Tick(f.now()); bt != nil {
+				f.commit(bt)
+			}
+		case r := <-f.reqs:
+			if r.clear {
+				if bt := f.bm.ClearIdle(f.now()); bt != nil {
+					f.commit(bt)
+				}
+			}
+			r.got = max(r.min, f.bm.Events()+1)
+			f.bm.SetEvents(r.got)
+			f.waiters = append(f.waiters, r)
+		}
+		for {
+			bt := f.bm.Prepare()
+			if bt == nil {
+				break
+			}
+			f.commit(bt)
+		}
+	}
+}
+
+// commit writes bt's blocks to every present member, then commits it.
+func (f *flusher) commit(bt *bitmap.Batch) {
+	st := f.a.Engine.State()
+	var wg sync.WaitGroup
+	errs := make([]error, len(f.a.Members))
+	for r, m := range f.a.Members {
+		if m == nil || !writable(st.Members[r]) {
+			continue
+		}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for _, b := range bt.Blocks {
+				if err := m.WriteAtDurable(b.Data, int64(b.Offset)); err != nil {
+					errs[r] = err
+					return
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	for r, err := range errs {
+		if err != nil {
+			// The member is no longer present for the bitmap: the batch is
+			// durable on the others. Failing it is recorded off this
+			// goroutine (the superblock writer waits for us).
+			f.bm.SetMissing(r, true)
+			if f.onMemberError != nil {
+				f.onMemberError(r, err)
+			}
+		}
+	}
+	events := bt.Events // bt is the bitmap's again after Committed
+	f.released = f.bm.Committed(bt, f.released[:0])
+	f.a.route(f.released)
+	if events != 0 {
+		w := f.waiters[:0]
+		for _, r := range f.waiters {
+			if r.got <= events {
+				r.reply <- r
+			} else {
+				w = append(w, r)
+			}
+		}
+		f.waiters = w
+	}
+}
+
+// generation makes a new superblock generation >= min durable in the
+// bitmap header (clearing idle regions first if clear) and returns it.
+// Not on the flusher goroutine.
+func (f *flusher) generation(min uint64, clear bool) (uint64, error) {
+	r := flushReq{min: min, clear: clear, reply: make(chan flushReq, 1)}
+	select {
+	case f.reqs <- r:
+	case <-f.done:
+		return 0, errors.New("bitmap flusher stopped")
+	}
+	r = <-r.reply
+	return r.got, r.err
+}
+
+func (f *flusher) close() {
+	close(f.stop)
+	<-f.done
+}
+
+func writable(m engine.MemberStatus) bool {
+	return m.State == engine.MemberActive || m.State == engine.MemberRebuilding
+}
+
+// bitmapConfig is the bitmap configuration of an array whose superblock
+// is sb.
+func bitmapConfig(sb *engine.Superblock, arraySectors uint64) bitmap.Config {
+	return bitmap.Config{ArrayUUID: sb.ArrayUUID, ArraySectors: arraySectors,
+		AreaOffset: sb.BitmapOffset, AreaBytes: sb.BitmapBytes, Events: sb.Events}
+}
+
+// bitmapArea sizes the bitmap of a new array: region size (given or the
+// default for the largest array the members could make) and the reserved
+// bytes for it at block size bs.
+func bitmapArea(maxArraySectors, regionSectors uint64, bs int) (uint64, uint64, error) {
+	if regionSectors == 0 {
+		regionSectors = bitmap.DefaultRegionSectors(maxArraySectors)
+	}
+	area, err := bitmap.AreaBytesFor(bitmap.Config{ArraySectors: maxArraySectors, RegionSectors: regionSectors, BlockSize: bs})
+	if err != nil {
+		return 0, 0, fmt.Errorf("bitmap region size %d bytes: %w", regionSectors<<9, err)
+	}
+	return regionSectors, area, nil
+}
