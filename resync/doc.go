@@ -20,6 +20,16 @@
 //
 // Members is called from Run's goroutine only, one operation at a time;
 // the job's callbacks (Need, Progress, OnMemberError, Config.Busy) too.
+// OnMemberError runs while the failing step's range is still raised, so it
+// must not wait for user writes of the array (failing the member and
+// persisting the new state is fine); the other callbacks run with nothing
+// raised.
+//
+// Writers must Enter the Barrier before they load the ArrayState they plan
+// with (see engine.Barrier.Enter), and the caller must make a target
+// MemberRebuilding before starting its Rebuild: then every user write
+// either completes before the step that copies its range, or sees the
+// target and writes it too.
 //
 // # Rebuild progress and durability
 //
