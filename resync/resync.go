@@ -1,0 +1,716 @@
+package resync
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"math/bits"
+	"slices"
+	"sync/atomic"
+	"time"
+	"unsafe"
+
+	"github.com/ublk-raid/ublk-raid/engine"
+)
+
+// Members does the job's member I/O. sector is relative to the member's
+// data offset, in 512-byte sectors; p is 4096-byte aligned and a multiple of
+// 512 bytes long. A short read or write is an error.
+type Members interface {
+	ReadAt(role int, p []byte, sector uint64) error
+	WriteAt(role int, p []byte, sector uint64) error
+	Flush(role int) error
+}
+
+// Kind is what a job does.
+type Kind int
+
+// Job kinds.
+const (
+	// Rebuild copies every array sector the targets hold onto them, from
+	// readable copies on other members, walking the targets' member
+	// sectors upwards (the targets are normally MemberRebuilding).
+	Rebuild Kind = iota + 1
+	// Resync copies each range from its chosen copy (the lowest-numbered
+	// readable member holding it) to the other readable copies, after an
+	// unclean stop. It walks array sectors.
+	Resync
+	// Check reads every readable copy of each range, compares them with
+	// the chosen copy in 4 KiB blocks and counts the blocks that differ.
+	Check
+	// Repair is Check that also rewrites the differing blocks of the other
+	// copies from the chosen copy.
+	Repair
+)
+
+func (k Kind) String() string {
+	switch k {
+	case Rebuild:
+		return "rebuild"
+	case Resync:
+		return "resync"
+	case Check:
+		return "check"
+	case Repair:
+		return "repair"
+	}
+	return fmt.Sprintf("Kind(%d)", int(k))
+}
+
+// StepSectors is the largest range one step copies: 1 MiB.
+const StepSectors = 2048
+
+// BlockSectors is the unit of comparison of Check and Repair: 4 KiB.
+const BlockSectors = 8
+
+var (
+	// ErrNoRedundancy: raid0 has a single copy of everything, so there is
+	// nothing to rebuild, resync or check.
+	ErrNoRedundancy = errors.New("raid0 has no redundancy: nothing to sync")
+	// ErrBusy: another job is running on this array.
+	ErrBusy = errors.New("a sync job is already running on this array")
+	// ErrTargetGone: a rebuild target was failed or removed while it ran.
+	ErrTargetGone = errors.New("rebuild target is no longer in use")
+)
+
+// MemberError is a member failure that stopped a job.
+type MemberError struct {
+	Role   int
+	Op     string // "read", "write" or "flush"
+	Sector uint64 // member sector (data-relative) of the operation
+	Err    error
+}
+
+func (e *MemberError) Error() string {
+	if e.Op == "flush" {
+		return fmt.Sprintf("member %d: flush: %v", e.Role, e.Err)
+	}
+	return fmt.Sprintf("member %d: %s at sector %d: %v", e.Role, e.Op, e.Sector, e.Err)
+}
+
+func (e *MemberError) Unwrap() error { return e.Err }
+
+// Clock is the time source of throttling and flush intervals; tests inject
+// a fake one.
+type Clock interface {
+	Now() time.Time
+	// Sleep waits for d or until ctx ends (then returning ctx's error).
+	Sleep(ctx context.Context, d time.Duration) error
+}
+
+type realClock struct{}
+
+func (realClock) Now() time.Time { return time.Now() }
+
+func (realClock) Sleep(ctx context.Context, d time.Duration) error {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+// Config is a Syncer's throttling, like md's sync_speed_min/max.
+type Config struct {
+	// MinBytesPerSec: the job backs off for user I/O only while faster
+	// than this (md's sync_speed_min). Zero means md's default, 1000 KiB/s.
+	MinBytesPerSec uint64
+	// MaxBytesPerSec: the job is never faster than this (md's
+	// sync_speed_max). Zero means no limit.
+	MaxBytesPerSec uint64
+	// Busy reports whether user I/O is going on; between Min and Max the
+	// job sleeps briefly while it returns true. Nil: never busy.
+	Busy func() bool
+	// Backoff is one back-off sleep while Busy; default 10 ms.
+	Backoff time.Duration
+	// FlushInterval is how often a job flushes the members it wrote and
+	// reports a new durable position; default 5 s. Jobs also flush at
+	// the end.
+	FlushInterval time.Duration
+	// Clock defaults to the real one.
+	Clock Clock
+}
+
+// Job describes one run.
+type Job struct {
+	Kind Kind
+	// Targets are the roles a Rebuild writes (at least one); nil for the
+	// other kinds.
+	Targets []int
+	// Start is where to begin (resume): a member sector for Rebuild, an
+	// array sector for the others.
+	Start uint64
+	// Need, if set, tells whether array range [arraySector,
+	// arraySector+sectors) needs the job (a write-intent bitmap says
+	// whether it may differ); ranges it refuses are skipped.
+	Need func(arraySector, sectors uint64) bool
+	// Progress, if set, is called after every step: sectors below reached
+	// are done, and below durable flushed (see the package doc). A
+	// returned error stops the job with it.
+	Progress func(reached, durable uint64) error
+	// OnMemberError, if set, is told of each member error that stops the
+	// job.
+	OnMemberError func(role int, err error)
+}
+
+// Result is what a job did. Sector counts are array sectors, except
+// Rebuild's, which are the targets' member sectors.
+type Result struct {
+	Kind       Kind
+	Start, End uint64 // positions the run began and ended at
+	Synced     uint64 // sectors read (and copied where needed)
+	Skipped    uint64 // sectors skipped: Need refused, or no data (rebuild padding)
+	// Mismatches counts 4 KiB array blocks in which some readable copy
+	// differed from the chosen copy (Check, Repair): md's mismatch_cnt,
+	// in 4 KiB units rather than sectors, each block counted once however
+	// many copies differ.
+	Mismatches uint64
+	Repaired   uint64 // 4 KiB block writes to copies that differed (Repair), per copy
+	ReadErrors uint64 // member reads that failed and were served by another copy
+}
+
+// Syncer runs sync jobs for one array.
+type Syncer struct {
+	arr     *engine.Array
+	bar     *engine.Barrier
+	members Members
+	cfg     Config
+	running atomic.Bool
+	done    atomic.Uint64
+	total   atomic.Uint64
+}
+
+// New returns a Syncer for arr, whose user writes go through bar.
+func New(arr *engine.Array, bar *engine.Barrier, m Members, cfg Config) *Syncer {
+	if cfg.MinBytesPerSec == 0 {
+		cfg.MinBytesPerSec = 1000 << 10
+	}
+	if cfg.MaxBytesPerSec != 0 && cfg.MinBytesPerSec > cfg.MaxBytesPerSec {
+		cfg.MinBytesPerSec = cfg.MaxBytesPerSec
+	}
+	if cfg.Backoff <= 0 {
+		cfg.Backoff = 10 * time.Millisecond
+	}
+	if cfg.FlushInterval <= 0 {
+		cfg.FlushInterval = 5 * time.Second
+	}
+	if cfg.Clock == nil {
+		cfg.Clock = realClock{}
+	}
+	return &Syncer{arr: arr, bar: bar, members: m, cfg: cfg}
+}
+
+// Progress returns the position of the running (or last) job and its end:
+// member sectors for a rebuild, array sectors otherwise. Safe from any
+// goroutine.
+func (s *Syncer) Progress() (done, total uint64) {
+	return s.done.Load(), s.total.Load()
+}
+
+// run is the state of one Run.
+type run struct {
+	*Syncer
+	ctx     context.Context
+	job     Job
+	g       engine.Geometry
+	bufs    [][]byte // one per copy (check, repair); bufs[0] otherwise
+	locs    [engine.MaxCopies]engine.Location
+	written uint64    // members written since the last flush
+	flushed time.Time // when
+	durable uint64    // position reached at the last flush
+	thr     throttle
+	res     Result
+}
+
+// Run executes job and returns what it did. It stops early with ctx's
+// error (after flushing and reporting durable progress, so the job can be
+// resumed from there), with a *MemberError, or with Progress's error.
+func (s *Syncer) Run(ctx context.Context, job Job) (Result, error) {
+	if !s.running.CompareAndSwap(false, true) {
+		return Result{}, ErrBusy
+	}
+	defer s.running.Store(false)
+	g := s.arr.Geo
+	r := &run{Syncer: s, ctx: ctx, job: job, g: g, res: Result{Kind: job.Kind, Start: job.Start}}
+	if g.Level == engine.Level0 {
+		return r.res, ErrNoRedundancy
+	}
+	total := g.ArraySectors()
+	switch job.Kind {
+	case Rebuild:
+		total = g.MemberSectors
+		if len(job.Targets) == 0 {
+			return r.res, errors.New("rebuild: no target member")
+		}
+		for i, t := range job.Targets {
+			if t < 0 || t >= g.Members || slices.Contains(job.Targets[:i], t) {
+				return r.res, fmt.Errorf("rebuild: invalid target list %v for %d members", job.Targets, g.Members)
+			}
+		}
+	case Resync, Check, Repair:
+		if len(job.Targets) != 0 {
+			return r.res, fmt.Errorf("%s takes no targets", job.Kind)
+		}
+	default:
+		return r.res, fmt.Errorf("unknown sync job kind %d", int(job.Kind))
+	}
+	if job.Start > total {
+		return r.res, fmt.Errorf("%s: start %d is beyond the end (%d)", job.Kind, job.Start, total)
+	}
+	nbufs := 1
+	if job.Kind == Check || job.Kind == Repair {
+		nbufs = g.Copies()
+	}
+	r.bufs = make([][]byte, nbufs)
+	for i := range r.bufs {
+		r.bufs[i] = alignedBuf(StepSectors << 9)
+	}
+	s.total.Store(total)
+	s.done.Store(job.Start)
+	now := s.cfg.Clock.Now()
+	r.flushed = now
+	r.thr = throttle{cfg: &s.cfg, markTime: now}
+
+	pos := job.Start
+	var err error
+	for pos < total && err == nil {
+		if err = ctx.Err(); err != nil {
+			break
+		}
+		var n uint64
+		var did bool
+		if job.Kind == Rebuild {
+			n, did, err = r.rebuildStep(pos)
+		} else {
+			n, did, err = r.arrayStep(pos)
+		}
+		if err != nil {
+			break
+		}
+		pos += n
+		s.done.Store(pos)
+		r.res.End = pos
+		if did {
+			if err = r.thr.after(ctx, n<<9); err != nil {
+				break
+			}
+		}
+		if err = r.report(pos, false); err != nil {
+			break
+		}
+	}
+	r.res.End = pos
+	var merr *MemberError
+	if err != nil && !errors.As(err, &merr) && (errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded)) {
+		// Stopped from outside: make what was copied durable, so a
+		// restart resumes from here.
+		if ferr := r.report(pos, true); ferr != nil {
+			return r.res, errors.Join(err, ferr)
+		}
+		return r.res, fmt.Errorf("%s stopped at %d: %w", job.Kind, pos, err)
+	}
+	if err != nil {
+		return r.res, fmt.Errorf("%s stopped at %d: %w", job.Kind, pos, err)
+	}
+	if err := r.report(pos, true); err != nil {
+		return r.res, fmt.Errorf("%s at the end: %w", job.Kind, err)
+	}
+	return r.res, nil
+}
+
+// report calls Progress, flushing the written members first when the flush
+// interval has passed or force is set.
+func (r *run) report(pos uint64, force bool) error {
+	now := r.cfg.Clock.Now()
+	durable := uint64(0)
+	if force || now.Sub(r.flushed) >= r.cfg.FlushInterval {
+		if err := r.flush(); err != nil {
+			return err
+		}
+		r.flushed = now
+		durable = pos
+		r.durable = pos
+	} else {
+		durable = r.durable
+	}
+	if r.job.Progress == nil {
+		return nil
+	}
+	return r.job.Progress(pos, durable)
+}
+
+// flush flushes every member written since the last flush.
+func (r *run) flush() error {
+	for w := r.written; w != 0; w &= w - 1 {
+		role := bits.TrailingZeros64(w)
+		if err := r.members.Flush(role); err != nil {
+			return r.memberError(role, "flush", 0, err)
+		}
+	}
+	r.written = 0
+	return nil
+}
+
+func (r *run) memberError(role int, op string, sector uint64, err error) error {
+	e := &MemberError{Role: role, Op: op, Sector: sector, Err: err}
+	if r.job.OnMemberError != nil {
+		r.job.OnMemberError(role, e)
+	}
+	return e
+}
+
+func (r *run) write(role int, p []byte, sector uint64) error {
+	r.written |= 1 << uint(role)
+	if err := r.members.WriteAt(role, p, sector); err != nil {
+		return r.memberError(role, "write", sector, err)
+	}
+	return nil
+}
+
+// readable mirrors engine's rule (plan.go): an active member, or a
+// rebuilding one whose rebuilt part covers the range up to end.
+func readable(st *engine.ArrayState, role int, end uint64) bool {
+	m := st.Members[role]
+	return m.State == engine.MemberActive || (m.State == engine.MemberRebuilding && end <= m.RebuildOffset)
+}
+
+func writable(st *engine.ArrayState, role int) bool {
+	m := st.Members[role].State
+	return m == engine.MemberActive || m == engine.MemberRebuilding
+}
+
+// rebuildStep rebuilds the targets' member sectors [ms, ms+n) and returns
+// n; did reports whether any I/O was done.
+func (r *run) rebuildStep(ms uint64) (n uint64, did bool, err error) {
+	g := r.g
+	n = min(StepSectors, g.MemberSectors-ms)
+	if g.Level != engine.Level1 {
+		n = min(n, g.ChunkSectors-ms&(g.ChunkSectors-1))
+	}
+	st := r.arr.State()
+	var doneMask uint64 // targets handled in this step
+	for i, t := range r.job.Targets {
+		if !writable(st, t) {
+			return 0, false, fmt.Errorf("member %d: %w", t, ErrTargetGone)
+		}
+		if doneMask&(1<<uint(i)) != 0 {
+			continue
+		}
+		a, ok := g.ArraySectorOf(t, ms)
+		if !ok {
+			r.res.Skipped += n
+			continue
+		}
+		// Every target holding the same array range at this member
+		// sector (all of them for raid1) gets the same data.
+		var group uint64
+		for j := i; j < len(r.job.Targets); j++ {
+			if b, ok := g.ArraySectorOf(r.job.Targets[j], ms); ok && b == a {
+				group |= 1 << uint(j)
+			}
+		}
+		doneMask |= group
+		if r.job.Need != nil && !r.job.Need(a, n) {
+			r.res.Skipped += n
+			continue
+		}
+		if err := r.bar.Raise(r.ctx, a, n); err != nil {
+			return 0, did, err
+		}
+		err := r.rebuildRange(a, n, ms, group)
+		r.bar.Lower()
+		if err != nil {
+			return 0, did, err
+		}
+		did = true
+		r.res.Synced += n
+	}
+	return n, did, nil
+}
+
+// rebuildRange copies array range [a, a+n) from a readable copy to the
+// targets in group (indexes into Job.Targets), at member sector ms. The
+// range is raised.
+func (r *run) rebuildRange(a, n, ms uint64, group uint64) error {
+	st := r.arr.State() // after Raise: any write since sees it too
+	buf := r.bufs[0][:n<<9]
+	isTarget := func(role int) bool {
+		for j, t := range r.job.Targets {
+			if group&(1<<uint(j)) != 0 && t == role {
+				return true
+			}
+		}
+		return false
+	}
+	locs := r.g.Locate(a, r.locs[:0])
+	_, failed, err := r.readOne(st, locs, n, buf, isTarget)
+	if err != nil {
+		return err
+	}
+	for j, t := range r.job.Targets {
+		if group&(1<<uint(j)) != 0 {
+			if err := r.write(t, buf, ms); err != nil {
+				return err
+			}
+		}
+	}
+	return r.rewriteFailed(st, locs, failed, buf)
+}
+
+// readOne reads the range from the first readable copy in locs (skipping
+// excluded roles) that succeeds, into buf. It returns the index of that
+// copy and the mask of copies (indexes into locs) that failed reading.
+func (r *run) readOne(st *engine.ArrayState, locs []engine.Location, n uint64, buf []byte, exclude func(int) bool) (src int, failed uint32, err error) {
+	var lastErr error
+	tried := false
+	for _, i := range r.byMember(locs) {
+		l := locs[i]
+		if (exclude != nil && exclude(l.Member)) || !readable(st, l.Member, l.Sector+n) {
+			continue
+		}
+		tried = true
+		if e := r.members.ReadAt(l.Member, buf, l.Sector); e != nil {
+			failed |= 1 << uint(i)
+			lastErr = &MemberError{Role: l.Member, Op: "read", Sector: l.Sector, Err: e}
+			continue
+		}
+		r.res.ReadErrors += uint64(bits.OnesCount32(failed))
+		return i, failed, nil
+	}
+	if !tried {
+		return -1, 0, fmt.Errorf("array sectors %d+%d: %w", r.arrSector(locs), n, engine.ErrNoCopy)
+	}
+	return -1, failed, r.unreadable(locs, failed, n, lastErr)
+}
+
+// unreadable reports every copy that failed reading a range no copy could
+// serve, and returns the error stopping the job.
+func (r *run) unreadable(locs []engine.Location, failed uint32, n uint64, last error) error {
+	for i, l := range locs {
+		if failed&(1<<uint(i)) != 0 && r.job.OnMemberError != nil {
+			r.job.OnMemberError(l.Member, &MemberError{Role: l.Member, Op: "read", Sector: l.Sector, Err: last})
+		}
+	}
+	return fmt.Errorf("array sectors %d+%d: %w: %w", r.arrSector(locs), n, engine.ErrNoCopy, last)
+}
+
+func (r *run) arrSector(locs []engine.Location) uint64 {
+	a, _ := r.g.ArraySectorOf(locs[0].Member, locs[0].Sector)
+	return a
+}
+
+// rewriteFailed writes good data over the copies that failed reading it.
+func (r *run) rewriteFailed(st *engine.ArrayState, locs []engine.Location, failed uint32, buf []byte) error {
+	for i, l := range locs {
+		if failed&(1<<uint(i)) != 0 && writable(st, l.Member) {
+			if err := r.write(l.Member, buf, l.Sector); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+// byMember returns the indexes of locs ordered by member number, so that
+// the chosen copy is the lowest-numbered member's.
+func (r *run) byMember(locs []engine.Location) []int {
+	var idx [engine.MaxCopies]int
+	for i := range locs {
+		idx[i] = i
+	}
+	order := idx[:len(locs)]
+	// Insertion sort: at most MaxCopies entries, no allocation.
+	for i := 1; i < len(order); i++ {
+		for j := i; j > 0 && locs[order[j]].Member < locs[order[j-1]].Member; j-- {
+			order[j], order[j-1] = order[j-1], order[j]
+		}
+	}
+	return order
+}
+
+// arrayStep handles array sectors [a, a+n) for Resync, Check and Repair.
+func (r *run) arrayStep(a uint64) (n uint64, did bool, err error) {
+	g := r.g
+	n = min(StepSectors, g.ChunkEnd(a), g.ArraySectors()-a)
+	if r.job.Need != nil && !r.job.Need(a, n) {
+		r.res.Skipped += n
+		return n, false, nil
+	}
+	if err := r.bar.Raise(r.ctx, a, n); err != nil {
+		return 0, false, err
+	}
+	defer r.bar.Lower()
+	st := r.arr.State()
+	locs := g.Locate(a, r.locs[:0])
+	count := 0
+	for _, l := range locs {
+		if readable(st, l.Member, l.Sector+n) {
+			count++
+		}
+	}
+	if count < 2 {
+		r.res.Skipped += n // one copy (or none) left: nothing to compare
+		return n, false, nil
+	}
+	r.res.Synced += n
+	if r.job.Kind == Resync {
+		return n, true, r.resyncRange(st, locs, n)
+	}
+	return n, true, r.checkRange(st, locs, n)
+}
+
+// resyncRange copies the chosen copy to the other readable copies.
+func (r *run) resyncRange(st *engine.ArrayState, locs []engine.Location, n uint64) error {
+	buf := r.bufs[0][:n<<9]
+	src, _, err := r.readOne(st, locs, n, buf, nil) // copies that failed are rewritten with the others
+	if err != nil {
+		return err
+	}
+	for _, i := range r.byMember(locs) {
+		l := locs[i]
+		if i == src || !readable(st, l.Member, l.Sector+n) {
+			continue
+		}
+		if err := r.write(l.Member, buf, l.Sector); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// checkRange reads every readable copy, counts the 4 KiB blocks that
+// differ from the chosen copy and, for Repair, rewrites them.
+func (r *run) checkRange(st *engine.ArrayState, locs []engine.Location, n uint64) error {
+	order := r.byMember(locs)
+	bytesN := int(n << 9)
+	var ok, failed uint32 // by index into locs
+	var lastErr error
+	src := -1
+	for k, i := range order {
+		l := locs[i]
+		if !readable(st, l.Member, l.Sector+n) {
+			continue
+		}
+		buf := r.bufs[k][:bytesN]
+		if err := r.members.ReadAt(l.Member, buf, l.Sector); err != nil {
+			failed |= 1 << uint(i)
+			lastErr = &MemberError{Role: l.Member, Op: "read", Sector: l.Sector, Err: err}
+			continue
+		}
+		ok |= 1 << uint(i)
+		if src < 0 {
+			src = k
+		}
+	}
+	if src < 0 {
+		return r.unreadable(locs, failed, n, lastErr)
+	}
+	r.res.ReadErrors += uint64(bits.OnesCount32(failed))
+	good := r.bufs[src][:bytesN]
+	const blk = BlockSectors << 9
+	for off := 0; off < bytesN; off += blk {
+		end := min(off+blk, bytesN)
+		for k, i := range order {
+			if k != src && ok&(1<<uint(i)) != 0 && !bytes.Equal(r.bufs[k][off:end], good[off:end]) {
+				r.res.Mismatches++
+				break
+			}
+		}
+	}
+	if r.job.Kind == Repair {
+		for k, i := range order {
+			if k == src || ok&(1<<uint(i)) == 0 {
+				continue
+			}
+			if err := r.repairCopy(locs[i], r.bufs[k][:bytesN], good); err != nil {
+				return err
+			}
+		}
+	}
+	// A copy that failed reading gets the chosen data back (read repair).
+	return r.rewriteFailed(st, locs, failed, good)
+}
+
+// repairCopy rewrites the runs of 4 KiB blocks in which have differs from
+// good on copy l.
+func (r *run) repairCopy(l engine.Location, have, good []byte) error {
+	const blk = BlockSectors << 9
+	for off := 0; off < len(good); {
+		if bytes.Equal(have[off:min(off+blk, len(good))], good[off:min(off+blk, len(good))]) {
+			off += blk
+			continue
+		}
+		end := off
+		for end < len(good) && !bytes.Equal(have[end:min(end+blk, len(good))], good[end:min(end+blk, len(good))]) {
+			end = min(end+blk, len(good))
+			r.res.Repaired++
+		}
+		if err := r.write(l.Member, good[off:end], l.Sector+uint64(off>>9)); err != nil {
+			return err
+		}
+		off = end
+	}
+	return nil
+}
+
+// throttle paces a job between Config's min and max speeds.
+type throttle struct {
+	cfg       *Config
+	markTime  time.Time
+	markBytes uint64
+	bytes     uint64
+}
+
+// throttleWindow is how long a rate measurement runs before it restarts,
+// so that an idle spell does not earn a burst.
+const throttleWindow = 3 * time.Second
+
+// after accounts n bytes just synced and sleeps as the speed limits say:
+// until the rate since the mark is at most MaxBytesPerSec, and, while Busy
+// reports user I/O, in Backoff steps until it is at most MinBytesPerSec.
+func (t *throttle) after(ctx context.Context, n uint64) error {
+	t.bytes += n
+	clk := t.cfg.Clock
+	for {
+		el := clk.Now().Sub(t.markTime)
+		done := t.bytes - t.markBytes
+		if max := t.cfg.MaxBytesPerSec; max != 0 {
+			if need := bytesDuration(done, max); need > el {
+				if err := clk.Sleep(ctx, need-el); err != nil {
+					return err
+				}
+				continue
+			}
+		}
+		if t.cfg.Busy != nil {
+			if atMin := bytesDuration(done, t.cfg.MinBytesPerSec); atMin > el && t.cfg.Busy() {
+				if err := clk.Sleep(ctx, min(t.cfg.Backoff, atMin-el)); err != nil {
+					return err
+				}
+				continue
+			}
+		}
+		break
+	}
+	if now := clk.Now(); now.Sub(t.markTime) >= throttleWindow {
+		t.markTime, t.markBytes = now, t.bytes
+	}
+	return nil
+}
+
+// bytesDuration is how long n bytes take at rate bytes per second.
+func bytesDuration(n, rate uint64) time.Duration {
+	return time.Duration(float64(n) / float64(rate) * float64(time.Second))
+}
+
+// alignedBuf returns n bytes of zeroed memory aligned to 4096 bytes.
+func alignedBuf(n int) []byte {
+	const align = 4096
+	b := make([]byte, n+align)
+	off := int(-uintptr(unsafe.Pointer(&b[0])) & (align - 1))
+	return b[off : off+n : off+n]
+}
