@@ -40,6 +40,10 @@ type CreateSpec struct {
 	// BitmapOptions are the bitmap's run-time policy (Notify is set by
 	// the array).
 	BitmapOptions bitmap.Options
+	// SyncMinBytes and SyncMaxBytes bound the speed of rebuild, resync and
+	// check per second (md's sync_speed_min/max; 0: 1000 KiB/s and no
+	// limit). Used at assembly too.
+	SyncMinBytes, SyncMaxBytes uint64
 }
 
 // Array is an open RAID array.
@@ -60,10 +64,20 @@ type Array struct {
 	// bitmap write (the array fails the member).
 	OnBitmapMemberError func(role int, err error)
 
-	fl     *flusher
-	notify chan struct{} // bitmap.Options.Notify's signal to the flusher
-	qmu    sync.Mutex
-	queues map[int]*queue // by queue ID, for the flusher to wake
+	fl *flusher
+	// Background jobs (nil for raid0): the barrier user writes pass and
+	// the syncer; checkpoint is each rebuilding role's durable position
+	// (under mu); lastRequests is the busy detector's last count.
+	barrier      *engine.Barrier
+	sync         *syncer
+	checkpoint   map[int]uint64
+	lastRequests uint64
+	// current member of each role as queue threads see it (a replaced
+	// member is not in the queues' fixed-file tables).
+	current [engine.RoleTableSize]atomic.Pointer[ublk.Member]
+	notify  chan struct{} // bitmap.Options.Notify's signal to the flusher
+	qmu     sync.Mutex
+	queues  map[int]*queue // by queue ID, for the flusher to wake
 
 	dataOffset uint64 // bytes
 	mu         sync.Mutex
@@ -134,6 +148,7 @@ func Open(paths []string, spec CreateSpec, create bool) (*Array, error) {
 			closeAll()
 			return nil, err
 		}
+		a.initSync(spec)
 		a.start()
 		return a, nil
 	}
@@ -146,6 +161,7 @@ func Open(paths []string, spec CreateSpec, create bool) (*Array, error) {
 		closeAll()
 		return nil, err
 	}
+	a.initSync(spec)
 	a.start()
 	return a, nil
 }
@@ -389,6 +405,10 @@ func (a *Array) writeSuperblocks(st *engine.ArrayState, clean bool) error {
 		sb.UpdateTime = now
 		sb.Clean = clean
 		for i := range st.Members {
+			if a.SBs[i] != nil {
+				sb.Roles[i].Member = a.SBs[i].MemberUUID
+			}
+			sb.Roles[i].RecoveryOffset = 0
 			switch st.Members[i].State {
 			case engine.MemberFaulty:
 				sb.Roles[i].State = engine.RoleFaulty
@@ -396,7 +416,7 @@ func (a *Array) writeSuperblocks(st *engine.ArrayState, clean bool) error {
 				sb.Roles[i].State = engine.RoleMissing
 			case engine.MemberRebuilding:
 				sb.Roles[i].State = engine.RoleRebuilding
-				sb.Roles[i].RecoveryOffset = st.Members[i].RebuildOffset
+				sb.Roles[i].RecoveryOffset = a.checkpoint[i] // durable, not just reached
 			case engine.MemberActive:
 				sb.Roles[i].State = engine.RoleActive
 			}
@@ -461,6 +481,9 @@ func (a *Array) bitmapOptions(o bitmap.Options) bitmap.Options {
 // (superblock generations go through it) and before the array serves I/O
 // (the bitmap's first batches rewrite its copy on every member).
 func (a *Array) start() {
+	for r, m := range a.Members {
+		a.current[r].Store(m)
+	}
 	if a.Bitmap == nil || a.fl != nil {
 		return
 	}
@@ -491,8 +514,13 @@ func (a *Array) route(tokens []bitmap.Waiter) {
 	}
 }
 
-// Close stops the bitmap flusher and closes the members.
+// publishFile makes m the member queue threads use for role.
+func (a *Array) publishFile(role int, m *ublk.Member) { a.current[role].Store(m) }
+
+// Close stops the background job and the bitmap flusher and closes the
+// members.
 func (a *Array) Close() {
+	a.StopSync()
 	if a.fl != nil {
 		a.fl.close()
 		a.fl = nil

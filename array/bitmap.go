@@ -38,6 +38,7 @@ type flusher struct {
 type flushReq struct {
 	min   uint64 // generation wanted: at least this and above the header's
 	clear bool   // clear every idle region first (clean stop)
+	fn    func() // if set: just run it on the flusher goroutine
 	got   uint64 // the generation made durable
 	reply chan flushReq
 	err   error
@@ -68,6 +69,11 @@ func (f *flusher) run() {
 				f.commit(bt)
 			}
 		case r := <-f.reqs:
+			if r.fn != nil {
+				r.fn()
+				r.reply <- r
+				break
+			}
 			if r.clear {
 				if bt := f.bm.ClearIdle(f.now()); bt != nil {
 					f.commit(bt)

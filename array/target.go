@@ -3,6 +3,7 @@ package array
 import (
 	"math/bits"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"golang.org/x/sys/unix"
@@ -73,9 +74,9 @@ func (a *Array) Files() []int {
 
 // NewQueue implements ublk.Target.
 func (a *Array) NewQueue(q *ublk.Queue) (ublk.QueueHandler, error) {
-	h := &queue{q: q, a: a, blockDev: make([]bool, len(a.Members))}
-	for r, m := range a.Members {
-		h.blockDev[r] = m != nil && m.BlockDevice
+	h := &queue{q: q, a: a, fixed: make([]*ublk.Member, len(a.Members))}
+	for r := range a.Members {
+		h.fixed[r] = a.current[r].Load() // what Files() registered
 	}
 	h.exec = engine.NewExecutor(a.Engine, h, q.Depth(), q.MaxIOBytes())
 	if bm := a.Bitmap; bm != nil {
@@ -86,6 +87,9 @@ func (a *Array) NewQueue(q *ublk.Queue) (ublk.QueueHandler, error) {
 		h.exec.Waited = bm.WaitTimes().Observe
 		h.inbox = make([]uint16, 0, q.Depth())
 		h.work = make([]uint16, 0, q.Depth())
+	}
+	if a.barrier != nil {
+		h.exec.Barrier = a.barrier
 	}
 	a.qmu.Lock()
 	if a.queues == nil {
@@ -102,7 +106,8 @@ type queue struct {
 	q        *ublk.Queue
 	a        *Array
 	exec     *engine.Executor
-	blockDev []bool
+	fixed    []*ublk.Member // per role: the member in the ring's fixed-file table
+	requests atomic.Uint64  // requests handled (the syncer's busy detector)
 
 	// Bitmap tokens released by the flusher: inbox is filled under mu by
 	// the flusher, swapped with work by the queue thread on wake-up.
@@ -133,6 +138,7 @@ func (h *queue) OnWake() {
 }
 
 func (h *queue) Handle(req *ublk.Request) {
+	h.requests.Store(h.requests.Load() + 1) // one writer: no atomic add needed
 	var op engine.ReqOp
 	switch req.Op {
 	case ublk.IOOpRead:
@@ -162,6 +168,7 @@ func (h *queue) Submit(tag, op uint16, io engine.MemberIO, data []byte) {
 	file := int32(ublk.FirstTargetFile) + io.Member
 	off := h.a.dataOffset + io.Sector<<9
 	ud := s.UserData
+	m := h.a.current[io.Member].Load()
 	switch io.Kind {
 	case engine.IORead, engine.IOWrite:
 		kind := ublk.OpRead
@@ -180,17 +187,22 @@ func (h *queue) Submit(tag, op uint16, io engine.MemberIO, data []byte) {
 	case engine.IOFlush:
 		ublk.PrepFsync(s, file, ublk.FsyncDatasync, ud)
 	case engine.IODiscard:
-		if h.blockDev[io.Member] {
+		if m.BlockDevice {
 			ublk.PrepBlockDiscard(s, file, off, uint64(io.Sectors)<<9, ud)
 		} else {
 			ublk.PrepFallocate(s, file, ublk.FallocPunchHole|ublk.FallocKeepSize, off, uint64(io.Sectors)<<9, ud)
 		}
 	case engine.IOWriteZeroes:
 		mode := uint32(ublk.FallocZeroRange)
-		if !h.blockDev[io.Member] {
+		if !m.BlockDevice {
 			mode |= ublk.FallocKeepSize
 		}
 		ublk.PrepFallocate(s, file, mode, off, uint64(io.Sectors)<<9, ud)
+	}
+	if m != h.fixed[io.Member] {
+		// Added after the queue started: not in the fixed-file table.
+		s.Flags &^= ublk.SQEFixedFile
+		s.Fd = int32(m.Fd())
 	}
 }
 

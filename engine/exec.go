@@ -101,7 +101,7 @@ type Executor struct {
 
 	// Intent, if set, is the write-intent bitmap: writes wait until their
 	// regions are durably dirty, and reads of regions that need sync go to
-	// one chosen copy (the first readable one), so answers are stable
+	// one chosen copy (the lowest-numbered readable one, as resync), so answers are stable
 	// until resync has made the copies equal.
 	Intent IntentLog
 	// Token is this executor's high bits of bitmap tokens (token =
@@ -232,7 +232,7 @@ func (e *Executor) plan(tag uint16) {
 	case ReqRead:
 		var bal Balancer = &e.bal
 		if e.Intent != nil && e.needsSync(sector, sectors) {
-			bal = nil // the first readable copy: the one resync copies from
+			bal = LowestMember{} // the copy resync copies from
 		}
 		r.ios, err = e.arr.PlanRead(&e.sc, st, sector, sectors, 0, 0, bal, r.ios)
 	case ReqWrite:

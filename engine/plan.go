@@ -270,3 +270,19 @@ func (b *LeastLoaded) Pick(locs []Location, ok uint32, _ uint32) int {
 	}
 	return best
 }
+
+// LowestMember is the Balancer of reads that must be stable while copies
+// may differ (regions awaiting resync): the eligible copy on the
+// lowest-numbered member, the copy resync copies from.
+type LowestMember struct{}
+
+// Pick implements Balancer.
+func (LowestMember) Pick(locs []Location, ok uint32, _ uint32) int {
+	best := -1
+	for i, l := range locs {
+		if ok&(1<<uint(i)) != 0 && (best < 0 || l.Member < locs[best].Member) {
+			best = i
+		}
+	}
+	return best
+}

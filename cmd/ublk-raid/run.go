@@ -25,6 +25,12 @@ type runOptions struct {
 	name    string
 	recover bool
 	members []string
+	// bitmap and sync policy
+	noBitmap    bool
+	region      string
+	assumeClean bool
+	syncMin     string
+	syncMax     string
 }
 
 func newRunCmd(logLevel *string) *cobra.Command {
@@ -69,6 +75,11 @@ func newRunCmd(logLevel *string) *cobra.Command {
 	c.Flags().StringVarP(&o.chunk, "chunk", "c", "512K", "chunk size for a new array: power of two, 4K..64M")
 	c.Flags().StringVar(&o.name, "name", "", "array name (up to 32 bytes)")
 	c.Flags().BoolVar(&o.recover, "recover", false, "re-attach to device -n N whose server died")
+	c.Flags().BoolVar(&o.noBitmap, "no-bitmap", false, "create the array without a write-intent bitmap (then an unclean stop needs a full check)")
+	c.Flags().StringVar(&o.region, "bitmap-region", "", "bitmap region size for a new array: power of two, at least 64K (default: from the array size)")
+	c.Flags().BoolVar(&o.assumeClean, "assume-clean", false, "new array: treat every region as written and in sync (like mdadm --assume-clean)")
+	c.Flags().StringVar(&o.syncMin, "sync-speed-min", "1M", "rebuild/resync/check speed that is kept even under user I/O, per second")
+	c.Flags().StringVar(&o.syncMax, "sync-speed-max", "0", "rebuild/resync/check speed limit per second (0: none)")
 	return c
 }
 
@@ -108,6 +119,33 @@ func (o *runOptions) spec() (array.CreateSpec, error) {
 		return s, usagef("--chunk %s: must be a power of two from 4K to 64M", o.chunk)
 	}
 	s.ChunkSectors = uint64(chunk >> 9)
+	s.NoBitmap, s.AssumeClean = o.noBitmap, o.assumeClean
+	if o.region != "" {
+		if o.noBitmap {
+			return s, usagef("--bitmap-region and --no-bitmap contradict each other")
+		}
+		r, err := parseSize(o.region)
+		if err != nil {
+			return s, usagef("--bitmap-region: %v", err)
+		}
+		if r < 64<<10 || r&(r-1) != 0 {
+			return s, usagef("--bitmap-region %s: must be a power of two of at least 64K", o.region)
+		}
+		s.RegionSectors = uint64(r >> 9)
+	}
+	for _, f := range []struct {
+		name, v string
+		dst     *uint64
+	}{{"--sync-speed-min", o.syncMin, &s.SyncMinBytes}, {"--sync-speed-max", o.syncMax, &s.SyncMaxBytes}} {
+		n, err := parseSize(f.v)
+		if err != nil {
+			return s, usagef("%s: %v", f.name, err)
+		}
+		*f.dst = uint64(n)
+	}
+	if s.SyncMaxBytes != 0 && s.SyncMinBytes > s.SyncMaxBytes {
+		return s, usagef("--sync-speed-min is above --sync-speed-max")
+	}
 	if s.Level >= 0 {
 		g := engine.Geometry{Level: s.Level, Members: len(o.members), Layout: s.Layout, ChunkSectors: s.ChunkSectors,
 			MemberSectors: engine.MaxMemberSectors}
@@ -137,6 +175,18 @@ func runArray(o runOptions, spec array.CreateSpec, cfg ublk.Config, stdout io.Wr
 	a.OnMemberFailed = func(role int, path string) {
 		log.Error("member failed", zap.Int("role", role), zap.String("member", path), zap.Bool("degraded", true))
 	}
+	logBitmap(log, a)
+	a.SetSyncLog(func(msg string, kind string, targets []int, done uint64, mism uint64, err error) {
+		f := []zap.Field{zap.String("action", kind), zap.Ints("targets", targets), zap.Uint64("done_bytes", done<<9)}
+		if kind == "check" || kind == "repair" {
+			f = append(f, zap.Uint64("mismatch_cnt", mism))
+		}
+		if err != nil {
+			log.Error(msg, append(f, zap.Error(err))...)
+			return
+		}
+		log.Info(msg, f...)
+	})
 	if err := a.SetClean(false); err != nil {
 		return err
 	}
@@ -154,6 +204,7 @@ func runArray(o runOptions, spec array.CreateSpec, cfg ublk.Config, stdout io.Wr
 	log.Info("device live", zap.String("device", d.BlockPath()), zap.Strings("members", o.members),
 		zap.Int("queues", int(d.Info().NrHwQueues)), zap.Bool("recovered", o.recover))
 	fmt.Fprintln(stdout, d.BlockPath())
+	a.StartBackground()
 
 	sig := make(chan os.Signal, 1)
 	signal.Notify(sig, syscall.SIGINT, syscall.SIGTERM)
@@ -169,6 +220,7 @@ func runArray(o runOptions, spec array.CreateSpec, cfg ublk.Config, stdout io.Wr
 			serr = nil
 		}
 	}
+	a.StopSync() // checkpointed: a rebuild or resync resumes at the next assembly
 	if err := a.SetClean(true); err != nil {
 		return errors.Join(serr, err)
 	}
@@ -188,4 +240,22 @@ func openArray(members []string, spec array.CreateSpec) (*array.Array, error) {
 		return nil, fmt.Errorf("the members hold a %s array; --level %d would create a new one: wipe them first", a.Engine.Geo.Level, spec.Level)
 	}
 	return a, nil
+}
+
+// logBitmap says what assembly found in the write-intent bitmap.
+func logBitmap(log *zap.Logger, a *array.Array) {
+	bm := a.Bitmap
+	if bm == nil {
+		return
+	}
+	g := bm.Geometry()
+	f := []zap.Field{zap.Int("regions", g.Regions), zap.Uint64("region_bytes", g.RegionSectors<<9)}
+	if info := a.BitmapInfo; info != nil {
+		f = append(f, zap.Int("dirty_regions", info.Dirty), zap.Int("never_written_regions", info.NeverWritten))
+		if info.AllDirty {
+			log.Warn("bitmap unusable: every region dirty", append(f, zap.Error(info.Err))...)
+			return
+		}
+	}
+	log.Info("bitmap", f...)
 }

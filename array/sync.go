@@ -1,0 +1,589 @@
+package array
+
+import (
+	"context"
+	"crypto/rand"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/ublk-raid/ublk-raid/engine"
+	"github.com/ublk-raid/ublk-raid/resync"
+	"github.com/ublk-raid/ublk-raid/ublk"
+)
+
+// barrierShift: sync barrier buckets of 2 MiB (a sync step is at most
+// 1 MiB, so it raises one or two buckets).
+const barrierShift = 12
+
+// checkpointEvery is how often a rebuild's durable position is recorded in
+// the superblocks.
+const checkpointEvery = 5 * time.Second
+
+// SyncStatus describes the background job (for detail and metrics).
+type SyncStatus struct {
+	Action string `json:"action"` // rebuild, resync, check, repair, or idle
+	// Done and Total are bytes: of the rebuilt member's data area for a
+	// rebuild, of the array otherwise.
+	Done         uint64  `json:"done_bytes"`
+	Total        uint64  `json:"total_bytes"`
+	SpeedBytes   float64 `json:"speed_bytes_per_second"`
+	ETASeconds   float64 `json:"eta_seconds,omitempty"`
+	Targets      []int   `json:"targets,omitempty"`
+	LastAction   string  `json:"last_action,omitempty"`
+	LastResult   string  `json:"last_result,omitempty"` // "ok" or the error
+	MismatchCnt  uint64  `json:"mismatch_cnt"`          // last check/repair, 4 KiB blocks
+	ResyncNeeded bool    `json:"resync_needed,omitempty"`
+}
+
+// syncer runs the array's background jobs, one at a time.
+type syncer struct {
+	a        *Array
+	s        *resync.Syncer
+	mu       sync.Mutex
+	running  bool
+	kind     resync.Kind
+	targets  []int
+	started  time.Time
+	startPos uint64
+	cancel   context.CancelFunc
+	done     chan struct{}
+	last     resync.Kind
+	lastRes  string
+	lastHad  bool
+	mism     uint64
+	// log, if set, is told when a job starts and ends.
+	log func(msg string, kind string, targets []int, done uint64, mismatches uint64, err error)
+}
+
+// SetSyncLog sets the function told when a background job starts and
+// ends (done: sectors covered; mismatches: check/repair).
+func (a *Array) SetSyncLog(f func(msg string, kind string, targets []int, done uint64, mismatches uint64, err error)) {
+	if a.sync != nil {
+		a.sync.mu.Lock()
+		a.sync.log = f
+		a.sync.mu.Unlock()
+	}
+}
+
+// memberIO is resync.Members over the array's member files (pread/pwrite
+// at the data offset; p is aligned by the syncer).
+type memberIO struct{ a *Array }
+
+func (m memberIO) file(role int) (*ublk.Member, error) {
+	m.a.mu.Lock()
+	defer m.a.mu.Unlock()
+	if f := m.a.Members[role]; f != nil {
+		return f, nil
+	}
+	return nil, fmt.Errorf("role %d has no member", role)
+}
+
+func (m memberIO) ReadAt(role int, p []byte, sector uint64) error {
+	f, err := m.file(role)
+	if err != nil {
+		return err
+	}
+	n, err := unix.Pread(f.Fd(), p, int64(m.a.dataOffset+sector<<9))
+	if err == nil && n != len(p) {
+		err = ublk.ErrShortIO
+	}
+	return err
+}
+
+func (m memberIO) WriteAt(role int, p []byte, sector uint64) error {
+	f, err := m.file(role)
+	if err != nil {
+		return err
+	}
+	n, err := unix.Pwrite(f.Fd(), p, int64(m.a.dataOffset+sector<<9))
+	if err == nil && n != len(p) {
+		err = ublk.ErrShortIO
+	}
+	return err
+}
+
+func (m memberIO) Flush(role int) error {
+	f, err := m.file(role)
+	if err != nil {
+		return err
+	}
+	return unix.Fdatasync(f.Fd())
+}
+
+// initSync sets up the barrier and the syncer (arrays with redundancy).
+func (a *Array) initSync(spec CreateSpec) {
+	if a.Engine.Geo.Level == engine.Level0 {
+		return
+	}
+	a.barrier = engine.NewBarrier(barrierShift, a.wakeQueues)
+	a.sync = &syncer{a: a, s: resync.New(a.Engine, a.barrier, memberIO{a}, resync.Config{
+		MinBytesPerSec: spec.SyncMinBytes, MaxBytesPerSec: spec.SyncMaxBytes, Busy: a.busy})}
+}
+
+// wakeQueues wakes every queue (the barrier was lowered over writes it
+// turned away). Never blocks.
+func (a *Array) wakeQueues() {
+	a.qmu.Lock()
+	defer a.qmu.Unlock()
+	for _, h := range a.queues {
+		h.q.Wake()
+	}
+}
+
+// busy reports user I/O since the last call (the syncer backs off). Sync
+// goroutine.
+func (a *Array) busy() bool {
+	var n uint64
+	a.qmu.Lock()
+	for _, h := range a.queues {
+		n += h.requests.Load()
+	}
+	a.qmu.Unlock()
+	b := n != a.lastRequests
+	a.lastRequests = n
+	return b
+}
+
+// needsResync reports whether some region awaits resync.
+func (a *Array) needsResync() bool {
+	if a.Bitmap == nil {
+		return false
+	}
+	for r := range a.Bitmap.Geometry().Regions {
+		if a.Bitmap.NeedsSync(r) {
+			return true
+		}
+	}
+	return false
+}
+
+// StartBackground starts what the array needs after assembly: resuming a
+// rebuild recorded in the superblocks, or resyncing the regions the bitmap
+// says may differ after an unclean stop. Call it once the device serves.
+func (a *Array) StartBackground() {
+	if a.sync == nil {
+		return
+	}
+	var targets []int
+	var from uint64
+	for r, m := range a.Engine.State().Members {
+		if m.State == engine.MemberRebuilding && a.Members[r] != nil {
+			if len(targets) == 0 || m.RebuildOffset < from {
+				from = m.RebuildOffset
+			}
+			targets = append(targets, r)
+		}
+	}
+	if len(targets) > 0 {
+		a.sync.start(resync.Job{Kind: resync.Rebuild, Targets: targets, Start: from, Need: a.neededWritten}, nil)
+		return
+	}
+	if a.needsResync() {
+		a.sync.start(resync.Job{Kind: resync.Resync, Need: a.neededResync}, nil)
+	}
+}
+
+// neededResync is a resync's Need: some region of the range awaits resync.
+func (a *Array) neededResync(sector, sectors uint64) bool {
+	first, last := a.Bitmap.Regions(sector, sectors)
+	for r := first; r <= last; r++ {
+		if a.Bitmap.NeedsSync(r) {
+			return true
+		}
+	}
+	return false
+}
+
+// neededWritten is a rebuild's Need: with a bitmap, ranges never written
+// hold nothing to copy.
+func (a *Array) neededWritten(sector, sectors uint64) bool {
+	if a.Bitmap == nil {
+		return true
+	}
+	first, last := a.Bitmap.Regions(sector, sectors)
+	for r := first; r <= last; r++ {
+		if a.Bitmap.Written(r) {
+			return true
+		}
+	}
+	return false
+}
+
+// Check starts a check (repair=false) or repair of every copy.
+func (a *Array) Check(repair bool) error {
+	if a.sync == nil {
+		return errors.New("a raid0 array has no copies to check")
+	}
+	k := resync.Check
+	if repair {
+		k = resync.Repair
+	}
+	return a.sync.start(resync.Job{Kind: k}, nil)
+}
+
+// StopSync stops the background job, if any, and waits for it (its
+// position is checkpointed so it resumes at the next assembly).
+func (a *Array) StopSync() {
+	if a.sync == nil {
+		return
+	}
+	a.sync.mu.Lock()
+	cancel, done := a.sync.cancel, a.sync.done
+	a.sync.mu.Unlock()
+	if cancel != nil {
+		cancel()
+		<-done
+	}
+}
+
+// WaitSync waits for the background job, if any, to end.
+func (a *Array) WaitSync() {
+	if a.sync == nil {
+		return
+	}
+	a.sync.mu.Lock()
+	done := a.sync.done
+	a.sync.mu.Unlock()
+	if done != nil {
+		<-done
+	}
+}
+
+// SyncStatus describes the background job.
+func (a *Array) SyncStatus() SyncStatus {
+	s := SyncStatus{Action: "idle"}
+	if a.sync == nil {
+		return s
+	}
+	y := a.sync
+	y.mu.Lock()
+	defer y.mu.Unlock()
+	if y.lastHad {
+		s.LastAction, s.LastResult = y.last.String(), y.lastRes
+	}
+	s.MismatchCnt = y.mism
+	s.ResyncNeeded = a.needsResync()
+	if !y.running {
+		return s
+	}
+	s.Action = y.kind.String()
+	s.Targets = y.targets
+	done, total := y.s.Progress()
+	s.Done, s.Total = done<<9, total<<9
+	if el := time.Since(y.started).Seconds(); el > 0.5 {
+		s.SpeedBytes = float64(s.Done) / el
+		if y.kind == resync.Rebuild {
+			// Rebuilds can resume part-way: speed over what this run did.
+			s.SpeedBytes = float64(s.Done-min(s.Done, y.startPos<<9)) / el
+		}
+		if s.SpeedBytes > 0 && s.Total > s.Done {
+			s.ETASeconds = float64(s.Total-s.Done) / s.SpeedBytes
+		}
+	}
+	return s
+}
+
+// start runs job in the background; finish, if set, runs after it on the
+// job's goroutine (with the job's error).
+func (y *syncer) start(job resync.Job, finish func(resync.Result, error)) error {
+	y.mu.Lock()
+	if y.running {
+		k := y.kind
+		y.mu.Unlock()
+		return fmt.Errorf("a %s is running: wait for it or stop it first", k)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	y.running, y.kind, y.targets, y.started, y.startPos = true, job.Kind, job.Targets, time.Now(), job.Start
+	y.cancel, y.done = cancel, make(chan struct{})
+	done, log := y.done, y.log
+	y.mu.Unlock()
+	a := y.a
+	job.OnMemberError = func(role int, err error) {
+		if st, changed := a.Engine.Fail(role); changed {
+			a.persist(st)
+		}
+	}
+	switch job.Kind {
+	case resync.Rebuild:
+		job.Progress = a.rebuildProgress(job.Targets)
+	case resync.Resync:
+		job.Progress = a.resyncProgress
+	}
+	if log != nil {
+		log("sync started", job.Kind.String(), job.Targets, job.Start, 0, nil)
+	}
+	go func() {
+		defer close(done)
+		defer cancel()
+		res, err := y.s.Run(ctx, job)
+		if err == nil {
+			err = a.finishJob(job, res)
+		}
+		if finish != nil {
+			finish(res, err)
+		}
+		y.mu.Lock()
+		y.running, y.cancel, y.last, y.lastHad = false, nil, job.Kind, true
+		y.lastRes = "ok"
+		if err != nil {
+			y.lastRes = err.Error()
+		}
+		if job.Kind == resync.Check || job.Kind == resync.Repair {
+			y.mism = res.Mismatches
+		}
+		y.mu.Unlock()
+		if log != nil {
+			log("sync ended", job.Kind.String(), job.Targets, res.End, res.Mismatches, err)
+		}
+	}()
+	return nil
+}
+
+// rebuildProgress advances the targets' rebuild offset as the job goes
+// and checkpoints the durable position in the superblocks now and then.
+func (a *Array) rebuildProgress(targets []int) func(reached, durable uint64) error {
+	var last time.Time
+	return func(reached, durable uint64) error {
+		a.Engine.Update(func(ms []engine.MemberStatus) {
+			for _, t := range targets {
+				if ms[t].State == engine.MemberRebuilding && reached > ms[t].RebuildOffset {
+					ms[t].RebuildOffset = reached
+				}
+			}
+		})
+		a.mu.Lock()
+		defer a.mu.Unlock()
+		changed := false
+		for _, t := range targets {
+			if durable > a.checkpoint[t] {
+				a.checkpoint[t], changed = durable, true
+			}
+		}
+		if changed && time.Since(last) >= checkpointEvery {
+			last = time.Now()
+			return a.writeSuperblocks(a.Engine.State(), false)
+		}
+		return nil
+	}
+}
+
+// resyncProgress marks the regions below the durable position resynced
+// (they may be cleared again).
+func (a *Array) resyncProgress(_, durable uint64) error {
+	if a.Bitmap == nil || durable == 0 {
+		return nil
+	}
+	rs := a.Bitmap.Geometry().RegionSectors
+	if end := int(durable / rs); end > 0 {
+		a.Bitmap.ResyncDone(0, end-1)
+	}
+	return nil
+}
+
+// finishJob records a finished job: rebuilt targets become active.
+func (a *Array) finishJob(job resync.Job, _ resync.Result) error {
+	switch job.Kind {
+	case resync.Resync:
+		if a.Bitmap != nil {
+			a.Bitmap.ResyncDone(0, a.Bitmap.Geometry().Regions-1)
+		}
+	case resync.Rebuild:
+		st := a.Engine.Update(func(ms []engine.MemberStatus) {
+			for _, t := range job.Targets {
+				if ms[t].State == engine.MemberRebuilding {
+					ms[t] = engine.MemberStatus{State: engine.MemberActive}
+				}
+			}
+		})
+		if a.Bitmap != nil {
+			for _, t := range job.Targets {
+				if st.Members[t].State == engine.MemberActive {
+					a.Bitmap.SetMissing(t, false)
+				}
+			}
+		}
+		a.mu.Lock()
+		defer a.mu.Unlock()
+		for _, t := range job.Targets {
+			delete(a.checkpoint, t)
+		}
+		return a.writeSuperblocks(st, false)
+	}
+	return nil
+}
+
+// ReAdd returns a member that left the array (failed, removed or stale) to
+// its role and rebuilds it: with a write-intent bitmap only the regions
+// written while it was away, else everything written.
+func (a *Array) ReAdd(path string) error { return a.addMember(path, -1, true) }
+
+// Replace puts a new device into role (which must be faulty or missing)
+// and rebuilds it.
+func (a *Array) Replace(role int, path string) error { return a.addMember(path, role, false) }
+
+func (a *Array) addMember(path string, role int, readd bool) error {
+	if a.sync == nil {
+		return errors.New("a raid0 array cannot rebuild a member")
+	}
+	g := a.Engine.Geo
+	a.mu.Lock()
+	var m *ublk.Member
+	for r, old := range a.Members {
+		if old != nil && old.Path == path {
+			if !readd {
+				a.mu.Unlock()
+				return fmt.Errorf("%s already holds role %d: use re-add", path, r)
+			}
+			role, m = r, old // still open since it failed: reuse it
+		}
+	}
+	a.mu.Unlock()
+	if m == nil {
+		var err error
+		if m, err = ublk.OpenMember(path); err != nil {
+			return err
+		}
+		if readd {
+			role = a.previousRole(m)
+			if role < 0 {
+				m.Close()
+				return fmt.Errorf("%s is not a member of this array: use replace to put a new device in", path)
+			}
+		}
+	}
+	if role < 0 || role >= g.Members {
+		a.closeIfNew(m)
+		return fmt.Errorf("role %d: the array has roles 0..%d", role, g.Members-1)
+	}
+	st := a.Engine.State()
+	if s := st.Members[role].State; s != engine.MemberFaulty && s != engine.MemberMissing {
+		a.closeIfNew(m)
+		return fmt.Errorf("role %d is %s: fail and remove it first", role, s)
+	}
+	ref := a.refSB()
+	need := ref.DataOffset + g.MemberSectors<<9
+	if uint64(m.Size) < need {
+		a.closeIfNew(m)
+		return fmt.Errorf("%s is %d bytes; role %d needs at least %d", path, m.Size, role, need)
+	}
+	sb := *ref
+	sb.Role = uint32(role)
+	if a.SBs[role] != nil && readd {
+		sb.MemberUUID = a.SBs[role].MemberUUID
+	} else if _, err := rand.Read(sb.MemberUUID[:]); err != nil {
+		a.closeIfNew(m)
+		return err
+	}
+	sb.DataSectors = (uint64(m.Size) - sb.DataOffset) >> 9 &^ 7
+	var dirty []bool
+	if readd && a.Bitmap != nil && a.fl != nil {
+		dirty = a.fl.dirtyRegions()
+	}
+	a.mu.Lock()
+	a.Members[role] = m
+	a.SBs[role] = &sb
+	if a.checkpoint == nil {
+		a.checkpoint = map[int]uint64{}
+	}
+	a.checkpoint[role] = 0
+	a.mu.Unlock()
+	a.publishFile(role, m)
+	st = a.Engine.Update(func(ms []engine.MemberStatus) {
+		ms[role] = engine.MemberStatus{State: engine.MemberRebuilding}
+	})
+	if a.Bitmap != nil && a.fl != nil {
+		// Regions written from now on reach the member; the whole bitmap
+		// copy is rewritten (onto it too) before the superblocks name it.
+		a.fl.rewriteAll()
+		if !readd {
+			dirty = nil
+		}
+	}
+	if err := a.persist(st); err != nil {
+		return err
+	}
+	need2 := a.neededWritten
+	if dirty != nil {
+		rs := a.Bitmap.Geometry().RegionSectors
+		need2 = func(sector, sectors uint64) bool {
+			for r := sector / rs; r <= (sector+sectors-1)/rs; r++ {
+				if dirty[r] || a.Bitmap.NeedsSync(int(r)) {
+					return true
+				}
+			}
+			return false
+		}
+	}
+	return a.sync.start(resync.Job{Kind: resync.Rebuild, Targets: []int{role}, Need: need2}, nil)
+}
+
+func (a *Array) closeIfNew(m *ublk.Member) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	for _, old := range a.Members {
+		if old == m {
+			return
+		}
+	}
+	m.Close()
+}
+
+// previousRole is the role m held in this array according to its own
+// superblock, or -1.
+func (a *Array) previousRole(m *ublk.Member) int {
+	b, err := m.ReadBlock(engine.SuperblockOffset, engine.SuperblockSize)
+	if err != nil {
+		return -1
+	}
+	sb, err := engine.ParseSuperblock(b)
+	if err != nil || sb.ArrayUUID != a.refSB().ArrayUUID || sb.IsSpare() || int(sb.Role) >= a.Engine.Geo.Members {
+		return -1
+	}
+	return int(sb.Role)
+}
+
+// refSB is a current superblock of the array.
+func (a *Array) refSB() *engine.Superblock {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	st := a.Engine.State()
+	for r, s := range a.SBs {
+		if s != nil && st.Members[r].State == engine.MemberActive {
+			return s
+		}
+	}
+	for _, s := range a.SBs {
+		if s != nil {
+			return s
+		}
+	}
+	return nil
+}
+
+// do runs fn on the flusher goroutine and waits for it.
+func (f *flusher) do(fn func()) {
+	r := flushReq{fn: fn, reply: make(chan flushReq, 1)}
+	select {
+	case f.reqs <- r:
+		<-r.reply
+	case <-f.done:
+	}
+}
+
+// dirtyRegions snapshots which regions are dirty (flusher goroutine).
+func (f *flusher) dirtyRegions() []bool {
+	out := make([]bool, f.bm.Geometry().Regions)
+	f.do(func() {
+		for _, r := range f.bm.DirtyRegions(nil) {
+			out[r] = true
+		}
+	})
+	return out
+}
+
+// rewriteAll schedules a rewrite of the whole bitmap copy.
+func (f *flusher) rewriteAll() { f.do(f.bm.RewriteAll) }

@@ -1,0 +1,181 @@
+package engine
+
+import (
+	"testing"
+
+	"github.com/ublk-raid/ublk-raid/bitmap"
+)
+
+// fakeIntent is an IntentLog with regions of 8 sectors: a region is
+// durable once the test commits it; it records misuse.
+type fakeIntent struct {
+	t        *testing.T
+	durable  map[int]bool
+	inflight map[int]int
+	waiting  []bitmap.Waiter
+	needSync map[int]bool
+}
+
+func (f *fakeIntent) Regions(sector, count uint64) (int, int) {
+	return int(sector / 8), int((sector + count - 1) / 8)
+}
+
+func (f *fakeIntent) StartWrite(first, last int, w bitmap.Waiter) bool {
+	ready := true
+	for r := first; r <= last; r++ {
+		f.inflight[r]++
+		ready = ready && f.durable[r]
+	}
+	if !ready {
+		f.waiting = append(f.waiting, w)
+	}
+	return ready
+}
+
+func (f *fakeIntent) EndWrite(first, last int) {
+	for r := first; r <= last; r++ {
+		if f.inflight[r] == 0 {
+			f.t.Fatalf("EndWrite of region %d without StartWrite", r)
+		}
+		f.inflight[r]--
+	}
+}
+
+func (f *fakeIntent) NeedsSync(r int) bool { return f.needSync[r] }
+
+// fakeBarrier turns away writes overlapping [lo, hi).
+type fakeBarrier struct {
+	lo, hi  uint64
+	entered int
+}
+
+func (b *fakeBarrier) Enter(sector uint64, sectors uint32) bool {
+	if sector < b.hi && sector+uint64(sectors) > b.lo {
+		return false
+	}
+	b.entered++
+	return true
+}
+
+func (b *fakeBarrier) Exit(uint64, uint32) { b.entered-- }
+
+func TestExecutorGatesWrites(t *testing.T) {
+	g := Geometry{Level: Level1, Members: 2, ChunkSectors: 128, MemberSectors: 1024}
+	arr, err := NewArray(g)
+	if err != nil {
+		t.Fatal(err)
+	}
+	be := &memBackend{done: map[uint16]error{}}
+	for range 2 {
+		be.members = append(be.members, &memMember{data: make([]byte, 1024<<9), badRead: map[uint64]bool{}})
+	}
+	fi := &fakeIntent{t: t, durable: map[int]bool{}, inflight: map[int]int{}, needSync: map[int]bool{}}
+	fb := &fakeBarrier{lo: 64, hi: 72}
+	e := NewExecutor(arr, be, 8, 64<<10)
+	e.Intent, e.Barrier, e.Token = fi, fb, 7
+	buf := make([]byte, 4096)
+
+	// Tag 0: region 0 not durable: nothing reaches a member.
+	e.Start(0, ReqWrite, 0, 8, false, buf)
+	if len(be.pending) != 0 || len(fi.waiting) != 1 || fi.waiting[0] != 7<<32|0 {
+		t.Fatalf("write to a clean region: %d member ops, waiting %v", len(be.pending), fi.waiting)
+	}
+	// Tag 1: the barrier turns it away before the bitmap sees it.
+	e.Start(1, ReqWrite, 64, 8, false, buf)
+	if len(be.pending) != 0 || fi.inflight[8] != 0 || e.Parked() != 1 {
+		t.Fatalf("write under the barrier: %d member ops, region 8 in flight %d, parked %d", len(be.pending), fi.inflight[8], e.Parked())
+	}
+	// Tag 2: a durable region goes at once.
+	fi.durable[2] = true
+	e.Start(2, ReqWrite, 16, 8, false, buf)
+	if len(be.pending) != 2 {
+		t.Fatalf("write to a durable region: %d member ops, want 2", len(be.pending))
+	}
+	// The bitmap commits region 0: tag 0 proceeds.
+	fi.durable[0] = true
+	e.Resume(0)
+	if len(be.pending) != 4 {
+		t.Fatalf("after resume: %d member ops, want 4", len(be.pending))
+	}
+	// The barrier is lowered: tag 1 enters and waits for region 8.
+	fb.lo, fb.hi = 0, 0
+	e.RetryParked()
+	if e.Parked() != 0 || fi.inflight[8] != 1 || len(be.pending) != 4 {
+		t.Fatalf("after retry: parked %d, region 8 in flight %d, %d member ops", e.Parked(), fi.inflight[8], len(be.pending))
+	}
+	fi.durable[8] = true
+	e.Resume(1)
+	// Regions stay in flight until every member op of their write is done.
+	for len(be.pending) > 0 {
+		o := be.pending[0]
+		be.pending = be.pending[1:]
+		r := int((o.io.Sector) / 8)
+		if fi.inflight[r] == 0 {
+			t.Fatalf("region %d not in flight while its write is", r)
+		}
+		e.Done(o.tag, o.op, be.run(o))
+	}
+	for r, n := range fi.inflight {
+		if n != 0 {
+			t.Fatalf("region %d still has %d writes in flight", r, n)
+		}
+	}
+	if fb.entered != 0 || len(be.done) != 3 {
+		t.Fatalf("barrier entered %d, done %v", fb.entered, be.done)
+	}
+
+	// Reads of a region awaiting resync go to the lowest-numbered copy.
+	fi.needSync[0] = true
+	for tag := uint16(0); tag < 4; tag++ {
+		e.bal.Inflight[0] = 1 << 20 // the balancer would avoid member 0
+		e.Start(tag, ReqRead, 0, 8, false, buf)
+		if o := be.pending[len(be.pending)-1]; o.io.Member != 0 {
+			t.Fatalf("read of a region awaiting resync went to member %d", o.io.Member)
+		}
+	}
+}
+
+func TestExecutorGatingAllocs(t *testing.T) {
+	g := Geometry{Level: Level1, Members: 2, ChunkSectors: 128, MemberSectors: 1024}
+	arr, _ := NewArray(g)
+	be := &memBackend{done: map[uint16]error{}, pending: make([]memOp, 0, 16)}
+	for range 2 {
+		be.members = append(be.members, &memMember{data: make([]byte, 1024<<9), badRead: map[uint64]bool{}})
+	}
+	cfg := bitmap.Config{ArrayUUID: [16]byte{1}, ArraySectors: g.ArraySectors(), RegionSectors: 128, BlockSize: 4096,
+		AreaOffset: 8192, AreaBytes: 1 << 20, Events: 1}
+	bm, err := bitmap.Create(cfg, bitmap.InitClean, bitmap.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Commit the initial rewrite so regions can become durable.
+	for bt := bm.Prepare(); bt != nil; bt = bm.Prepare() {
+		bm.Committed(bt, nil)
+	}
+	e := NewExecutor(arr, be, 8, 64<<10)
+	e.Intent = bm
+	buf := make([]byte, 4096)
+	// Make region 0 durable-dirty.
+	e.Start(0, ReqWrite, 0, 8, false, buf)
+	for bt := bm.Prepare(); bt != nil; bt = bm.Prepare() {
+		for _, w := range bm.Committed(bt, nil) {
+			e.Resume(uint16(w))
+		}
+	}
+	drain := func() {
+		for i := 0; i < len(be.pending); i++ {
+			o := be.pending[i]
+			e.Done(o.tag, o.op, be.run(o))
+		}
+		be.pending = be.pending[:0]
+		clear(be.done)
+	}
+	drain()
+	allocs := testing.AllocsPerRun(200, func() {
+		e.Start(0, ReqWrite, 0, 8, false, buf)
+		drain()
+	})
+	if allocs != 0 {
+		t.Fatalf("a write to a durable-dirty region allocates %.1f times", allocs)
+	}
+}
