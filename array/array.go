@@ -18,6 +18,7 @@ import (
 
 	"github.com/ublk-raid/ublk-raid/bitmap"
 	"github.com/ublk-raid/ublk-raid/engine"
+	"github.com/ublk-raid/ublk-raid/metrics"
 	"github.com/ublk-raid/ublk-raid/ublk"
 )
 
@@ -72,6 +73,7 @@ type Array struct {
 	sync         *syncer
 	checkpoint   map[int]uint64
 	lastRequests uint64
+	bitmapWait   metrics.Histogram // how long writes waited for the bitmap
 	// current member of each role as queue threads see it (a replaced
 	// member is not in the queues' fixed-file tables).
 	current [engine.RoleTableSize]atomic.Pointer[ublk.Member]

@@ -1,7 +1,6 @@
 package array
 
 import (
-	"encoding/hex"
 	"fmt"
 
 	"github.com/ublk-raid/ublk-raid/engine"
@@ -63,7 +62,7 @@ func (a *Array) Status() Status {
 	}
 	if sb != nil {
 		s.Name = sb.Name
-		s.UUID = formatUUID(sb.ArrayUUID)
+		s.UUID = engine.UUIDString(sb.ArrayUUID)
 	}
 	for r, m := range st.Members {
 		mi := MemberInfo{Role: r, Path: paths[r], State: m.State.String()}
@@ -89,11 +88,6 @@ func (a *Array) Status() Status {
 		s.State = "active"
 	}
 	return s
-}
-
-func formatUUID(u [16]byte) string {
-	h := hex.EncodeToString(u[:])
-	return h[0:8] + "-" + h[8:12] + "-" + h[12:16] + "-" + h[16:20] + "-" + h[20:]
 }
 
 // RoleOf returns the role of the member whose path is p, or -1.

@@ -9,6 +9,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/ublk-raid/ublk-raid/engine"
+	"github.com/ublk-raid/ublk-raid/metrics"
 	"github.com/ublk-raid/ublk-raid/ublk"
 )
 
@@ -84,13 +85,19 @@ func (a *Array) NewQueue(q *ublk.Queue) (ublk.QueueHandler, error) {
 		h.exec.Token = uint32(q.ID())
 		start := time.Now()
 		h.exec.Now = func() time.Duration { return time.Since(start) }
-		h.exec.Waited = bm.WaitTimes().Observe
+		h.exec.Waited = a.bitmapWait.Observe
 		h.inbox = make([]uint16, 0, q.Depth())
 		h.work = make([]uint16, 0, q.Depth())
 	}
 	if a.barrier != nil {
 		h.exec.Barrier = a.barrier
 	}
+	h.stats.ops = make([][metrics.NumOps]metrics.OpCounter, len(a.Members))
+	if h.exec.Now == nil {
+		start := time.Now()
+		h.exec.Now = func() time.Duration { return time.Since(start) }
+	}
+	h.exec.OpDone = h.opDone
 	a.qmu.Lock()
 	if a.queues == nil {
 		a.queues = map[int]*queue{}
@@ -108,6 +115,11 @@ type queue struct {
 	exec     *engine.Executor
 	fixed    []*ublk.Member // per role: the member in the ring's fixed-file table
 	requests atomic.Uint64  // requests handled (the syncer's busy detector)
+	inflight atomic.Int64   // requests being served (metrics)
+	// bitmapWrites counts write-type requests that went through the
+	// bitmap (metrics).
+	bitmapWrites atomic.Uint64
+	stats        queueStats
 
 	// Bitmap tokens released by the flusher: inbox is filled under mu by
 	// the flusher, swapped with work by the queue thread on wake-up.
@@ -139,6 +151,10 @@ func (h *queue) OnWake() {
 
 func (h *queue) Handle(req *ublk.Request) {
 	h.requests.Store(h.requests.Load() + 1) // one writer: no atomic add needed
+	h.inflight.Store(h.inflight.Load() + 1)
+	if h.a.Bitmap != nil && (req.Op == ublk.IOOpWrite || req.Op == ublk.IOOpDiscard || req.Op == ublk.IOOpWriteZeroes) {
+		h.bitmapWrites.Store(h.bitmapWrites.Load() + 1)
+	}
 	var op engine.ReqOp
 	switch req.Op {
 	case ublk.IOOpRead:
@@ -212,7 +228,10 @@ func (h *queue) OnCompletion(userData uint64, res int32) {
 }
 
 // Complete implements engine.Backend.
-func (h *queue) Complete(tag uint16, err error) { h.q.Complete(tag, err) }
+func (h *queue) Complete(tag uint16, err error) {
+	h.inflight.Store(h.inflight.Load() - 1)
+	h.q.Complete(tag, err)
+}
 
 // Persist implements engine.Backend: the superblocks are updated
 // synchronously on this queue's thread (a member failure is rare; the

@@ -65,7 +65,8 @@ type request struct {
 	fua     bool
 	buf     []byte
 	ios     []MemberIO
-	failed  []bool // per ios entry: the member operation failed
+	failed  []bool          // per ios entry: the member operation failed
+	times   []time.Duration // per ios entry: when it was submitted (with OpDone)
 	pending int
 	err     error
 	needGen uint64 // acknowledge only once this state generation is durable
@@ -112,6 +113,9 @@ type Executor struct {
 	// Now and Waited, if set, measure how long writes wait for the bitmap.
 	Now    func() time.Duration
 	Waited func(time.Duration)
+	// OpDone, if set (with Now), is told of every completed member
+	// operation with its result and latency (metrics).
+	OpDone func(member int32, kind IOKind, sectors uint32, res int32, latency time.Duration)
 
 	parked, parkedSpare []uint16 // writes the barrier turned away
 }
@@ -126,6 +130,7 @@ func NewExecutor(arr *Array, be Backend, depth, maxBytes int) *Executor {
 		// need more grow the slices (kept for the tag afterwards).
 		e.reqs[i].ios = make([]MemberIO, 0, 4*n+4*MaxCopies)
 		e.reqs[i].failed = make([]bool, 0, 4*n+4*MaxCopies)
+		e.reqs[i].times = make([]time.Duration, 0, 4*n+4*MaxCopies)
 	}
 	e.persisted = arr.State().Gen
 	e.waiting = make([]uint16, 0, depth)
@@ -141,7 +146,7 @@ func (e *Executor) Start(tag uint16, op ReqOp, sector uint64, sectors uint32, fu
 	if r.active {
 		panic(fmt.Sprintf("engine: request %d started twice", tag))
 	}
-	*r = request{op: op, sector: sector, sectors: sectors, fua: fua, buf: buf, ios: r.ios[:0], failed: r.failed[:0], active: true}
+	*r = request{op: op, sector: sector, sectors: sectors, fua: fua, buf: buf, ios: r.ios[:0], failed: r.failed[:0], times: r.times[:0], active: true}
 	// A flush has no range: the block layer's flush requests carry sector
 	// (sector_t)-1.
 	if op != ReqFlush && (sector >= e.arr.Geo.ArraySectors() || uint64(sectors) > e.arr.Geo.ArraySectors()-sector) {
@@ -264,6 +269,12 @@ func (e *Executor) submitFrom(tag uint16, first int) {
 	for len(r.failed) < len(r.ios) {
 		r.failed = append(r.failed, false)
 	}
+	if e.OpDone != nil {
+		now := e.Now()
+		for len(r.times) < len(r.ios) {
+			r.times = append(r.times, now)
+		}
+	}
 	r.pending += len(r.ios) - first
 	for i := first; i < len(r.ios); i++ {
 		io := r.ios[i]
@@ -281,6 +292,9 @@ func (e *Executor) Done(tag, op uint16, res int32) {
 	r := &e.reqs[tag]
 	io := r.ios[op]
 	e.bal.Inflight[io.Member] -= int64(io.Sectors)
+	if e.OpDone != nil && int(op) < len(r.times) {
+		e.OpDone(io.Member, io.Kind, io.Sectors, res, e.Now()-r.times[op])
+	}
 	want := int32(0)
 	if io.Kind == IORead || io.Kind == IOWrite {
 		want = int32(io.Sectors) << 9

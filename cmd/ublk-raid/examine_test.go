@@ -57,3 +57,42 @@ func TestExamine(t *testing.T) {
 		t.Fatalf("-o yaml: exit %d", code)
 	}
 }
+
+func TestExamineBitmap(t *testing.T) {
+	dir := t.TempDir()
+	var paths []string
+	for _, n := range []string{"a", "b"} {
+		p := filepath.Join(dir, n)
+		if err := os.WriteFile(p, nil, 0o600); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.Truncate(p, 64<<20); err != nil {
+			t.Fatal(err)
+		}
+		paths = append(paths, p)
+	}
+	a, err := array.Open(paths, array.CreateSpec{Level: engine.Level1, RegionSectors: 128 << 1}, true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := a.SetClean(true); err != nil {
+		t.Fatal(err)
+	}
+	regions := a.Bitmap.Geometry().Regions
+	a.Close()
+	out, stderr, code := runCLI("examine-bitmap", "-o", "json", paths[1])
+	if code != 0 {
+		t.Fatalf("examine-bitmap: exit %d: %s", code, stderr)
+	}
+	var j examineBitmapJSON
+	if err := json.Unmarshal([]byte(out), &j); err != nil {
+		t.Fatalf("-o json: %v\n%s", err, out)
+	}
+	if j.RegionBytes != 128<<10 || j.Regions != regions || j.NeverWritten != regions || j.Dirty != 0 || j.Stale || j.Events < j.SBEvents {
+		t.Fatalf("examine-bitmap of a new array: %+v", j)
+	}
+	out, _, code = runCLI("examine-bitmap", paths[0])
+	if code != 0 || !strings.Contains(out, "Region Size : 128K") || !strings.Contains(out, "0 dirty") {
+		t.Fatalf("examine-bitmap text (exit %d):\n%s", code, out)
+	}
+}

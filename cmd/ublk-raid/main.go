@@ -34,7 +34,7 @@ func newRootCmd() *cobra.Command {
 		SilenceErrors: true,
 	}
 	root.PersistentFlags().StringVar(&logLevel, "log-level", "info", "log level: debug, info, warn, error")
-	root.AddCommand(newRunCmd(&logLevel), newExamineCmd(), newPassthroughCmd(&logLevel), newRecoverCmd(&logLevel), newDelCmd(), newListCmd(), newVersionCmd())
+	root.AddCommand(newRunCmd(&logLevel), newExamineCmd(), newExamineBitmapCmd(), newPassthroughCmd(&logLevel), newRecoverCmd(&logLevel), newDelCmd(), newListCmd(), newVersionCmd())
 	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return usageError{err} })
 	return root
 }

@@ -1,0 +1,110 @@
+package array
+
+import (
+	"path/filepath"
+	"time"
+
+	"github.com/ublk-raid/ublk-raid/engine"
+	"github.com/ublk-raid/ublk-raid/metrics"
+)
+
+// queueStats are one queue's counters, written by its thread only and read
+// at scrape time.
+type queueStats struct {
+	ops [][metrics.NumOps]metrics.OpCounter // per role
+}
+
+func opOf(k engine.IOKind) (metrics.Op, bool) {
+	switch k {
+	case engine.IORead:
+		return metrics.OpRead, true
+	case engine.IOWrite, engine.IOWriteZeroes:
+		return metrics.OpWrite, true
+	case engine.IOFlush:
+		return metrics.OpFlush, true
+	case engine.IODiscard:
+		return metrics.OpDiscard, true
+	}
+	return 0, false
+}
+
+// opDone is the executor's OpDone: count the member operation.
+func (h *queue) opDone(member int32, kind engine.IOKind, sectors uint32, res int32, d time.Duration) {
+	op, ok := opOf(kind)
+	if !ok || int(member) >= len(h.stats.ops) {
+		return
+	}
+	var bytes uint64
+	if kind != engine.IOFlush {
+		bytes = uint64(sectors) << 9
+	}
+	h.stats.ops[member][op].Done(bytes, d, res < 0)
+}
+
+// Metrics is a snapshot of the array for the Prometheus collector; device
+// is its block device name without /dev/ (e.g. "ublkb0").
+func (a *Array) Metrics(device string) metrics.ArrayStats {
+	s := a.Status()
+	sy := a.SyncStatus()
+	out := metrics.ArrayStats{Device: device, Name: s.Name, Level: s.Level, Layout: s.Layout,
+		RaidDisks: s.RaidDisks, Size: s.SizeBytes}
+	switch sy.Action {
+	case "rebuild":
+		out.State = metrics.ArrayRecovering
+		// Member bytes rebuilt, as a share of the array.
+		if sy.Total > 0 {
+			out.Synced = uint64(float64(s.SizeBytes) * float64(sy.Done) / float64(sy.Total))
+		}
+	case "resync", "repair":
+		out.State = metrics.ArrayResync
+		out.Synced = sy.Done
+	case "check":
+		out.State = metrics.ArrayCheck
+		out.Synced = sy.Done
+	default:
+		out.State = metrics.ArrayActive
+	}
+	out.SyncSpeed = sy.SpeedBytes
+	if bm := a.Bitmap; bm != nil {
+		bs := bm.Stats()
+		var data uint64
+		a.qmu.Lock()
+		for _, h := range a.queues {
+			data += h.bitmapWrites.Load()
+		}
+		a.qmu.Unlock()
+		out.Bitmap = &metrics.BitmapStats{Regions: uint64(bs.Regions), DirtyRegions: uint64(bs.DirtyRegions),
+			BlockWrites: bs.BlockWrites * uint64(max(1, s.ActiveDisks)), DataWrites: data, Waited: bs.WaitedWrites,
+			Wait: a.bitmapWait.Snapshot()}
+	}
+	a.qmu.Lock()
+	defer a.qmu.Unlock()
+	for _, m := range s.Members {
+		if m.Path == "" {
+			continue
+		}
+		ms := metrics.MemberStats{Name: filepath.Base(m.Path)}
+		switch m.State {
+		case "active":
+			ms.State = metrics.MemberActive
+		case "rebuilding":
+			ms.State = metrics.MemberRebuilding
+		default:
+			ms.State = metrics.MemberFailed
+		}
+		for _, h := range a.queues {
+			if m.Role < len(h.stats.ops) {
+				for op := range metrics.NumOps {
+					o := h.stats.ops[m.Role][op].Snapshot()
+					ms.Ops[op].Add(&o)
+				}
+			}
+		}
+		out.Members = append(out.Members, ms)
+	}
+	for id, h := range a.queues {
+		out.Queues = append(out.Queues, metrics.QueueStats{ID: id, InFlight: int(h.inflight.Load())})
+	}
+
+	return out
+}
