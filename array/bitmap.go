@@ -97,8 +97,9 @@ func (f *flusher) run() {
 func (f *flusher) commit(bt *bitmap.Batch) {
 	st := f.a.Engine.State()
 	var wg sync.WaitGroup
-	errs := make([]error, len(f.a.Members))
-	for r, m := range f.a.Members {
+	errs := make([]error, len(st.Members))
+	for r := range st.Members {
+		m := f.a.current[r].Load() // a.Members changes under a.mu, which a waiter may hold
 		if m == nil || !writable(st.Members[r]) {
 			continue
 		}

@@ -221,6 +221,10 @@ func runArray(o runOptions, spec array.CreateSpec, cfg ublk.Config, stdout io.Wr
 		}
 	}
 	a.StopSync() // checkpointed: a rebuild or resync resumes at the next assembly
+	if b := a.Metrics("").Bitmap; b != nil {
+		log.Info("bitmap stats", zap.Uint64("regions", b.Regions), zap.Uint64("dirty_regions", b.DirtyRegions),
+			zap.Uint64("data_writes", b.DataWrites), zap.Uint64("block_writes", b.BlockWrites), zap.Uint64("waited", b.Waited))
+	}
 	if err := a.SetClean(true); err != nil {
 		return errors.Join(serr, err)
 	}

@@ -1,0 +1,61 @@
+#!/bin/sh
+# Crash test, second boot on the disks of the first: assemble the array,
+# check that only the dirty regions are resynced and that the copies are
+# equal afterwards, verify every write fio completed before the power cut,
+# and (MODE=fs) that e2fsck finds the file system clean.
+set -eu
+MODE=${1:-raw}
+BIN=$PWD/.build/ublk-raid
+OUT=/mnt/out
+fail() {
+	echo "phase2: $*" >&2
+	cat "$OUT/phase2.log" >&2
+	exit 1
+}
+: >/tmp/u.out
+"$BIN" run /dev/vda /dev/vdb >/tmp/u.out 2>"$OUT/phase2.log" &
+U=$!
+i=0
+while [ ! -s /tmp/u.out ]; do
+	sleep 0.1
+	i=$((i + 1))
+	[ $i -lt 600 ] || fail "no device"
+done
+dev=$(cat /tmp/u.out)
+line=$(grep '"msg":"bitmap"' "$OUT/phase2.log") || fail "no bitmap line in the log"
+regions=$(echo "$line" | sed 's/.*"regions":\([0-9]*\).*/\1/')
+dirty=$(echo "$line" | sed 's/.*"dirty_regions":\([0-9]*\).*/\1/')
+echo "phase2: assembled $dev: $dirty of $regions regions dirty after the crash"
+[ "$dirty" -gt 0 ] || fail "no dirty region after a crash during writes"
+[ $((dirty * 8)) -lt "$regions" ] || fail "$dirty of $regions regions dirty: not confined to what fio wrote"
+i=0
+until grep -q '"msg":"sync ended"' "$OUT/phase2.log"; do
+	sleep 0.2
+	i=$((i + 1))
+	[ $i -lt 1500 ] || fail "resync did not end"
+done
+grep '"msg":"sync ended"' "$OUT/phase2.log" | grep -q '"action":"resync"' || fail "no resync ran"
+grep '"msg":"sync ended"' "$OUT/phase2.log" | grep -q '"error"' && fail "resync failed"
+echo "phase2: resync of the dirty regions done"
+target=$dev
+if [ "$MODE" = fs ]; then
+	e2fsck -fn "$dev" >"$OUT/e2fsck.log" 2>&1 || { cat "$OUT/e2fsck.log"; fail "e2fsck -fn found problems"; }
+	echo "phase2: e2fsck -fn clean"
+	mkdir -p /mnt/a
+	mount -o ro "$dev" /mnt/a
+	target=/mnt/a/data
+fi
+cd "$OUT"
+fio --name=crash --filename="$target" --size=64M --rw=randwrite --bs=4k --iodepth=16 --direct=1 \
+	--ioengine=io_uring --verify=crc32c --verify_state_load=1 --verify_only --randseed=42 --eta=never \
+	>"$OUT/verify.log" 2>&1 || { cat "$OUT/verify.log"; fail "fio verify of the completed writes failed"; }
+grep -q 'err= 0' "$OUT/verify.log" || { cat "$OUT/verify.log"; fail "fio reported errors"; }
+echo "phase2: fio verify of the writes completed before the crash: 0 errors"
+cd /
+[ "$MODE" = fs ] && umount /mnt/a
+"$BIN" del -n "$(echo "$dev" | tr -dc 0-9)" >/dev/null
+wait $U || fail "server exit status $?"
+off=$("$BIN" examine -o json /dev/vda | sed -n 's/.*"data_offset_bytes": \([0-9]*\).*/\1/p')
+len=$("$BIN" examine -o json /dev/vda | sed -n 's/.*"data_bytes": \([0-9]*\).*/\1/p')
+cmp -i "$off:$off" -n "$len" /dev/vda /dev/vdb || fail "the copies differ after resync"
+echo "phase2: both copies equal ($len bytes)"
