@@ -327,7 +327,7 @@ func runList(o listOptions, c *daemon.Client, stdout, stderr io.Writer) error {
 		j.Daemon, j.Arrays = true, arrays
 	case errors.Is(err, daemon.ErrNotRunning):
 		if o.output == "text" {
-			fmt.Fprintln(stderr, "ublk-raid: no daemon running (start it with `systemctl start ublk-raid` or `ublk-raid serve`); other ublk devices:")
+			fmt.Fprintln(stderr, "ublk-raid: no daemon running (start it with `systemctl start ublk-raid` or `ublk-raid serve`); showing other ublk devices only")
 		}
 	default:
 		return err
