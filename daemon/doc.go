@@ -114,8 +114,9 @@
 //   - a device stopped but not deleted is deleted and assembled afresh.
 //
 // An entry that cannot be started (members missing, in use, of another
-// array) is logged and kept ("pending"): its number stays reserved, and
-// `del -n N` forgets it. A corrupt state file stops serve before anything
+// array) is logged and kept ("pending"): it is retried every 2 s for the
+// first minute (members appear as udev coldplugs them; READY=1 does not
+// wait for them), its number stays reserved, and `del -n N` forgets it. A corrupt state file stops serve before anything
 // is touched; it is never overwritten.
 //
 // # Stopping

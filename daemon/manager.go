@@ -47,6 +47,7 @@ type Manager struct {
 	log  *zap.Logger
 
 	addMu   sync.Mutex // serialises Add and Restore (device numbers)
+	closed  bool       // Shutdown ran (guarded by addMu)
 	stateMu sync.Mutex // serialises state file writes; taken before mu
 	mu      sync.Mutex // guards arrays and pending
 	arrays  map[int]*served
@@ -117,6 +118,45 @@ func (m *Manager) Restore() (started, failed int, err error) {
 	}
 	m.changed()
 	return started, failed, nil
+}
+
+// RetryPending tries again to start the pending entries (members may
+// appear after the daemon starts, as udev coldplugs them). It returns the
+// number still pending. Failures are logged at debug level: Restore has
+// logged the first one.
+func (m *Manager) RetryPending() int {
+	m.addMu.Lock()
+	if m.closed {
+		m.addMu.Unlock()
+		return 0
+	}
+	m.mu.Lock()
+	var es []StateEntry
+	for _, e := range m.pending {
+		es = append(es, e)
+	}
+	m.mu.Unlock()
+	started := 0
+	for _, e := range es {
+		s, err := m.restore(e)
+		if err != nil {
+			m.log.Debug("array still not started", zap.String("device", DevicePath(e.Number)), zap.Error(err))
+			continue
+		}
+		started++
+		m.track(s)
+	}
+	m.mu.Lock()
+	left := len(m.pending)
+	m.mu.Unlock()
+	m.addMu.Unlock()
+	if started > 0 {
+		if err := m.saveState(); err != nil {
+			m.log.Error("state file not written", zap.Error(err))
+		}
+		m.changed()
+	}
+	return left
 }
 
 func (m *Manager) restore(e StateEntry) (*served, error) {
@@ -316,6 +356,9 @@ func (m *Manager) Add(_ context.Context, req AddRequest) (Array, error) {
 	}
 	m.addMu.Lock()
 	defer m.addMu.Unlock()
+	if m.closed {
+		return Array{}, Refused(errors.New("the daemon is stopping"))
+	}
 	n := -1
 	if req.Number != nil {
 		n = *req.Number
@@ -604,6 +647,7 @@ func (m *Manager) Repair(n int) (Array, error) { return m.notAvailable(n, "repai
 func (m *Manager) Shutdown(keep bool) {
 	m.addMu.Lock()
 	defer m.addMu.Unlock()
+	m.closed = true
 	m.mu.Lock()
 	ss := make([]*served, 0, len(m.arrays))
 	for _, s := range m.arrays {

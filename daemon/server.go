@@ -32,6 +32,35 @@ type Config struct {
 	Ready func()
 }
 
+// Pending arrays (members not there yet) are retried every
+// pendingRetryEvery for pendingRetryFor after the start: members appear as
+// udev coldplugs them. Later, a restart of serve retries them.
+const (
+	pendingRetryEvery = 2 * time.Second
+	pendingRetryFor   = time.Minute
+)
+
+func retryPending(ctx context.Context, mgr *Manager, pending int) {
+	if pending == 0 {
+		return
+	}
+	t := time.NewTicker(pendingRetryEvery)
+	defer t.Stop()
+	end := time.After(pendingRetryFor)
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-end:
+			return
+		case <-t.C:
+			if mgr.RetryPending() == 0 {
+				return
+			}
+		}
+	}
+}
+
 // Run is `ublk-raid serve`: it opens the ublk control device and the
 // control socket, starts the arrays of the state file, serves the control
 // API and the metrics until ctx ends, then shuts down (Manager.Shutdown).
@@ -93,6 +122,7 @@ func Run(ctx context.Context, cfg Config) error {
 	if cfg.Ready != nil {
 		cfg.Ready()
 	}
+	go retryPending(ctx, mgr, failed)
 	var serr error
 	select {
 	case <-ctx.Done():
