@@ -100,7 +100,11 @@ func (o serveDaemonOptions) validate() (daemon.QueueOptions, error) {
 func runServe(cfg daemon.Config) error {
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
 	defer stop()
-	prepareProcess(cfg.Log)
+	// No prepareProcess here: its unshare(CLONE_NEWNS) copies the mount
+	// table as it is when serve starts, and after a restart that includes
+	// filesystems mounted on the arrays serve recovers. Where mounts are
+	// private, the copy pins them: after umount the filesystem stays
+	// alive in the daemon and its device stays busy (del refuses it).
 	return daemon.Run(ctx, cfg)
 }
 
