@@ -27,7 +27,10 @@ func TestManagerWithoutDevices(t *testing.T) {
 		status int
 		msg    string
 	}{
-		{"add bad level", func() error { _, err := m.Add(context.Background(), AddRequest{Level: "7", Members: []string{"a"}}); return err }, 400, `level "7"`},
+		{"add bad level", func() error {
+			_, err := m.Add(context.Background(), AddRequest{Level: "7", Members: []string{"a"}})
+			return err
+		}, 400, `level "7"`},
 		{"add on a pending number", func() error {
 			_, err := m.Add(context.Background(), AddRequest{Level: "1", Members: []string{"a", "b"}, Number: &three})
 			return err
