@@ -80,7 +80,7 @@ func (a *Array) Metrics(device string) metrics.ArrayStats {
 	a.qmu.Lock()
 	defer a.qmu.Unlock()
 	for _, m := range s.Members {
-		if m.Path == "" {
+		if m.Path == "" || m.State == "missing" {
 			continue
 		}
 		ms := metrics.MemberStats{Name: filepath.Base(m.Path)}

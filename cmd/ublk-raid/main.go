@@ -8,6 +8,8 @@ import (
 	"os"
 
 	"github.com/spf13/cobra"
+
+	"github.com/ublk-raid/ublk-raid/daemon"
 )
 
 // usageError marks bad command-line input (exit code 2).
@@ -26,7 +28,7 @@ const (
 )
 
 func newRootCmd() *cobra.Command {
-	var logLevel string
+	var logLevel, socket string
 	root := &cobra.Command{
 		Use:           "ublk-raid",
 		Short:         "Software RAID in user space on Linux ublk",
@@ -34,7 +36,10 @@ func newRootCmd() *cobra.Command {
 		SilenceErrors: true,
 	}
 	root.PersistentFlags().StringVar(&logLevel, "log-level", "info", "log level: debug, info, warn, error")
-	root.AddCommand(newRunCmd(&logLevel), newExamineCmd(), newExamineBitmapCmd(), newPassthroughCmd(&logLevel), newRecoverCmd(&logLevel), newDelCmd(), newListCmd(), newVersionCmd())
+	root.PersistentFlags().StringVar(&socket, "socket", daemon.DefaultSocket, "the daemon's control socket")
+	root.AddCommand(newServeCmd(&logLevel, &socket), newRunCmd(&logLevel), newExamineCmd(), newExamineBitmapCmd(),
+		newPassthroughCmd(&logLevel), newRecoverCmd(&logLevel), newVersionCmd())
+	root.AddCommand(newManageCmds(&socket)...)
 	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return usageError{err} })
 	return root
 }
@@ -47,12 +52,16 @@ func exitCode(err error) int {
 	if errors.As(err, &u) {
 		return exitUsage
 	}
+	var st exitStatus
+	if errors.As(err, &st) {
+		return int(st)
+	}
 	return exitError
 }
 
 func main() {
 	err := newRootCmd().Execute()
-	if err != nil {
+	if err != nil && err.Error() != "" {
 		fmt.Fprintln(os.Stderr, "ublk-raid:", err)
 	}
 	os.Exit(exitCode(err))

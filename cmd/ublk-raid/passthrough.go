@@ -10,7 +10,6 @@ import (
 	"strconv"
 	"strings"
 	"syscall"
-	"text/tabwriter"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -231,120 +230,6 @@ func prepareProcess(log *zap.Logger) {
 		log.Debug("unshare(CLONE_NEWNS) failed", zap.Error(err))
 	}
 	runtime.UnlockOSThread()
-}
-
-type delOptions struct {
-	number int
-	all    bool
-}
-
-func newDelCmd() *cobra.Command {
-	var o delOptions
-	c := &cobra.Command{
-		Use:   "del (-n N | --all)",
-		Short: "Stop and delete ublk device N (or all)",
-		Args:  exactArgs(0),
-		RunE: func(cmd *cobra.Command, _ []string) error {
-			return runDel(o, cmd.OutOrStdout())
-		},
-	}
-	c.Flags().IntVarP(&o.number, "number", "n", -1, "device number")
-	c.Flags().BoolVar(&o.all, "all", false, "delete every ublk device")
-	return c
-}
-
-func runDel(o delOptions, stdout io.Writer) error {
-	if (o.number < 0) == !o.all {
-		return usagef("del needs exactly one of -n N and --all")
-	}
-	ids := []uint32{uint32(o.number)}
-	if o.all {
-		var err error
-		if ids, err = listDevices(); err != nil {
-			return err
-		}
-	}
-	ctrl, err := ublk.OpenControl()
-	if err != nil {
-		return err
-	}
-	defer ctrl.Close()
-	var errs []error
-	for _, id := range ids {
-		if err := ctrl.StopDev(id); err != nil {
-			errs = append(errs, err)
-			continue
-		}
-		if err := ctrl.DelDev(id); err != nil {
-			errs = append(errs, err)
-			continue
-		}
-		fmt.Fprintf(stdout, "deleted /dev/ublkb%d\n", id)
-	}
-	return errors.Join(errs...)
-}
-
-// listDevices returns the ids of the ublk devices on the machine, from
-// their character devices.
-func listDevices() ([]uint32, error) {
-	ents, err := os.ReadDir("/sys/class/ublk-char")
-	if errors.Is(err, os.ErrNotExist) {
-		return nil, nil
-	}
-	if err != nil {
-		return nil, err
-	}
-	var ids []uint32
-	for _, e := range ents {
-		if n, err := strconv.ParseUint(strings.TrimPrefix(e.Name(), "ublkc"), 10, 32); err == nil {
-			ids = append(ids, uint32(n))
-		}
-	}
-	return ids, nil
-}
-
-func newListCmd() *cobra.Command {
-	return &cobra.Command{
-		Use:   "list",
-		Short: "List ublk devices",
-		Args:  exactArgs(0),
-		RunE: func(cmd *cobra.Command, _ []string) error {
-			ids, err := listDevices()
-			if err != nil {
-				return err
-			}
-			if len(ids) == 0 {
-				return nil
-			}
-			ctrl, err := ublk.OpenControl()
-			if err != nil {
-				return err
-			}
-			defer ctrl.Close()
-			tw := tabwriter.NewWriter(cmd.OutOrStdout(), 0, 4, 2, ' ', 0)
-			fmt.Fprintln(tw, "DEVICE\tSTATE\tPID\tQUEUES\tDEPTH")
-			for _, id := range ids {
-				info, err := ctrl.DevInfo(id)
-				if err != nil {
-					return err
-				}
-				fmt.Fprintf(tw, "/dev/ublkb%d\t%s\t%d\t%d\t%d\n", id, stateName(info.State), info.UblksrvPid, info.NrHwQueues, info.QueueDepth)
-			}
-			return tw.Flush()
-		},
-	}
-}
-
-func stateName(s uint16) string {
-	switch s {
-	case ublk.StateDead:
-		return "dead"
-	case ublk.StateLive:
-		return "live"
-	case ublk.StateQuiesced:
-		return "quiesced"
-	}
-	return "unknown"
 }
 
 var version = "dev"

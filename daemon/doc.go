@@ -1,0 +1,146 @@
+// Package daemon is `ublk-raid serve`: one process hosting every
+// ublk-raid array of the machine, managed over a control socket.
+//
+// # Pieces
+//
+//   - Run wires everything: the ublk control device, the control socket
+//     (Listen), the Manager, the control API (NewHandler), the Prometheus
+//     endpoint (metrics.Handler over the Manager as metrics.Source) and
+//     systemd notification (Notify).
+//   - Backend is what the API operates on; Manager is the real one
+//     (array.Open + ublk.Create per array), daemontest.Backend a fake for
+//     tests without root or a kernel.
+//   - Client is the CLI's side of the socket.
+//
+// # Threads and lifetimes
+//
+// HTTP handlers run on net/http's goroutines and call the Backend
+// concurrently. The Manager guards its table of arrays with one mutex held
+// only for map operations, never across kernel commands or superblock
+// writes; Add is serialised (device numbers), member operations on one
+// array are serialised by that array's lock. I/O never passes through this
+// package: each device's queue threads belong to package ublk, and the
+// Manager only calls array.Array's control methods (Status, Fail, Remove,
+// SetClean), which are safe from any goroutine.
+//
+// An array is owned by the Manager from Add (or Restore) until Delete,
+// Shutdown, or its device being stopped from outside (a kernel-level
+// delete, which a watcher goroutine notices: the array is then marked
+// clean and closed). Member failures are logged once per member with
+// structured fields (device, array, uuid, role, member).
+//
+// # Control socket and API
+//
+// The socket (default /run/ublk-raid/control.sock) is created 0600 in a
+// directory made 0700 if it did not exist: only root talks to the daemon.
+// A socket file nobody answers on (a dead daemon's) is replaced; if a
+// daemon answers, Run fails ("another ublk-raid daemon is listening").
+// The API is HTTP/1.1 with JSON bodies, so `curl --unix-socket
+// /run/ublk-raid/control.sock http://x/v1/arrays` works:
+//
+//	GET    /v1/arrays               200 {"arrays": [Array...]}
+//	POST   /v1/arrays               201 Array          body AddRequest
+//	DELETE /v1/arrays               200 DeleteResult   (every array)
+//	GET    /v1/arrays/{n}           200 Array
+//	DELETE /v1/arrays/{n}           200 DeleteResult
+//	POST   /v1/arrays/{n}/fail      200 Array          body MemberRequest
+//	POST   /v1/arrays/{n}/remove    200 Array          body MemberRequest
+//	POST   /v1/arrays/{n}/re-add    501 (not available yet)
+//	POST   /v1/arrays/{n}/replace   501 (not available yet)
+//	POST   /v1/arrays/{n}/check     501 (not available yet)
+//	POST   /v1/arrays/{n}/repair    501 (not available yet)
+//	GET    /v1/version              200 {"version": "..."}
+//
+// AddRequest:
+//
+//	{"members": ["/dev/vdc", "/dev/vdd"],   required; role order for a new array
+//	 "level": "1",                          "0" | "1" | "10" ("raidN" too); omitted: assemble only
+//	 "layout": "n2",                        raid10 only: n2 f2 o2 n3 f3 o3
+//	 "chunk_bytes": 524288,                 power of two, 4K..64M; 0/omitted: 512K
+//	 "name": "tank",                        up to 32 bytes
+//	 "number": 0,                           N of /dev/ublkbN; omitted or -1: first free
+//	 "queues": 0, "depth": 0,               0: defaults (one queue per CPU up to 8; 128)
+//	 "max_io_bytes": 0}                     0: 512K
+//
+// Unknown fields are refused (400), so a typo is not silently ignored.
+//
+// MemberRequest: {"member": "/dev/vdd"} (a member path as added, or a role
+// number such as "1"); replace also takes "with": the new member.
+//
+// Array (the answer of add, detail, fail, remove; the elements of list):
+//
+//	{"number": 0, "device": "/dev/ublkb0", "name": "tank", "uuid": "…",
+//	 "level": "raid1", "layout": "",              layout only for raid10
+//	 "chunk_bytes": 524288, "size_bytes": 535822336,
+//	 "state": "active",                           active | degraded | failed
+//	 "degraded": false, "raid_disks": 2, "active_disks": 2,
+//	 "failed_disks": 0, "missing_disks": 0, "events": 3,
+//	 "members": [{"role": 0, "path": "/dev/vdc", "state": "active"},
+//	             {"role": 1, "path": "/dev/vdd", "state": "faulty"}],
+//	                                              member state: active | rebuilding | faulty | missing;
+//	                                              rebuilding members add "rebuild_offset_bytes"
+//	 "queues": 2, "depth": 128,
+//	 "created": true, "recovered": false,        created by this daemon / re-attached by user recovery
+//	 "since": "2026-01-02T15:04:05Z"}
+//
+// DeleteResult: {"deleted": ["/dev/ublkb0"], "forgotten": [3]} (forgotten:
+// state entries of arrays that had not started, now dropped).
+//
+// Errors: {"error": "one line"} with 400 (malformed request), 404 (no such
+// array, member or endpoint), 405 (method), 409 (refused by the state of
+// the array or device: member in use, last copy, device mounted, number
+// taken), 501 (not available yet), 500 (anything else). Fields are only
+// ever added to these objects; a change that breaks clients gets /v2.
+//
+// # State file and restart
+//
+// The state file (default /var/lib/ublk-raid/arrays.json, replaced
+// atomically: temporary file, fsync, rename, fsync of the directory) lists
+// each array's device number, UUID, member paths and queue settings. It is
+// the daemon's equivalent of mdadm.conf's ARRAY lines: add puts an entry
+// in, del takes it out; remove drops the removed member's path. Stopping
+// the daemon keeps the entries.
+//
+// When serve starts, for each entry:
+//   - if /dev/ublkbN still exists (GET_DEV_INFO answers) and is quiesced
+//     or live without its server — the previous daemon died or left it on
+//     purpose — the array is assembled from the members' superblocks
+//     (assemble only, never create; the UUID and the device size must
+//     match) and re-attached with user recovery (ublk.Recover): I/O that
+//     waited completes, and the device's users see no error;
+//   - if the device is gone (a reboot, or the daemon deleted it on a clean
+//     stop), the array is assembled afresh at the same number, so arrays
+//     come back after a reboot like md arrays listed in mdadm.conf;
+//   - a device stopped but not deleted is deleted and assembled afresh.
+//
+// An entry that cannot be started (members missing, in use, of another
+// array) is logged and kept ("pending"): it is retried every 2 s for the
+// first minute (members appear as udev coldplugs them; READY=1 does not
+// wait for them), its number stays reserved, and `del -n N` forgets it. A corrupt state file stops serve before anything
+// is touched; it is never overwritten.
+//
+// # Stopping
+//
+// On SIGTERM or SIGINT the daemon stops serving the API and metrics, then:
+//   - by default it deletes each device that is not in use and marks its
+//     array clean (the members are consistent, as after mdadm --stop);
+//     a device in use — an exclusive open fails: mounted, or held by
+//     device-mapper, md or LVM — is left for the next daemon to recover,
+//     because deleting it would fail its users' I/O;
+//   - with --keep-devices it leaves every device for recovery.
+//
+// So `systemctl restart ublk-raid` is safe: mounted arrays stay and the new
+// daemon re-attaches, unused ones are deleted cleanly and assembled again.
+// At shutdown the unit is stopped after local filesystems are unmounted, so
+// every array is deleted cleanly. After a crash (kill -9, OOM; the unit
+// restarts on failure) the devices are quiesced with their I/O waiting,
+// and the next daemon recovers them. (A plain open, e.g. fio on the raw
+// device, is not seen as in use: stop such users first, or use
+// --keep-devices.)
+//
+// # systemd
+//
+// With $NOTIFY_SOCKET set (Type=notify), Run sends READY=1 once the state
+// file's arrays are started and the socket serves, STATUS= lines as arrays
+// come and go, and STOPPING=1 on the way out; without cgo (Notify).
+package daemon

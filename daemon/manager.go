@@ -1,0 +1,826 @@
+package daemon
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"path/filepath"
+	"sort"
+	"strconv"
+	"sync"
+	"time"
+
+	"go.uber.org/zap"
+	"golang.org/x/sys/unix"
+
+	"github.com/ublk-raid/ublk-raid/array"
+	"github.com/ublk-raid/ublk-raid/metrics"
+	"github.com/ublk-raid/ublk-raid/ublk"
+)
+
+// QueueOptions are the ublk queue settings the daemon applies to every
+// device it creates or recovers (see ublk.Config).
+type QueueOptions struct {
+	NoPin          bool
+	NoFixedBuffers bool
+	DeferTaskrun   bool
+	PollFor        time.Duration
+}
+
+// ManagerOptions configure a Manager.
+type ManagerOptions struct {
+	// StateFile is the state file's path ("" keeps no state file).
+	StateFile string
+	Log       *zap.Logger
+	Queue     QueueOptions
+	// OnChange, if set, is called after the set of arrays changed, with
+	// the number of arrays served (outside the Manager's locks).
+	OnChange func(arrays int)
+}
+
+// Manager is the real Backend: every array is an array.Array served by a
+// ublk.Device, both owned by the Manager from Add (or Restore) to Delete
+// (or Shutdown). It is also the metrics.Source of the daemon.
+type Manager struct {
+	ctrl *ublk.Control
+	opts ManagerOptions
+	log  *zap.Logger
+
+	addMu   sync.Mutex // serialises Add and Restore (device numbers)
+	closed  bool       // Shutdown ran (guarded by addMu)
+	stateMu sync.Mutex // serialises state file writes; taken before mu
+	mu      sync.Mutex // guards arrays and pending
+	arrays  map[int]*served
+	// pending are state file entries whose array could not be started
+	// (members missing, ...): kept in the state file until deleted.
+	pending map[int]StateEntry
+}
+
+// served is one array and its device.
+type served struct {
+	n         int
+	a         *array.Array
+	d         *ublk.Device
+	entry     StateEntry
+	created   bool
+	recovered bool
+	since     time.Time
+	opMu      sync.Mutex // serialises member operations on the array
+}
+
+var (
+	_ Backend        = (*Manager)(nil)
+	_ metrics.Source = (*Manager)(nil)
+)
+
+// NewManager returns a Manager creating devices through ctrl, which must
+// stay open as long as the Manager is used.
+func NewManager(ctrl *ublk.Control, opts ManagerOptions) *Manager {
+	log := opts.Log
+	if log == nil {
+		log = zap.NewNop()
+	}
+	return &Manager{ctrl: ctrl, opts: opts, log: log, arrays: map[int]*served{}, pending: map[int]StateEntry{}}
+}
+
+// Restore starts the arrays of the state file (see the package comment):
+// it re-attaches to devices that still exist (user recovery) and assembles
+// the others afresh at their device numbers. Arrays that cannot be started
+// are logged and kept as pending entries. It returns the number of arrays
+// started and failed; an unreadable state file is an error (it is not
+// overwritten).
+func (m *Manager) Restore() (started, failed int, err error) {
+	if m.opts.StateFile == "" {
+		return 0, 0, nil
+	}
+	st, err := LoadState(m.opts.StateFile)
+	if err != nil {
+		return 0, 0, err
+	}
+	m.addMu.Lock()
+	for _, e := range st.Arrays {
+		s, err := m.restore(e)
+		if err != nil {
+			failed++
+			m.log.Error("array not started", zap.String("device", DevicePath(e.Number)), zap.String("uuid", e.UUID),
+				zap.Strings("members", e.Members), zap.Error(err))
+			m.mu.Lock()
+			m.pending[e.Number] = e
+			m.mu.Unlock()
+			continue
+		}
+		started++
+		m.track(s)
+	}
+	m.addMu.Unlock()
+	if err := m.saveState(); err != nil {
+		m.log.Error("state file not written", zap.Error(err))
+	}
+	m.changed()
+	return started, failed, nil
+}
+
+// RetryPending tries again to start the pending entries (members may
+// appear after the daemon starts, as udev coldplugs them). It returns the
+// number still pending. Failures are logged at debug level: Restore has
+// logged the first one.
+func (m *Manager) RetryPending() int {
+	m.addMu.Lock()
+	if m.closed {
+		m.addMu.Unlock()
+		return 0
+	}
+	m.mu.Lock()
+	var es []StateEntry
+	for _, e := range m.pending {
+		es = append(es, e)
+	}
+	m.mu.Unlock()
+	started := 0
+	for _, e := range es {
+		s, err := m.restore(e)
+		if err != nil {
+			m.log.Debug("array still not started", zap.String("device", DevicePath(e.Number)), zap.Error(err))
+			continue
+		}
+		started++
+		m.track(s)
+	}
+	m.mu.Lock()
+	left := len(m.pending)
+	m.mu.Unlock()
+	m.addMu.Unlock()
+	if started > 0 {
+		if err := m.saveState(); err != nil {
+			m.log.Error("state file not written", zap.Error(err))
+		}
+		m.changed()
+	}
+	return left
+}
+
+func (m *Manager) restore(e StateEntry) (*served, error) {
+	if e.Number < 0 || len(e.Members) == 0 {
+		return nil, fmt.Errorf("state entry %d: invalid", e.Number)
+	}
+	id := uint32(e.Number)
+	exists := true
+	info, err := m.ctrl.DevInfo(id)
+	switch {
+	case errors.Is(err, unix.ENODEV):
+		exists = false
+	case err != nil:
+		return nil, err
+	case info.State == ublk.StateDead:
+		// Stopped but not deleted (a server died while deleting it):
+		// nothing is left to re-attach to; start afresh.
+		if err := m.ctrl.DelDev(id); err != nil {
+			return nil, fmt.Errorf("deleting the stopped device %d: %w", id, err)
+		}
+		exists = false
+	}
+	a, err := openRetry(e.Members)
+	if err != nil {
+		return nil, err
+	}
+	if uuid := a.Status().UUID; e.UUID != "" && uuid != e.UUID {
+		a.Close()
+		return nil, fmt.Errorf("the members hold array %s, not %s", uuid, e.UUID)
+	}
+	cfg := m.config(e.Number, e.Queues, e.Depth, e.MaxIOBytes)
+	if exists {
+		p, err := m.ctrl.GetParams(id)
+		if err != nil {
+			a.Close()
+			return nil, err
+		}
+		if want := a.Params().Basic.DevSectors; p.Basic.DevSectors != want {
+			a.Close()
+			return nil, fmt.Errorf("%s has %d sectors, the array %d: it is not this array's device", DevicePath(e.Number), p.Basic.DevSectors, want)
+		}
+	}
+	s, err := m.start(a, e.Number, cfg, exists)
+	if err != nil {
+		return nil, err
+	}
+	s.entry = e
+	return s, nil
+}
+
+// openRetry assembles the array of members, waiting a little while a
+// member is still held by a server that is exiting.
+func openRetry(members []string) (*array.Array, error) {
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		a, err := array.Open(members, array.CreateSpec{}, false)
+		if err == nil || !errors.Is(err, unix.EBUSY) || time.Now().After(deadline) {
+			return a, err
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+}
+
+func (m *Manager) config(n, queues, depth, maxIO int) ublk.Config {
+	q := m.opts.Queue
+	return ublk.Config{ID: n, Queues: queues, Depth: depth, MaxIOBytes: maxIO,
+		NoPin: q.NoPin, NoFixedBuffers: q.NoFixedBuffers, DeferTaskrun: q.DeferTaskrun, PollFor: q.PollFor}
+}
+
+// start serves a (owned by start from here on: closed on error) on
+// device n, created or, with recover, re-attached.
+func (m *Manager) start(a *array.Array, n int, cfg ublk.Config, recover bool) (*served, error) {
+	dev := DevicePath(n)
+	st := a.Status()
+	a.OnMemberFailed = func(role int, path string) {
+		// Called under the array's lock: log only (no Status call).
+		m.log.Error("member failed", zap.String("device", dev), zap.String("array", st.Name), zap.String("uuid", st.UUID),
+			zap.Int("role", role), zap.String("member", path), zap.Bool("degraded", true))
+	}
+	if err := a.SetClean(false); err != nil {
+		a.Close()
+		return nil, err
+	}
+	cfg.Params = a.Params()
+	var d *ublk.Device
+	var err error
+	if recover {
+		d, err = ublk.Recover(m.ctrl, uint32(n), a, cfg)
+	} else {
+		d, err = ublk.Create(m.ctrl, a, cfg)
+	}
+	if err != nil {
+		if !recover {
+			a.SetClean(true)
+		}
+		a.Close()
+		return nil, err
+	}
+	info := d.Info()
+	s := &served{n: int(d.ID()), a: a, d: d, created: a.Created, recovered: recover, since: time.Now(),
+		entry: StateEntry{Number: int(d.ID()), UUID: st.UUID, Name: st.Name, Queues: int(info.NrHwQueues),
+			Depth: int(info.QueueDepth), MaxIOBytes: int(info.MaxIOBufBytes)}}
+	for _, mi := range st.Members {
+		if mi.Path != "" {
+			s.entry.Members = append(s.entry.Members, mi.Path)
+		}
+	}
+	m.log.Info("array live", zap.String("device", d.BlockPath()), zap.String("array", st.Name), zap.String("uuid", st.UUID),
+		zap.String("level", st.Level), zap.String("layout", st.Layout), zap.Uint64("size_bytes", st.SizeBytes),
+		zap.Strings("members", s.entry.Members), zap.Bool("created", a.Created), zap.Bool("recovered", recover),
+		zap.Bool("degraded", st.Degraded), zap.Int("queues", int(info.NrHwQueues)))
+	if bm := a.Bitmap; bm != nil {
+		g := bm.Geometry()
+		f := []zap.Field{zap.String("device", dev), zap.Int("regions", g.Regions), zap.Uint64("region_bytes", g.RegionSectors<<9)}
+		if info := a.BitmapInfo; info != nil {
+			f = append(f, zap.Int("dirty_regions", info.Dirty), zap.Int("never_written_regions", info.NeverWritten))
+			if info.AllDirty {
+				f = append(f, zap.NamedError("why", info.Err))
+				m.log.Warn("bitmap unusable: every region dirty", f...)
+			}
+		}
+		m.log.Info("bitmap", f...)
+	}
+	a.SetSyncLog(func(msg, kind string, targets []int, done, mism uint64, err error) {
+		f := []zap.Field{zap.String("device", dev), zap.String("action", kind), zap.Ints("targets", targets), zap.Uint64("position_sectors", done)}
+		if kind == "check" || kind == "repair" {
+			f = append(f, zap.Uint64("mismatch_cnt", mism))
+		}
+		if err != nil {
+			m.log.Error(msg, append(f, zap.Error(err))...)
+			return
+		}
+		m.log.Info(msg, f...)
+	})
+	a.StartBackground()
+	return s, nil
+}
+
+// track adds s to the served arrays and watches its device: a device
+// stopped from outside (a kernel-level delete) ends the array cleanly.
+func (m *Manager) track(s *served) {
+	m.mu.Lock()
+	m.arrays[s.n] = s
+	delete(m.pending, s.n)
+	m.mu.Unlock()
+	go func() {
+		<-s.d.Done()
+		m.mu.Lock()
+		mine := m.arrays[s.n] == s
+		if mine {
+			delete(m.arrays, s.n)
+		}
+		m.mu.Unlock()
+		if !mine {
+			return // Delete or Shutdown took it
+		}
+		m.log.Warn("device stopped outside the daemon; closing the array", zap.String("device", s.d.BlockPath()), zap.NamedError("queues", s.d.Err()))
+		if err := m.stop(s, false); err != nil {
+			m.log.Error("closing the array", zap.String("device", s.d.BlockPath()), zap.Error(err))
+		}
+		if err := m.saveState(); err != nil {
+			m.log.Error("state file not written", zap.Error(err))
+		}
+		m.changed()
+	}()
+}
+
+// stop ends s: deletes (or, when the device is already going, stops) the
+// device, marks the array clean and closes its members.
+func (m *Manager) stop(s *served, del bool) error {
+	var err error
+	if del {
+		err = s.d.Delete()
+	} else if err = s.d.Stop(); errors.Is(err, unix.ENODEV) {
+		err = nil
+	}
+	s.a.StopSync() // checkpointed: it resumes at the next assembly
+	if cerr := s.a.SetClean(true); cerr != nil {
+		err = errors.Join(err, fmt.Errorf("marking the array clean: %w", cerr))
+	}
+	s.a.Close()
+	if err == nil {
+		m.log.Info("array stopped cleanly", zap.String("device", s.d.BlockPath()))
+	}
+	return err
+}
+
+func (m *Manager) changed() {
+	if m.opts.OnChange == nil {
+		return
+	}
+	m.mu.Lock()
+	n := len(m.arrays)
+	m.mu.Unlock()
+	m.opts.OnChange(n)
+}
+
+// saveState writes the state file from the served and pending arrays.
+func (m *Manager) saveState() error {
+	if m.opts.StateFile == "" {
+		return nil
+	}
+	m.stateMu.Lock()
+	defer m.stateMu.Unlock()
+	var st State
+	m.mu.Lock()
+	for _, s := range m.arrays {
+		st.Arrays = append(st.Arrays, s.entry)
+	}
+	for _, e := range m.pending {
+		st.Arrays = append(st.Arrays, e)
+	}
+	m.mu.Unlock()
+	return SaveState(m.opts.StateFile, st)
+}
+
+// Add implements Backend.
+func (m *Manager) Add(_ context.Context, req AddRequest) (Array, error) {
+	spec, err := req.Spec()
+	if err != nil {
+		return Array{}, Invalid(err)
+	}
+	m.addMu.Lock()
+	defer m.addMu.Unlock()
+	if m.closed {
+		return Array{}, Refused(errors.New("the daemon is stopping"))
+	}
+	n := -1
+	if req.Number != nil {
+		n = *req.Number
+	}
+	if n >= 0 {
+		m.mu.Lock()
+		_, taken := m.arrays[n]
+		e, reserved := m.pending[n]
+		m.mu.Unlock()
+		switch {
+		case taken:
+			return Array{}, Refused(fmt.Errorf("%s already serves an array", DevicePath(n)))
+		case reserved:
+			return Array{}, Refused(fmt.Errorf("%s is reserved for array %s of the state file, which did not start: `ublk-raid del -n %d` forgets it", DevicePath(n), e.UUID, n))
+		}
+	} else if n, err = m.firstFree(); err != nil {
+		return Array{}, err
+	}
+	a, err := array.Open(req.Members, spec, spec.Level >= 0)
+	if err != nil {
+		return Array{}, Refused(err)
+	}
+	if spec.Level >= 0 && !a.Created && a.Engine.Geo.Level != spec.Level {
+		a.Close()
+		return Array{}, Refused(fmt.Errorf("the members hold a %s array; level %d would create a new one: wipe them first", a.Engine.Geo.Level, spec.Level))
+	}
+	s, err := m.start(a, n, m.config(n, req.Queues, req.Depth, req.MaxIOBytes), false)
+	if err != nil {
+		if errors.Is(err, unix.EEXIST) {
+			return Array{}, Refused(fmt.Errorf("%s exists already: %w", DevicePath(n), err))
+		}
+		return Array{}, err
+	}
+	m.track(s)
+	if err := m.saveState(); err != nil {
+		m.log.Error("state file not written", zap.Error(err))
+	}
+	m.changed()
+	return m.view(s), nil
+}
+
+// firstFree is the lowest device number that is neither a kernel device
+// nor reserved by a pending state entry. Called with addMu held.
+func (m *Manager) firstFree() (int, error) {
+	for n := 0; n < 1<<20; n++ {
+		m.mu.Lock()
+		_, a := m.arrays[n]
+		_, p := m.pending[n]
+		m.mu.Unlock()
+		if a || p {
+			continue
+		}
+		_, err := m.ctrl.DevInfo(uint32(n))
+		if errors.Is(err, unix.ENODEV) {
+			return n, nil
+		}
+		if err != nil {
+			return 0, err
+		}
+	}
+	return 0, errors.New("no free ublk device number")
+}
+
+func (m *Manager) view(s *served) Array {
+	a := viewOf(s.n, s.a)
+	info := s.d.Info()
+	a.Queues, a.Depth = int(info.NrHwQueues), int(info.QueueDepth)
+	a.Created, a.Recovered, a.Since = s.created, s.recovered, s.since
+	return a
+}
+
+func (m *Manager) get(n int) (*served, error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if s := m.arrays[n]; s != nil {
+		return s, nil
+	}
+	if _, ok := m.pending[n]; ok {
+		return nil, fmt.Errorf("%s: the array of the state file did not start (see the daemon's log): %w", DevicePath(n), ErrNotFound)
+	}
+	return nil, fmt.Errorf("%s: no such array: %w", DevicePath(n), ErrNotFound)
+}
+
+// Delete implements Backend. A device in use (mounted, or held by
+// device-mapper, md or another exclusive opener) is refused, as mdadm
+// --stop does.
+func (m *Manager) Delete(n int) (DeleteResult, error) {
+	m.mu.Lock()
+	s := m.arrays[n]
+	if s == nil {
+		_, ok := m.pending[n]
+		delete(m.pending, n)
+		m.mu.Unlock()
+		if !ok {
+			return DeleteResult{}, fmt.Errorf("%s: no such array: %w", DevicePath(n), ErrNotFound)
+		}
+		m.log.Info("state entry forgotten", zap.String("device", DevicePath(n)))
+		return DeleteResult{Deleted: []string{}, Forgotten: []int{n}}, m.saveState()
+	}
+	if inUse(n) {
+		m.mu.Unlock()
+		return DeleteResult{}, Refused(fmt.Errorf("%s is in use (mounted, or held by another program): unmount it first", DevicePath(n)))
+	}
+	delete(m.arrays, n)
+	m.mu.Unlock()
+	err := m.stop(s, true)
+	if serr := m.saveState(); serr != nil {
+		err = errors.Join(err, serr)
+	}
+	m.changed()
+	if err != nil {
+		return DeleteResult{}, fmt.Errorf("deleting %s: %w", DevicePath(n), err)
+	}
+	return DeleteResult{Deleted: []string{DevicePath(n)}}, nil
+}
+
+// DeleteAll implements Backend: it deletes every array not in use and
+// forgets pending entries; devices in use are reported in the error.
+func (m *Manager) DeleteAll() (DeleteResult, error) {
+	m.mu.Lock()
+	var ns []int
+	for n := range m.arrays {
+		ns = append(ns, n)
+	}
+	for n := range m.pending {
+		ns = append(ns, n)
+	}
+	m.mu.Unlock()
+	sort.Ints(ns)
+	res := DeleteResult{Deleted: []string{}}
+	var errs []error
+	for _, n := range ns {
+		r, err := m.Delete(n)
+		if err != nil {
+			errs = append(errs, err)
+			continue
+		}
+		res.Deleted = append(res.Deleted, r.Deleted...)
+		res.Forgotten = append(res.Forgotten, r.Forgotten...)
+	}
+	if err := errors.Join(errs...); err != nil {
+		return res, Refused(err)
+	}
+	return res, nil
+}
+
+// inUse reports whether /dev/ublkbN is held: an exclusive open fails with
+// EBUSY while a filesystem is mounted on it or device-mapper, md or
+// another program holds it exclusively. (Plain opens, e.g. fio on the raw
+// device, are not seen.)
+func inUse(n int) bool {
+	fd, err := unix.Open(DevicePath(n), unix.O_RDONLY|unix.O_EXCL|unix.O_CLOEXEC|unix.O_NONBLOCK, 0)
+	if err != nil {
+		return errors.Is(err, unix.EBUSY)
+	}
+	unix.Close(fd)
+	return false
+}
+
+// List implements Backend.
+func (m *Manager) List() []Array {
+	m.mu.Lock()
+	ss := make([]*served, 0, len(m.arrays))
+	for _, s := range m.arrays {
+		ss = append(ss, s)
+	}
+	m.mu.Unlock()
+	sort.Slice(ss, func(i, j int) bool { return ss[i].n < ss[j].n })
+	out := make([]Array, 0, len(ss))
+	for _, s := range ss {
+		out = append(out, m.view(s))
+	}
+	return out
+}
+
+// Detail implements Backend.
+func (m *Manager) Detail(n int) (Array, error) {
+	s, err := m.get(n)
+	if err != nil {
+		return Array{}, err
+	}
+	return m.view(s), nil
+}
+
+// role resolves a member given as a role number or a path.
+func role(s *served, member string) (int, error) {
+	disks := s.a.Engine.Geo.Members
+	if r, err := strconv.Atoi(member); err == nil {
+		if r < 0 || r >= disks {
+			return 0, fmt.Errorf("role %d: %s has roles 0..%d: %w", r, DevicePath(s.n), disks-1, ErrNotFound)
+		}
+		return r, nil
+	}
+	if r := s.a.RoleOf(member); r >= 0 {
+		return r, nil
+	}
+	if r := s.a.RoleOf(filepath.Clean(member)); r >= 0 {
+		return r, nil
+	}
+	return 0, fmt.Errorf("%s is not a member of %s: %w", member, DevicePath(s.n), ErrNotFound)
+}
+
+// Fail implements Backend (mdadm --fail): the member is marked faulty in
+// the survivors' superblocks before it returns.
+func (m *Manager) Fail(n int, member string) (Array, error) {
+	s, err := m.get(n)
+	if err != nil {
+		return Array{}, err
+	}
+	s.opMu.Lock()
+	defer s.opMu.Unlock()
+	r, err := role(s, member)
+	if err != nil {
+		return Array{}, err
+	}
+	if err := s.a.Fail(r); err != nil {
+		return Array{}, Refused(fmt.Errorf("fail %s: %w", member, err))
+	}
+	m.log.Info("member failed on request", zap.String("device", DevicePath(n)), zap.Int("role", r), zap.String("member", member))
+	return m.view(s), nil
+}
+
+// Remove implements Backend (mdadm --remove): a faulty member's role
+// becomes missing, and the member leaves the state file's member list (a
+// later assembly does not read it). The member stays open until the
+// array stops (array.Array cannot release one yet).
+func (m *Manager) Remove(n int, member string) (Array, error) {
+	s, err := m.get(n)
+	if err != nil {
+		return Array{}, err
+	}
+	s.opMu.Lock()
+	r, err := role(s, member)
+	if err != nil {
+		s.opMu.Unlock()
+		return Array{}, err
+	}
+	path := s.a.Status().Members[r].Path
+	if err := s.a.Remove(r); err != nil {
+		s.opMu.Unlock()
+		return Array{}, Refused(fmt.Errorf("remove %s: %w", member, err))
+	}
+	m.mu.Lock()
+	var keep []string
+	for _, p := range s.entry.Members {
+		if p != path {
+			keep = append(keep, p)
+		}
+	}
+	s.entry.Members = keep
+	m.mu.Unlock()
+	s.opMu.Unlock()
+	m.log.Info("member removed", zap.String("device", DevicePath(n)), zap.Int("role", r), zap.String("member", path))
+	if err := m.saveState(); err != nil {
+		m.log.Error("state file not written", zap.Error(err))
+	}
+	return m.view(s), nil
+}
+
+// ReAdd implements Backend (mdadm --re-add): a member that left the array
+// (failed, removed) returns to its role and is rebuilt; with a bitmap only
+// the regions written while it was away are copied.
+func (m *Manager) ReAdd(n int, member string) (Array, error) {
+	s, err := m.get(n)
+	if err != nil {
+		return Array{}, err
+	}
+	s.opMu.Lock()
+	defer s.opMu.Unlock()
+	path := member
+	if r, err := strconv.Atoi(member); err == nil {
+		if r < 0 || r >= len(s.a.Members) || s.a.Status().Members[r].Path == "" {
+			return Array{}, Invalid(fmt.Errorf("re-add %s: give the member's path", member))
+		}
+		path = s.a.Status().Members[r].Path
+	}
+	if err := s.a.ReAdd(path); err != nil {
+		return Array{}, Refused(fmt.Errorf("re-add %s: %w", member, err))
+	}
+	m.log.Info("member re-added", zap.String("device", DevicePath(n)), zap.String("member", path))
+	m.addToState(s, path)
+	return m.view(s), nil
+}
+
+// Replace implements Backend: with puts a new device into member's role
+// and rebuilds it. An active member is failed first (unlike md's hot
+// replace, the array runs with one copy less until the rebuild ends).
+func (m *Manager) Replace(n int, member, with string) (Array, error) {
+	s, err := m.get(n)
+	if err != nil {
+		return Array{}, err
+	}
+	if with == "" {
+		return Array{}, Invalid(errors.New("replace needs --with NEW: spares are not supported yet"))
+	}
+	s.opMu.Lock()
+	defer s.opMu.Unlock()
+	r, err := role(s, member)
+	if err != nil {
+		return Array{}, err
+	}
+	old := s.a.Status().Members[r]
+	if old.State == "active" || old.State == "rebuilding" {
+		if err := s.a.Fail(r); err != nil {
+			return Array{}, Refused(fmt.Errorf("replace %s: %w", member, err))
+		}
+	}
+	if err := s.a.Replace(r, with); err != nil {
+		return Array{}, Refused(fmt.Errorf("replace %s with %s: %w", member, with, err))
+	}
+	m.log.Info("member replaced", zap.String("device", DevicePath(n)), zap.Int("role", r), zap.String("old", old.Path), zap.String("new", with))
+	m.mu.Lock()
+	var keep []string
+	for _, p := range s.entry.Members {
+		if p != old.Path {
+			keep = append(keep, p)
+		}
+	}
+	s.entry.Members = keep
+	m.mu.Unlock()
+	m.addToState(s, with)
+	return m.view(s), nil
+}
+
+// addToState records path among s's members in the state file.
+func (m *Manager) addToState(s *served, path string) {
+	m.mu.Lock()
+	found := false
+	for _, p := range s.entry.Members {
+		found = found || p == path
+	}
+	if !found {
+		s.entry.Members = append(s.entry.Members, path)
+	}
+	m.mu.Unlock()
+	if err := m.saveState(); err != nil {
+		m.log.Error("state file not written", zap.Error(err))
+	}
+}
+
+// Check implements Backend: start reading every copy and counting
+// mismatches.
+func (m *Manager) Check(n int) (Array, error) { return m.scrub(n, false) }
+
+// Repair implements Backend: like Check, rewriting mismatches from the
+// chosen copy.
+func (m *Manager) Repair(n int) (Array, error) { return m.scrub(n, true) }
+
+func (m *Manager) scrub(n int, repair bool) (Array, error) {
+	s, err := m.get(n)
+	if err != nil {
+		return Array{}, err
+	}
+	if err := s.a.Check(repair); err != nil {
+		return Array{}, Refused(err)
+	}
+	return m.view(s), nil
+}
+
+// Shutdown ends serving. With keep, every device is left to a new daemon
+// to recover (as after a crash). Otherwise each device is deleted and its
+// array marked clean, except devices in use (see inUse), which are left
+// for recovery because deleting them would fail their users' I/O. The
+// state file keeps every array either way (a later serve starts them
+// again). The Manager must not be used afterwards.
+func (m *Manager) Shutdown(keep bool) {
+	m.addMu.Lock()
+	defer m.addMu.Unlock()
+	m.closed = true
+	m.mu.Lock()
+	ss := make([]*served, 0, len(m.arrays))
+	for _, s := range m.arrays {
+		ss = append(ss, s)
+	}
+	clear(m.arrays)
+	m.mu.Unlock()
+	for _, s := range ss {
+		switch {
+		case keep:
+			m.log.Info("leaving the device for the next daemon to recover", zap.String("device", s.d.BlockPath()))
+		case inUse(s.n):
+			m.log.Warn("device in use: leaving it for the next daemon to recover", zap.String("device", s.d.BlockPath()))
+		default:
+			if err := m.stop(s, true); err != nil {
+				m.log.Error("deleting the device", zap.String("device", s.d.BlockPath()), zap.Error(err))
+			}
+		}
+	}
+}
+
+// Snapshot implements metrics.Source: each array's state, sync, bitmap,
+// member and queue counters.
+func (m *Manager) Snapshot() []metrics.ArrayStats {
+	m.mu.Lock()
+	ss := make([]*served, 0, len(m.arrays))
+	for _, s := range m.arrays {
+		ss = append(ss, s)
+	}
+	m.mu.Unlock()
+	var out []metrics.ArrayStats
+	for _, s := range ss {
+		st := s.a.Metrics(filepath.Base(DevicePath(s.n)))
+		seen := map[string]bool{}
+		for i := range st.Members {
+			if seen[st.Members[i].Name] {
+				st.Members[i].Name = fmt.Sprintf("%s#%d", st.Members[i].Name, i)
+			}
+			seen[st.Members[i].Name] = true
+		}
+		out = append(out, st)
+	}
+	return out
+}
+
+// StatsOf maps the API view of an array to its metrics snapshot.
+func StatsOf(a Array) metrics.ArrayStats {
+	st := metrics.ArrayStats{Device: filepath.Base(a.Device), Name: a.Name, Level: a.Level, Layout: a.Layout,
+		State: metrics.ArrayActive, RaidDisks: a.RaidDisks, Size: a.SizeBytes}
+	seen := map[string]bool{}
+	for _, mb := range a.Members {
+		var ms metrics.MemberState
+		switch mb.State {
+		case "active":
+			ms = metrics.MemberActive
+		case "rebuilding":
+			ms = metrics.MemberRebuilding
+		case "faulty":
+			ms = metrics.MemberFailed
+		default:
+			continue // missing: an empty slot
+		}
+		name := filepath.Base(mb.Path)
+		if mb.Path == "" || seen[name] {
+			name = fmt.Sprintf("%s#%d", name, mb.Role)
+		}
+		seen[name] = true
+		st.Members = append(st.Members, metrics.MemberStats{Name: name, State: ms})
+	}
+	return st
+}

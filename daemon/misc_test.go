@@ -1,0 +1,102 @@
+package daemon
+
+import (
+	"fmt"
+	"net"
+	"os"
+	"path/filepath"
+	"reflect"
+	"testing"
+	"time"
+
+	"github.com/ublk-raid/ublk-raid/metrics"
+)
+
+func TestNotify(t *testing.T) {
+	t.Setenv("NOTIFY_SOCKET", "")
+	if err := Notify("READY=1"); err != nil {
+		t.Fatalf("without NOTIFY_SOCKET: %v", err)
+	}
+	for _, name := range []string{
+		filepath.Join(t.TempDir(), "notify"),
+		fmt.Sprintf("@ublk-raid-test-%d-%d", os.Getpid(), time.Now().UnixNano()), // abstract
+	} {
+		c, err := net.ListenUnixgram("unixgram", &net.UnixAddr{Name: name, Net: "unixgram"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Setenv("NOTIFY_SOCKET", name)
+		if err := Notify("READY=1\nSTATUS=serving 0 array(s)"); err != nil {
+			t.Fatalf("%s: %v", name, err)
+		}
+		b := make([]byte, 256)
+		c.SetReadDeadline(time.Now().Add(5 * time.Second))
+		n, err := c.Read(b)
+		if err != nil || string(b[:n]) != "READY=1\nSTATUS=serving 0 array(s)" {
+			t.Fatalf("%s: got %q %v", name, b[:n], err)
+		}
+		c.Close()
+	}
+	t.Setenv("NOTIFY_SOCKET", "relative")
+	if err := Notify("READY=1"); err == nil {
+		t.Fatal("relative NOTIFY_SOCKET accepted")
+	}
+}
+
+func TestStateFile(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "lib", "arrays.json")
+	s, err := LoadState(path)
+	if err != nil || len(s.Arrays) != 0 {
+		t.Fatalf("missing file: %+v %v", s, err)
+	}
+	want := State{Version: 1, Arrays: []StateEntry{
+		{Number: 0, UUID: "u0", Members: []string{"/dev/a", "/dev/b"}, Queues: 2, Depth: 128, MaxIOBytes: 512 << 10},
+		{Number: 3, UUID: "u3", Name: "tank", Members: []string{"/dev/c"}},
+	}}
+	if err := SaveState(path, State{Arrays: []StateEntry{want.Arrays[1], want.Arrays[0]}}); err != nil {
+		t.Fatal(err)
+	}
+	got, err := LoadState(path)
+	if err != nil || !reflect.DeepEqual(got, want) {
+		t.Fatalf("round trip: %+v %v", got, err)
+	}
+	if fi, _ := os.Stat(path); fi.Mode().Perm() != 0o600 {
+		t.Errorf("state file mode %v", fi.Mode())
+	}
+	ents, _ := os.ReadDir(filepath.Dir(path))
+	if len(ents) != 1 {
+		t.Errorf("temporary files left: %v", ents)
+	}
+	os.WriteFile(path, []byte("{"), 0o600)
+	if _, err := LoadState(path); err == nil {
+		t.Fatal("corrupt state file accepted")
+	}
+	os.WriteFile(path, []byte(`{"version":2,"arrays":[]}`), 0o600)
+	if _, err := LoadState(path); err == nil {
+		t.Fatal("state file version 2 accepted")
+	}
+}
+
+func TestStatsOf(t *testing.T) {
+	a := Array{Number: 2, Device: "/dev/ublkb2", Name: "tank", Level: "raid10", Layout: "n2", RaidDisks: 4, SizeBytes: 1 << 30,
+		Members: []Member{
+			{Role: 0, Path: "/dev/vdc", State: "active"},
+			{Role: 1, Path: "/dev/vdd", State: "faulty"},
+			{Role: 2, State: "missing"},
+			{Role: 3, Path: "/srv/b/img", State: "rebuilding"},
+		}}
+	got := StatsOf(a)
+	want := metrics.ArrayStats{Device: "ublkb2", Name: "tank", Level: "raid10", Layout: "n2", RaidDisks: 4, Size: 1 << 30,
+		Members: []metrics.MemberStats{
+			{Name: "vdc", State: metrics.MemberActive},
+			{Name: "vdd", State: metrics.MemberFailed},
+			{Name: "img", State: metrics.MemberRebuilding},
+		}}
+	if !reflect.DeepEqual(got, want) {
+		t.Fatalf("StatsOf:\n got %+v\nwant %+v", got, want)
+	}
+	a.Members = []Member{{Role: 0, Path: "/a/img", State: "active"}, {Role: 1, Path: "/b/img", State: "active"}}
+	if got := StatsOf(a); got.Members[0].Name == got.Members[1].Name {
+		t.Fatalf("member names not unique: %+v", got.Members)
+	}
+}

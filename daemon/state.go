@@ -1,0 +1,100 @@
+package daemon
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"sort"
+)
+
+// DefaultStateFile is where serve records its arrays.
+const DefaultStateFile = "/var/lib/ublk-raid/arrays.json"
+
+// State is the content of the state file: the arrays the daemon serves,
+// so that a new daemon can find them again (see the package comment).
+type State struct {
+	Version int          `json:"version"` // 1
+	Arrays  []StateEntry `json:"arrays"`
+}
+
+// StateEntry is one array of the state file.
+type StateEntry struct {
+	Number  int      `json:"number"` // N of /dev/ublkbN
+	UUID    string   `json:"uuid"`   // the array's UUID (checked on assembly)
+	Name    string   `json:"name,omitempty"`
+	Members []string `json:"members"` // member paths, as given to add
+	// Queue settings the device was created with (a fresh assembly uses
+	// them again; a recovery takes them from the kernel).
+	Queues     int `json:"queues,omitempty"`
+	Depth      int `json:"depth,omitempty"`
+	MaxIOBytes int `json:"max_io_bytes,omitempty"`
+}
+
+// LoadState reads the state file; a missing file is an empty state.
+func LoadState(path string) (State, error) {
+	b, err := os.ReadFile(path)
+	if errors.Is(err, os.ErrNotExist) {
+		return State{Version: 1}, nil
+	}
+	if err != nil {
+		return State{}, fmt.Errorf("state file: %w", err)
+	}
+	var s State
+	if err := json.Unmarshal(b, &s); err != nil {
+		return State{}, fmt.Errorf("state file %s: %w", path, err)
+	}
+	if s.Version != 1 {
+		return State{}, fmt.Errorf("state file %s: version %d, want 1", path, s.Version)
+	}
+	return s, nil
+}
+
+// SaveState replaces the state file atomically: a temporary file in the
+// same directory, written and fsynced, renamed over path, and the
+// directory fsynced, so a crash leaves either the old or the new file.
+func SaveState(path string, s State) error {
+	s.Version = 1
+	sort.Slice(s.Arrays, func(i, j int) bool { return s.Arrays[i].Number < s.Arrays[j].Number })
+	if s.Arrays == nil {
+		s.Arrays = []StateEntry{}
+	}
+	b, err := json.MarshalIndent(s, "", "  ")
+	if err != nil {
+		return err
+	}
+	b = append(b, '\n')
+	dir := filepath.Dir(path)
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return fmt.Errorf("state file: %w", err)
+	}
+	f, err := os.CreateTemp(dir, ".arrays-*.json")
+	if err != nil {
+		return fmt.Errorf("state file: %w", err)
+	}
+	tmp := f.Name()
+	_, err = f.Write(b)
+	if err == nil {
+		err = f.Sync()
+	}
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err == nil {
+		err = os.Rename(tmp, path)
+	}
+	if err != nil {
+		os.Remove(tmp)
+		return fmt.Errorf("state file: %w", err)
+	}
+	d, err := os.Open(dir)
+	if err != nil {
+		return fmt.Errorf("state file: %w", err)
+	}
+	defer d.Close()
+	if err := d.Sync(); err != nil {
+		return fmt.Errorf("state file: fsync %s: %w", dir, err)
+	}
+	return nil
+}

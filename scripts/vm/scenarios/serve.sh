@@ -1,0 +1,170 @@
+#!/bin/sh
+# The serve daemon end to end: `serve &`, `add --level 1` over two disks
+# prints the device; detail, list -o json and the metrics endpoint show it;
+# ext4 on it; kill -9 of serve while fio verify writes to the mounted fs,
+# and a new serve re-attaches (state file + user recovery): fio ends with 0
+# errors; fail and remove change what detail, list and the metrics say;
+# SIGTERM while the fs is mounted and fio runs (a `systemctl restart`)
+# leaves the device to the next serve, again without an error; files intact;
+# del refuses a mounted array, then deletes it; no I/O error in the kernel
+# log.
+set -eu
+. scripts/vm/scenarios/lib.sh
+set -- ${SERVE_DISKS:-/dev/vdc /dev/vdd}
+A=$1
+B=$2
+STATE=$SCRATCH/serve-state/arrays.json
+METRICS=127.0.0.1:9999
+MNT=/mnt/serve
+rm -rf "$SCRATCH/serve-state"
+for d in $A $B; do dd if=/dev/zero of="$d" bs=1M count=4 oflag=direct 2>/dev/null; done
+dmesg_start=$(dmesg | wc -l)
+
+# start_serve LOG: starts serve in the background (SERVER_PID, so that
+# lib.sh's exit trap stops it) and waits until its socket answers.
+start_serve() {
+	"$BIN" serve --state-file "$STATE" --metrics-listen "$METRICS" >"$1.out" 2>"$1.err" &
+	SERVER_PID=$!
+	i=0
+	until "$BIN" list -o json >/dev/null 2>&1 && grep -q '"serving"' "$1.err"; do
+		i=$((i + 1))
+		if [ $i -gt 600 ] || ! kill -0 "$SERVER_PID" 2>/dev/null; then
+			cat "$1.err" >&2
+			fail "serve did not come up"
+		fi
+		sleep 0.1
+	done
+}
+detail() { "$BIN" detail -n "$N" >"$SCRATCH/sv-detail.txt" || true; }
+has_row() { # has_row FILE FIELDS...: a line of FILE has exactly these fields
+	f=$1
+	shift
+	awk -v want="$*" '{ $1 = $1 } $0 == want { found = 1 } END { exit !found }' "$f"
+}
+metrics() { curl -sf "http://$METRICS/metrics" >"$SCRATCH/sv-metrics.txt" || fail "curl $METRICS/metrics"; }
+expect_metric() { # expect_metric SERIES VALUE
+	grep -qxF "$1 $2" "$SCRATCH/sv-metrics.txt" ||
+		{ grep "^${1%%\{*}" "$SCRATCH/sv-metrics.txt" >&2; fail "metrics: want '$1 $2'"; }
+}
+# fio_on_fs NAME: randwrite with crc32c verify on a file of the mounted fs,
+# in the background (FIO).
+fio_on_fs() {
+	fio --name="$1" --filename="$MNT/$1.fio" --rw=randwrite --bs=8k --iodepth=16 --direct=1 --ioengine=libaio \
+		--eta=never --verify_state_save=0 --size=96M --verify=crc32c --do_verify=1 --verify_fatal=1 \
+		--output="$SCRATCH/sv-$1.fio" &
+	FIO=$!
+	sleep 3
+	kill -0 $FIO 2>/dev/null || { cat "$SCRATCH/sv-$1.fio"; fail "fio $1 ended before the daemon was stopped"; }
+}
+fio_wait() {
+	wait $FIO || { cat "$SCRATCH/sv-$1.fio"; fail "fio $1 exited $?"; }
+	e=$(fio_errors "$SCRATCH/sv-$1.fio")
+	[ "$e" = 0 ] || { cat "$SCRATCH/sv-$1.fio"; fail "fio $1 reported $e errors"; }
+}
+
+step "serve, add --level 1 $A $B"
+start_serve "$SCRATCH/sv1"
+DEV=$("$BIN" add --level 1 --name tank -q 2 "$A" "$B") || fail "add"
+echo "$DEV" | grep -qx '/dev/ublkb[0-9]*' || fail "add printed '$DEV'"
+[ -b "$DEV" ] || fail "$DEV is not a block device"
+N=$(echo "$DEV" | tr -dc 0-9)
+D=ublkb$N
+
+step "detail, list -o json, metrics"
+detail
+cat "$SCRATCH/sv-detail.txt"
+grep -q 'Raid Level : raid1' "$SCRATCH/sv-detail.txt" && grep -q 'State : active' "$SCRATCH/sv-detail.txt" &&
+	has_row "$SCRATCH/sv-detail.txt" 0 active "$A" && has_row "$SCRATCH/sv-detail.txt" 1 active "$B" || fail "detail"
+"$BIN" detail -n "$N" --test >/dev/null || fail "detail --test of a healthy array exited $?"
+"$BIN" list -o json >"$SCRATCH/sv-list.json" || fail "list -o json"
+grep -q "\"device\": \"$DEV\"" "$SCRATCH/sv-list.json" && grep -q '"state": "active"' "$SCRATCH/sv-list.json" &&
+	grep -q '"name": "tank"' "$SCRATCH/sv-list.json" || { cat "$SCRATCH/sv-list.json"; fail "list -o json"; }
+metrics
+expect_metric "ublkraid_disks{device=\"$D\",state=\"active\"}" 2
+expect_metric "ublkraid_degraded{device=\"$D\"}" 0
+expect_metric "ublkraid_info{device=\"$D\",layout=\"\",level=\"raid1\",name=\"tank\"}" 1
+curl -sf --unix-socket /run/ublk-raid/control.sock "http://x/v1/arrays/$N" | grep -q '"level": "raid1"' ||
+	fail "curl --unix-socket on the control socket"
+
+step "ext4 on $DEV, files"
+mkfs.ext4 -q -F "$DEV" || fail mkfs.ext4
+mkdir -p $MNT
+mount "$DEV" $MNT || fail mount
+i=0
+while [ $i -lt 6 ]; do
+	head -c 8388608 /dev/urandom >$MNT/f$i || fail "write f$i"
+	i=$((i + 1))
+done
+sync
+(cd $MNT && sha256sum f* >"$SCRATCH/sv.sums")
+
+step "kill -9 serve while fio verify writes to the mounted fs; a new serve recovers the device"
+fio_on_fs crash
+kill -9 "$SERVER_PID"
+wait "$SERVER_PID" 2>/dev/null || true
+start_serve "$SCRATCH/sv2"
+grep -q '"recovered":true' "$SCRATCH/sv2.err" || { cat "$SCRATCH/sv2.err"; fail "the new serve did not recover $DEV"; }
+fio_wait crash
+"$BIN" list -o json | grep -q '"recovered": true' || fail "list does not say the array was recovered"
+
+step "fail $B: detail, list and metrics say degraded"
+out=$("$BIN" fail -n "$N" "$B") || fail "fail"
+echo "$out"
+detail
+grep -q 'State : degraded' "$SCRATCH/sv-detail.txt" && has_row "$SCRATCH/sv-detail.txt" 1 faulty "$B" ||
+	{ cat "$SCRATCH/sv-detail.txt"; fail "detail after fail"; }
+set +e
+"$BIN" detail -n "$N" --test >/dev/null
+rc=$?
+set -e
+[ $rc = 1 ] || fail "detail --test of a degraded array exited $rc, want 1"
+"$BIN" list -o json | grep -q '"state": "degraded"' || fail "list after fail"
+metrics
+expect_metric "ublkraid_degraded{device=\"$D\"}" 1
+expect_metric "ublkraid_disks{device=\"$D\",state=\"failed\"}" 1
+expect_metric "ublkraid_member_state{device=\"$D\",member=\"$(basename "$B")\",state=\"failed\"}" 1
+grep -q '"member failed"' "$SCRATCH/sv2.err" || fail "no 'member failed' log line"
+
+step "remove $B"
+"$BIN" remove -n "$N" "$B" || fail "remove"
+detail
+has_row "$SCRATCH/sv-detail.txt" 1 missing "$B" || { cat "$SCRATCH/sv-detail.txt"; fail "detail after remove"; }
+"$BIN" list -o json | grep -q '"missing_disks": 1' || fail "list after remove"
+metrics
+expect_metric "ublkraid_disks{device=\"$D\",state=\"failed\"}" 0
+expect_metric "ublkraid_disks{device=\"$D\",state=\"active\"}" 1
+grep -q "$B" "$STATE" && { cat "$STATE"; fail "the state file still lists the removed $B"; }
+out=$("$BIN" re-add -n "$N" "$B" 2>&1) && fail "re-add succeeded: $out"
+echo "$out" | grep -q "not available yet" || fail "re-add said: $out"
+
+step "SIGTERM serve (systemctl restart) while the fs is mounted and fio runs: the device stays, a new serve recovers it"
+fio_on_fs restart
+kill -TERM "$SERVER_PID"
+wait "$SERVER_PID" || fail "serve exited $? on SIGTERM"
+grep -q 'device in use: leaving it' "$SCRATCH/sv2.err" || { cat "$SCRATCH/sv2.err"; fail "serve did not leave the mounted device"; }
+start_serve "$SCRATCH/sv3"
+grep -q '"recovered":true' "$SCRATCH/sv3.err" || { cat "$SCRATCH/sv3.err"; fail "the new serve did not recover $DEV"; }
+fio_wait restart
+(cd $MNT && sha256sum -c --quiet "$SCRATCH/sv.sums") || fail "files differ"
+
+step "del refuses the mounted array; after umount it deletes it"
+out=$("$BIN" del -n "$N" 2>&1) && fail "del of a mounted array succeeded: $out"
+echo "$out" | grep -q "in use" || fail "del said: $out"
+umount $MNT
+echo 3 >/proc/sys/vm/drop_caches
+mount "$DEV" $MNT && (cd $MNT && sha256sum -c --quiet "$SCRATCH/sv.sums") || fail "files differ after remount"
+umount $MNT
+[ "$("$BIN" del -n "$N")" = "deleted $DEV" ] || fail "del"
+assert_no_devices
+grep -q '"arrays": \[\]' "$STATE" || { cat "$STATE"; fail "the state file still lists the array"; }
+"$BIN" list -o json | grep -q '"arrays": \[\]' || fail "list after del"
+kill -TERM "$SERVER_PID"
+wait "$SERVER_PID" || fail "serve exited $? on SIGTERM"
+[ ! -e /run/ublk-raid/control.sock ] || fail "the control socket was left behind"
+out=$("$BIN" detail -n "$N" 2>&1) && fail "detail without a daemon succeeded"
+echo "$out" | grep -q "ublk-raid serve" || fail "detail without a daemon said: $out"
+
+if dmesg | tail -n +$((dmesg_start + 1)) | grep -Ei 'I/O error|blk_update_request|Buffer I/O|EXT4-fs error|hung_task|blocked for more than'; then
+	fail "kernel log shows I/O errors or hung tasks"
+fi
+echo "serve: ok"
