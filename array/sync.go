@@ -56,12 +56,25 @@ type syncer struct {
 	lastHad  bool
 	mism     uint64
 	// log, if set, is told when a job starts and ends.
-	log func(msg string, kind string, targets []int, done uint64, mismatches uint64, err error)
+	log func(msg string, r SyncReport, err error)
+}
+
+// SyncReport describes a background job for the log. Sector counts are
+// 512-byte sectors: of the rebuilt member for a rebuild, of the array
+// otherwise.
+type SyncReport struct {
+	Kind    string
+	Targets []int
+	// Position is where the job starts or ended; Synced what it read and
+	// copied or compared, Skipped what it did not need to (never written,
+	// or clean in the bitmap).
+	Position, Synced, Skipped uint64
+	Mismatches                uint64 // check/repair: 4 KiB blocks
 }
 
 // SetSyncLog sets the function told when a background job starts and
-// ends (done: sectors covered; mismatches: check/repair).
-func (a *Array) SetSyncLog(f func(msg string, kind string, targets []int, done uint64, mismatches uint64, err error)) {
+// ends.
+func (a *Array) SetSyncLog(f func(msg string, r SyncReport, err error)) {
 	if a.sync != nil {
 		a.sync.mu.Lock()
 		a.sync.log = f
@@ -314,7 +327,7 @@ func (y *syncer) start(job resync.Job, finish func(resync.Result, error)) error 
 		job.Progress = a.resyncProgress
 	}
 	if log != nil {
-		log("sync started", job.Kind.String(), job.Targets, job.Start, 0, nil)
+		log("sync started", SyncReport{Kind: job.Kind.String(), Targets: job.Targets, Position: job.Start}, nil)
 	}
 	go func() {
 		defer close(done)
@@ -337,7 +350,8 @@ func (y *syncer) start(job resync.Job, finish func(resync.Result, error)) error 
 		}
 		y.mu.Unlock()
 		if log != nil {
-			log("sync ended", job.Kind.String(), job.Targets, res.End, res.Mismatches, err)
+			log("sync ended", SyncReport{Kind: job.Kind.String(), Targets: job.Targets, Position: res.End,
+				Synced: res.Synced, Skipped: res.Skipped, Mismatches: res.Mismatches}, err)
 		}
 	}()
 	return nil

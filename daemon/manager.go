@@ -280,10 +280,11 @@ func (m *Manager) start(a *array.Array, n int, cfg ublk.Config, recover bool) (*
 		}
 		m.log.Info("bitmap", f...)
 	}
-	a.SetSyncLog(func(msg, kind string, targets []int, done, mism uint64, err error) {
-		f := []zap.Field{zap.String("device", dev), zap.String("action", kind), zap.Ints("targets", targets), zap.Uint64("position_sectors", done)}
-		if kind == "check" || kind == "repair" {
-			f = append(f, zap.Uint64("mismatch_cnt", mism))
+	a.SetSyncLog(func(msg string, r array.SyncReport, err error) {
+		f := []zap.Field{zap.String("device", dev), zap.String("action", r.Kind), zap.Ints("targets", r.Targets),
+			zap.Uint64("position_sectors", r.Position), zap.Uint64("synced_bytes", r.Synced<<9), zap.Uint64("skipped_bytes", r.Skipped<<9)}
+		if r.Kind == "check" || r.Kind == "repair" {
+			f = append(f, zap.Uint64("mismatch_cnt", r.Mismatches))
 		}
 		if err != nil {
 			m.log.Error(msg, append(f, zap.Error(err))...)

@@ -42,7 +42,8 @@ type Queue struct {
 	pollFor   time.Duration
 	waker     Waker    // the handler, if it wants wake-ups
 	wake      *os.File // eventfd other goroutines write to wake the queue
-	wakeBuf   []byte   // 8 bytes off the Go heap: the eventfd read's target
+	wakeMem   []byte   // one page off the Go heap
+	wakeBuf   []byte   // its first 8 bytes: the eventfd read's target
 	wakeArmed bool     // the eventfd read is in flight
 }
 
@@ -195,15 +196,22 @@ func (q *Queue) setup(s queueSetup) error {
 		return fmt.Errorf("queue %d: mmap descriptors of %s: %w", q.id, q.char.Name(), err)
 	}
 	q.descs = unsafe.Slice((*ioDesc)(unsafe.Pointer(&q.descMem[0])), q.depth)
-	// The tag buffers, then one page for the wake-up eventfd's counter.
-	q.bufMem, err = unix.Mmap(-1, 0, q.depth*q.maxIO+pageSize, unix.PROT_READ|unix.PROT_WRITE, unix.MAP_ANON|unix.MAP_PRIVATE|unix.MAP_NORESERVE)
+	// The tag buffers start on a 2 MiB (huge page) boundary: registering
+	// a buffer that starts inside a transparent huge page made 6.12 send
+	// corrupt requests to the members (virtio I/O errors under ext4).
+	q.bufMem, err = mmapAligned(q.depth*q.maxIO, hugePage)
 	if err != nil {
 		return fmt.Errorf("queue %d: mmap %d I/O buffers: %w", q.id, q.depth, err)
 	}
-	q.wakeBuf = q.bufMem[q.depth*q.maxIO : q.depth*q.maxIO+8 : q.depth*q.maxIO+8]
 	if s.fixedBuffers {
-		q.fixedBufs = ring.RegisterBuffer(q.bufMem[:q.depth*q.maxIO]) == nil
+		q.fixedBufs = ring.RegisterBuffer(q.bufMem) == nil
 	}
+	// One page for the wake-up eventfd's counter.
+	q.wakeMem, err = unix.Mmap(-1, 0, pageSize, unix.PROT_READ|unix.PROT_WRITE, unix.MAP_ANON|unix.MAP_PRIVATE)
+	if err != nil {
+		return fmt.Errorf("queue %d: mmap: %w", q.id, err)
+	}
+	q.wakeBuf = q.wakeMem[:8:8]
 	efd, err := unix.Eventfd(0, unix.EFD_CLOEXEC|unix.EFD_NONBLOCK)
 	if err != nil {
 		return fmt.Errorf("queue %d: eventfd: %w", q.id, err)
@@ -223,6 +231,42 @@ func (q *Queue) setup(s queueSetup) error {
 	if w, ok := q.handler.(Waker); ok {
 		q.waker = w
 		q.armWake()
+	}
+	return nil
+}
+
+const hugePage = 2 << 20
+
+// mmapAligned maps n bytes of anonymous memory starting at a multiple of
+// align (a power of two): it maps n+align and unmaps the excess.
+func mmapAligned(n, align int) ([]byte, error) {
+	m, err := unix.Mmap(-1, 0, n+align, unix.PROT_READ|unix.PROT_WRITE, unix.MAP_ANON|unix.MAP_PRIVATE|unix.MAP_NORESERVE)
+	if err != nil {
+		return nil, err
+	}
+	start := uintptr(unsafe.Pointer(&m[0]))
+	skip := int((uintptr(align) - start%uintptr(align)) % uintptr(align))
+	// unix.Munmap only takes whole mappings it made: trim with the raw call.
+	if skip > 0 {
+		if err := munmapRaw(m[:skip]); err != nil {
+			munmapRaw(m)
+			return nil, err
+		}
+	}
+	if tail := align - skip; tail > 0 {
+		if err := munmapRaw(m[skip+n:]); err != nil {
+			munmapRaw(m[skip:])
+			return nil, err
+		}
+	}
+	return m[skip : skip+n : skip+n], nil
+}
+
+// munmapRaw unmaps the pages of b (from mmapAligned).
+func munmapRaw(b []byte) error {
+	_, _, e := unix.Syscall(unix.SYS_MUNMAP, uintptr(unsafe.Pointer(unsafe.SliceData(b))), uintptr(len(b)), 0)
+	if e != 0 {
+		return e
 	}
 	return nil
 }
@@ -363,7 +407,11 @@ func (q *Queue) close() {
 		q.descMem, q.descs = nil, nil
 	}
 	if q.bufMem != nil {
-		unix.Munmap(q.bufMem)
+		munmapRaw(q.bufMem)
 		q.bufMem = nil
+	}
+	if q.wakeMem != nil {
+		unix.Munmap(q.wakeMem)
+		q.wakeMem, q.wakeBuf = nil, nil
 	}
 }

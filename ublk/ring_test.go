@@ -7,6 +7,7 @@ import (
 	"runtime"
 	"testing"
 	"time"
+	"unsafe"
 
 	"golang.org/x/sys/unix"
 )
@@ -205,5 +206,21 @@ func TestRingWaitSurvivesSignals(t *testing.T) {
 			t.Fatalf("timeout cqe %+v", c)
 		}
 		r.SeenCQE()
+	}
+}
+
+func TestMmapAligned(t *testing.T) {
+	for _, n := range []int{4096, 5 << 19, 64 << 20, 3 << 12} {
+		m, err := mmapAligned(n, hugePage)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if p := uintptr(unsafe.Pointer(&m[0])); p%hugePage != 0 || len(m) != n || cap(m) != n {
+			t.Fatalf("mmapAligned(%d): start %#x len %d cap %d", n, p, len(m), cap(m))
+		}
+		m[0], m[n-1] = 1, 2
+		if err := munmapRaw(m); err != nil {
+			t.Fatal(err)
+		}
 	}
 }

@@ -181,10 +181,11 @@ func runArray(o runOptions, spec array.CreateSpec, cfg ublk.Config, stdout io.Wr
 		log.Error("member failed", zap.Int("role", role), zap.String("member", path), zap.Bool("degraded", true))
 	}
 	logBitmap(log, a)
-	a.SetSyncLog(func(msg string, kind string, targets []int, done uint64, mism uint64, err error) {
-		f := []zap.Field{zap.String("action", kind), zap.Ints("targets", targets), zap.Uint64("done_bytes", done<<9)}
-		if kind == "check" || kind == "repair" {
-			f = append(f, zap.Uint64("mismatch_cnt", mism))
+	a.SetSyncLog(func(msg string, r array.SyncReport, err error) {
+		f := []zap.Field{zap.String("action", r.Kind), zap.Ints("targets", r.Targets),
+			zap.Uint64("position_sectors", r.Position), zap.Uint64("synced_bytes", r.Synced<<9), zap.Uint64("skipped_bytes", r.Skipped<<9)}
+		if r.Kind == "check" || r.Kind == "repair" {
+			f = append(f, zap.Uint64("mismatch_cnt", r.Mismatches))
 		}
 		if err != nil {
 			log.Error(msg, append(f, zap.Error(err))...)

@@ -6,6 +6,10 @@ mkdir -p "$SCRATCH"
 
 fail() {
 	echo "FAIL: $*" >&2
+	if [ -n "${log:-}" ] && [ -s "$log.err" ]; then
+		echo "--- last lines of $log.err:" >&2
+		tail -n 40 "$log.err" >&2
+	fi
 	exit 1
 }
 

@@ -134,8 +134,26 @@ metrics
 expect_metric "ublkraid_disks{device=\"$D\",state=\"failed\"}" 0
 expect_metric "ublkraid_disks{device=\"$D\",state=\"active\"}" 1
 grep -q "$B" "$STATE" && { cat "$STATE"; fail "the state file still lists the removed $B"; }
-out=$("$BIN" re-add -n "$N" "$B" 2>&1) && fail "re-add succeeded: $out"
-echo "$out" | grep -q "not available yet" || fail "re-add said: $out"
+
+step "re-add $B after writing 16 MiB while it was away: only dirty regions are copied; check finds no mismatch"
+dd if=/dev/urandom of=$MNT/away bs=1M count=16 conv=fsync 2>/dev/null
+sha256sum $MNT/away >>"$SCRATCH/sv.sums"
+"$BIN" re-add -n "$N" "$B" || fail "re-add"
+"$BIN" detail -n "$N" --wait >"$SCRATCH/sv-detail.txt" || fail "detail --wait"
+cat "$SCRATCH/sv-detail.txt"
+has_row "$SCRATCH/sv-detail.txt" 1 active "$B" || fail "detail after re-add"
+grep -q 'last rebuild: ok' "$SCRATCH/sv-detail.txt" || fail "the rebuild did not end well"
+line=$(grep '"msg":"sync ended"' "$SCRATCH/sv2.err" | grep '"action":"rebuild"' | tail -1)
+echo "re-add: $line"
+synced=$(echo "$line" | sed 's/.*"synced_bytes":\([0-9]*\).*/\1/')
+skipped=$(echo "$line" | sed 's/.*"skipped_bytes":\([0-9]*\).*/\1/')
+[ "$skipped" -gt "$synced" ] || fail "re-add copied $synced bytes and skipped $skipped: not just the dirty regions"
+grep -q "$B" "$STATE" || { cat "$STATE"; fail "the state file does not list the re-added $B"; }
+"$BIN" check -n "$N" || fail "check"
+"$BIN" detail -n "$N" --wait >"$SCRATCH/sv-detail.txt" || fail "detail --wait"
+grep -q 'last check: ok, mismatch_cnt 0' "$SCRATCH/sv-detail.txt" || { cat "$SCRATCH/sv-detail.txt"; fail "check after re-add"; }
+metrics
+expect_metric "ublkraid_disks{device=\"$D\",state=\"active\"}" 2
 
 step "SIGTERM serve (systemctl restart) while the fs is mounted and fio runs: the device stays, a new serve recovers it"
 fio_on_fs restart
