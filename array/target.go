@@ -78,11 +78,12 @@ func (a *Array) NewQueue(q *ublk.Queue) (ublk.QueueHandler, error) {
 		h.blockDev[r] = m != nil && m.BlockDevice
 	}
 	h.exec = engine.NewExecutor(a.Engine, h, q.Depth(), q.MaxIOBytes())
+	start := time.Now()
+	// The clock times bitmap waits and member reads (read balancing).
+	h.exec.Now = func() time.Duration { return time.Since(start) }
 	if bm := a.Bitmap; bm != nil {
 		h.exec.Intent = bm
 		h.exec.Token = uint32(q.ID())
-		start := time.Now()
-		h.exec.Now = func() time.Duration { return time.Since(start) }
 		h.exec.Waited = bm.WaitTimes().Observe
 		h.inbox = make([]uint16, 0, q.Depth())
 		h.work = make([]uint16, 0, q.Depth())
