@@ -120,13 +120,17 @@ func (b *Balance) Complete(m int, sectors uint32, start, now time.Duration) {
 // no sample yet).
 func (b *Balance) ServiceTime(m int) time.Duration { return time.Duration(b.svc[m]) }
 
-// load is the expected cost of adding sectors to member m's queue.
-func (b *Balance) load(m int, sectors uint32) float64 {
+// load is the expected cost of adding sectors to member m's queue; guess
+// stands in for a service time not measured yet.
+func (b *Balance) load(m int, sectors uint32, guess float64) float64 {
 	q := float64(b.Inflight[m] + int64(sectors))
 	if !b.timed {
 		return q
 	}
 	s := b.svc[m]
+	if s == 0 {
+		s = guess
+	}
 	if b.ProbeAfter > 0 && b.Inflight[m] == 0 {
 		if age := b.now - b.lastDone[m]; age > b.ProbeAfter {
 			s /= float64(uint64(1) << min(uint64(age/b.ProbeAfter), 62))
@@ -148,6 +152,16 @@ func (b *Balance) Pick(locs []Location, ok uint32, sectors uint32) int {
 			ok &= rd
 		}
 	}
+	// A member not measured yet is guessed as fast as the fastest measured
+	// candidate: tried soon, but not flooded as if it were free.
+	var guess float64
+	if b.timed {
+		for i, l := range locs {
+			if s := b.svc[l.Member]; ok&(1<<uint(i)) != 0 && s > 0 && (guess == 0 || s < guess) {
+				guess = s
+			}
+		}
+	}
 	best, seq := -1, -1
 	var bestLoad, seqLoad float64
 	for i, l := range locs {
@@ -155,7 +169,7 @@ func (b *Balance) Pick(locs []Location, ok uint32, sectors uint32) int {
 			continue
 		}
 		m := l.Member
-		ld := b.load(m, sectors)
+		ld := b.load(m, sectors, guess)
 		if best < 0 || ld < bestLoad || (ld == bestLoad && b.Inflight[m] < b.Inflight[locs[best].Member]) {
 			best, bestLoad = i, ld
 		}
