@@ -81,6 +81,7 @@ func (a *Array) NewQueue(q *ublk.Queue) (ublk.QueueHandler, error) {
 	start := time.Now()
 	// The clock times bitmap waits and member reads (read balancing).
 	h.exec.Now = func() time.Duration { return time.Since(start) }
+	h.exec.Balance().WriteMostly = a.WriteMostly
 	if bm := a.Bitmap; bm != nil {
 		h.exec.Intent = bm
 		h.exec.Token = uint32(q.ID())

@@ -6,6 +6,7 @@ import (
 	"io"
 	"os"
 	"os/signal"
+	"slices"
 	"syscall"
 
 	"github.com/spf13/cobra"
@@ -25,6 +26,8 @@ type runOptions struct {
 	name    string
 	recover bool
 	members []string
+	// writeMostly: members read only when no other copy can serve.
+	writeMostly []string
 }
 
 func newRunCmd(logLevel *string) *cobra.Command {
@@ -69,6 +72,8 @@ func newRunCmd(logLevel *string) *cobra.Command {
 	c.Flags().StringVarP(&o.chunk, "chunk", "c", "512K", "chunk size for a new array: power of two, 4K..64M")
 	c.Flags().StringVar(&o.name, "name", "", "array name (up to 32 bytes)")
 	c.Flags().BoolVar(&o.recover, "recover", false, "re-attach to device -n N whose server died")
+	c.Flags().StringArrayVar(&o.writeMostly, "write-mostly", nil,
+		"MEMBER (one of the members given) is read only when no other copy can serve (repeatable; raid1/raid10)")
 	return c
 }
 
@@ -108,6 +113,14 @@ func (o *runOptions) spec() (array.CreateSpec, error) {
 		return s, usagef("--chunk %s: must be a power of two from 4K to 64M", o.chunk)
 	}
 	s.ChunkSectors = uint64(chunk >> 9)
+	for _, w := range o.writeMostly {
+		if !slices.Contains(o.members, w) {
+			return s, usagef("--write-mostly %s: not one of the members given", w)
+		}
+		if s.Level == engine.Level0 {
+			return s, usagef("--write-mostly: raid0 has a single copy of everything")
+		}
+	}
 	if s.Level >= 0 {
 		g := engine.Geometry{Level: s.Level, Members: len(o.members), Layout: s.Layout, ChunkSectors: s.ChunkSectors,
 			MemberSectors: engine.MaxMemberSectors}
@@ -130,6 +143,9 @@ func runArray(o runOptions, spec array.CreateSpec, cfg ublk.Config, stdout io.Wr
 		return err
 	}
 	defer a.Close()
+	if a.WriteMostly, err = writeMostlyRoles(a, o.writeMostly); err != nil {
+		return err
+	}
 	g := a.Engine.Geo
 	log.Info("array open", zap.String("level", g.Level.String()), zap.Int("members", g.Members),
 		zap.String("layout", g.Layout.String()), zap.Uint64("chunk_bytes", g.ChunkSectors<<9),
@@ -188,4 +204,22 @@ func openArray(members []string, spec array.CreateSpec) (*array.Array, error) {
 		return nil, fmt.Errorf("the members hold a %s array; --level %d would create a new one: wipe them first", a.Engine.Geo.Level, spec.Level)
 	}
 	return a, nil
+}
+
+// writeMostlyRoles maps --write-mostly members to a mask of their roles.
+func writeMostlyRoles(a *array.Array, paths []string) (uint64, error) {
+	var mask uint64
+	for _, p := range paths {
+		found := false
+		for r, m := range a.Members {
+			if m != nil && m.Path == p {
+				mask |= 1 << uint(r)
+				found = true
+			}
+		}
+		if !found {
+			return 0, usagef("--write-mostly %s: not a member of the array", p)
+		}
+	}
+	return mask, nil
 }
