@@ -58,7 +58,7 @@ const (
 	// io_opt (raid1): 1 MiB.
 	DefaultSeqWindow = 2048
 	// DefaultProbeAfter is how long an idle member's estimate stays whole.
-	DefaultProbeAfter = 100 * time.Millisecond
+	DefaultProbeAfter = time.Second
 	// ewmaShift: each sample moves the estimate by 1/8 of the difference.
 	ewmaWeight = 1.0 / 8
 )
