@@ -26,11 +26,17 @@ import "time"
 // predicts). On a mirror of a fast and a slow member, the loads even out
 // when each member's share of in-flight reads is proportional to its speed.
 //
+// The EWMA weighs a sample by the time since the member's previous
+// completion (at least 1/16, all of it after ewmaSpan): a busy member's
+// estimate is smoothed over many reads, while the sample of a member read
+// only now and then replaces its estimate, so one slow outlier on a rarely
+// used member is not remembered for long. A member idle for ProbeAfter
+// since its last completion counts as free once: it gets the next read (a
+// probe) and a fresh estimate, so a member once slow, or slow once, is
+// retried instead of being shunned forever.
+//
 // Without timing (no Tick call) the service time is unknown and load is the
-// sectors in flight: the old LeastLoaded policy. A member whose estimate has
-// not been refreshed for ProbeAfter while idle has it halved per ProbeAfter
-// elapsed in comparisons, so a member once slow is retried now and then
-// instead of being shunned forever.
+// sectors in flight: the old LeastLoaded policy.
 type Balance struct {
 	// Inflight is sectors in flight per member on this queue, maintained by
 	// the executor (submit adds, completion subtracts).
@@ -41,7 +47,7 @@ type Balance struct {
 	// Window is the sequential stream length, in sectors, kept on one
 	// member (0: no stream affinity).
 	Window uint64
-	// ProbeAfter: see the type comment (0: estimates never age).
+	// ProbeAfter: see the type comment (0: no probes).
 	ProbeAfter time.Duration
 
 	timed    bool
@@ -57,10 +63,13 @@ const (
 	// DefaultSeqWindow is the stream window when the array advertises no
 	// io_opt (raid1): 1 MiB.
 	DefaultSeqWindow = 2048
-	// DefaultProbeAfter is how long an idle member's estimate stays whole.
+	// DefaultProbeAfter is how long an idle member goes unprobed: at QD1 on
+	// a mirror whose other member is 10x faster, probes cost about 1%.
 	DefaultProbeAfter = time.Second
-	// ewmaShift: each sample moves the estimate by 1/8 of the difference.
-	ewmaWeight = 1.0 / 8
+	// A sample moves the estimate by (time since the member's previous
+	// completion)/ewmaSpan of the difference, at least ewmaMinWeight.
+	ewmaSpan      = 50 * time.Millisecond
+	ewmaMinWeight = 1.0 / 16
 )
 
 // NewBalance returns a balancer for an array of g's geometry, with the
@@ -100,20 +109,21 @@ func (b *Balance) Tick(now time.Duration) {
 // Complete records a successful read of sectors on member m submitted at
 // start and completed at now.
 func (b *Balance) Complete(m int, sectors uint32, start, now time.Duration) {
-	from := max(start, b.lastDone[m])
-	b.lastDone[m] = max(now, b.lastDone[m])
+	prev := b.lastDone[m]
+	from := max(start, prev)
+	b.lastDone[m] = max(now, prev)
 	if sectors == 0 {
 		return
 	}
 	sample := float64(max(now-from, 0)) / float64(sectors)
+	w := min(max(float64(now-prev)/float64(ewmaSpan), ewmaMinWeight), 1)
 	if b.svc[m] == 0 {
-		b.svc[m] = sample
-		if sample == 0 {
-			b.svc[m] = 1e-3 // a sample, if a tiny one: not "unknown"
-		}
-		return
+		w = 1
 	}
-	b.svc[m] += (sample - b.svc[m]) * ewmaWeight
+	b.svc[m] += (sample - b.svc[m]) * w
+	if b.svc[m] == 0 {
+		b.svc[m] = 1e-3 // a sample, if a tiny one: not "unknown"
+	}
 }
 
 // ServiceTime returns member m's estimated service time per sector (0:
@@ -127,14 +137,12 @@ func (b *Balance) load(m int, sectors uint32, guess float64) float64 {
 	if !b.timed {
 		return q
 	}
+	if b.ProbeAfter > 0 && b.Inflight[m] == 0 && b.now-b.lastDone[m] > b.ProbeAfter {
+		return 0 // probe
+	}
 	s := b.svc[m]
 	if s == 0 {
 		s = guess
-	}
-	if b.ProbeAfter > 0 && b.Inflight[m] == 0 {
-		if age := b.now - b.lastDone[m]; age > b.ProbeAfter {
-			s /= float64(uint64(1) << min(uint64(age/b.ProbeAfter), 62))
-		}
 	}
 	return q * s
 }

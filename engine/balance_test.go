@@ -460,3 +460,19 @@ func BenchmarkExec4KRead(b *testing.B) {
 		})
 	}
 }
+
+// One slow outlier on the fast member (its estimate 80 ms per 4 KiB read)
+// sends QD1 reads to the slow member only until the fast one is probed;
+// the probe's sample replaces the outlier (a rarely read member's sample
+// weighs fully), and reads go back to the fast member.
+func TestBalanceOutlierRecovers(t *testing.T) {
+	r := simulate(t, mirrorGeometries[0], mixedPair(100*time.Microsecond, time.Millisecond), 1, 40000, true,
+		func(b *Balance) {
+			b.svc[0] = float64(80*time.Millisecond) / 8
+			b.svc[1] = float64(time.Millisecond) / 8
+		})
+	t.Logf("%v", r)
+	if r.share[0] < 0.95 {
+		t.Errorf("fast member's share %.3f after an outlier, want >= 0.95", r.share[0])
+	}
+}
