@@ -64,6 +64,10 @@ type Array struct {
 	// OnBitmapMemberError, if set, is told of a member that failed a
 	// bitmap write (the array fails the member).
 	OnBitmapMemberError func(role int, err error)
+	// WriteMostly is a bit mask of roles read only when no other copy can
+	// serve (md's write-mostly); set before the device starts. Not stored
+	// in the superblocks: give it on every run.
+	WriteMostly uint64
 
 	fl *flusher
 	// Background jobs (nil for raid0): the barrier user writes pass and

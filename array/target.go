@@ -80,11 +80,13 @@ func (a *Array) NewQueue(q *ublk.Queue) (ublk.QueueHandler, error) {
 		h.fixed[r] = a.current[r].Load() // what Files() registered
 	}
 	h.exec = engine.NewExecutor(a.Engine, h, q.Depth(), q.MaxIOBytes())
+	start := time.Now()
+	// The clock times bitmap waits and member reads (read balancing).
+	h.exec.Now = func() time.Duration { return time.Since(start) }
+	h.exec.Balance().WriteMostly = a.WriteMostly
 	if bm := a.Bitmap; bm != nil {
 		h.exec.Intent = bm
 		h.exec.Token = uint32(q.ID())
-		start := time.Now()
-		h.exec.Now = func() time.Duration { return time.Since(start) }
 		h.exec.Waited = a.bitmapWait.Observe
 		h.inbox = make([]uint16, 0, q.Depth())
 		h.work = make([]uint16, 0, q.Depth())
@@ -93,10 +95,6 @@ func (a *Array) NewQueue(q *ublk.Queue) (ublk.QueueHandler, error) {
 		h.exec.Barrier = a.barrier
 	}
 	h.stats.ops = make([][metrics.NumOps]metrics.OpCounter, len(a.Members))
-	if h.exec.Now == nil {
-		start := time.Now()
-		h.exec.Now = func() time.Duration { return time.Since(start) }
-	}
 	h.exec.OpDone = h.opDone
 	a.qmu.Lock()
 	if a.queues == nil {

@@ -69,8 +69,9 @@ type request struct {
 	times   []time.Duration // per ios entry: when it was submitted (with OpDone)
 	pending int
 	err     error
-	needGen uint64 // acknowledge only once this state generation is durable
-	planned int    // len(ios) of the first plan; later entries are retries and repairs
+	needGen uint64        // acknowledge only once this state generation is durable
+	planned int           // len(ios) of the first plan; later entries are retries and repairs
+	sent    time.Duration // when a timed read's first plan was submitted (Now)
 	active  bool
 	// Write gating: entered the barrier; started in the bitmap (regions
 	// first..last); waiting for the bitmap since waitSince.
@@ -88,7 +89,7 @@ type request struct {
 type Executor struct {
 	arr       *Array
 	be        Backend
-	bal       LeastLoaded
+	bal       Balance
 	sc        Scratch
 	reqs      []request
 	persisted uint64
@@ -111,6 +112,7 @@ type Executor struct {
 	// Barrier, if set, keeps writes out of ranges being synced.
 	Barrier WriteBarrier
 	// Now and Waited, if set, measure how long writes wait for the bitmap.
+	// Now also times member reads for read balancing (Balance).
 	Now    func() time.Duration
 	Waited func(time.Duration)
 	// OpDone, if set (with Now), is told of every completed member
@@ -123,7 +125,7 @@ type Executor struct {
 // NewExecutor makes an executor for depth requests of up to maxBytes each.
 func NewExecutor(arr *Array, be Backend, depth, maxBytes int) *Executor {
 	e := &Executor{arr: arr, be: be, reqs: make([]request, depth), RetryUnit: 8}
-	e.bal.Inflight = make([]int64, arr.Geo.Members)
+	e.bal.init(arr.Geo)
 	n := arr.MaxPlanIOs(maxBytes)
 	for i := range e.reqs {
 		// Room for the plan plus a few retries and repairs; error paths that
@@ -239,6 +241,10 @@ func (e *Executor) plan(tag uint16) {
 		if e.Intent != nil && e.needsSync(sector, sectors) {
 			bal = LowestMember{} // the copy resync copies from
 		}
+		if e.Now != nil {
+			r.sent = e.Now()
+			e.bal.Tick(r.sent)
+		}
 		r.ios, err = e.arr.PlanRead(&e.sc, st, sector, sectors, 0, 0, bal, r.ios)
 	case ReqWrite:
 		r.ios, err = e.arr.PlanWrite(&e.sc, st, IOWrite, sector, sectors, fua, r.ios)
@@ -298,6 +304,9 @@ func (e *Executor) Done(tag, op uint16, res int32) {
 	want := int32(0)
 	if io.Kind == IORead || io.Kind == IOWrite {
 		want = int32(io.Sectors) << 9
+	}
+	if io.Kind == IORead && res == want && e.Now != nil && int(op) < r.planned {
+		e.bal.Complete(int(io.Member), io.Sectors, r.sent, e.Now())
 	}
 	if res != want {
 		r.failed[op] = true
@@ -461,6 +470,10 @@ func (e *Executor) Persisted(gen uint64) {
 
 // Inflight reports sectors in flight per member on this queue.
 func (e *Executor) Inflight() []int64 { return e.bal.Inflight }
+
+// Balance returns this queue's read balancer, to configure (WriteMostly,
+// Window, ProbeAfter) before the first request.
+func (e *Executor) Balance() *Balance { return &e.bal }
 
 // PersistFailed finishes every request waiting for a persist with err: the
 // new member state could not be recorded, so they are not acknowledged as

@@ -251,8 +251,9 @@ func (a *Array) PlanFlush(st *ArrayState, ios []MemberIO) ([]MemberIO, error) {
 }
 
 // LeastLoaded is a Balancer that reads from the eligible copy with the
-// fewest sectors in flight on this queue (ties: the first). A later step
-// weights it by measured member latency.
+// fewest sectors in flight on this queue (ties: the first). The executor
+// uses Balance, which weights this by measured member latency and falls
+// back to it without a clock.
 type LeastLoaded struct {
 	Inflight []int64 // per member, maintained by the executor
 }

@@ -43,6 +43,8 @@ func TestCLIUsageErrors(t *testing.T) {
 		{[]string{"del", "-n", "1", "--all"}, "exactly one of"},
 		{[]string{"del", "-n", "x"}, "invalid argument"},
 		{[]string{"list", "extra"}, "expected 0 argument"},
+		{[]string{"run", "-l", "1", "--write-mostly", "/dev/z", "/dev/x", "/dev/y"}, "not one of the members"},
+		{[]string{"run", "-l", "0", "--write-mostly", "/dev/x", "/dev/x", "/dev/y"}, "raid0"},
 	} {
 		_, stderr, code := runCLI(tc.args...)
 		if code != exitUsage || !strings.Contains(stderr, tc.want) {

@@ -6,6 +6,7 @@ import (
 	"io"
 	"os"
 	"os/signal"
+	"slices"
 	"syscall"
 
 	"github.com/spf13/cobra"
@@ -31,6 +32,8 @@ type runOptions struct {
 	assumeClean bool
 	syncMin     string
 	syncMax     string
+	// writeMostly: members read only when no other copy can serve.
+	writeMostly []string
 }
 
 func newRunCmd(logLevel *string) *cobra.Command {
@@ -76,6 +79,8 @@ func newRunCmd(logLevel *string) *cobra.Command {
 	c.Flags().StringVar(&o.name, "name", "", "array name (up to 32 bytes)")
 	c.Flags().BoolVar(&o.recover, "recover", false, "re-attach to device -n N whose server died")
 	o.addBitmapFlags(c)
+	c.Flags().StringArrayVar(&o.writeMostly, "write-mostly", nil,
+		"MEMBER (one of the members given) is read only when no other copy can serve (repeatable; raid1/raid10)")
 	return c
 }
 
@@ -150,6 +155,15 @@ func (o *runOptions) spec() (array.CreateSpec, error) {
 	}
 	if s.SyncMaxBytes != 0 && s.SyncMinBytes > s.SyncMaxBytes {
 		return s, usagef("--sync-speed-min is above --sync-speed-max")
+
+	}
+	for _, w := range o.writeMostly {
+		if !slices.Contains(o.members, w) {
+			return s, usagef("--write-mostly %s: not one of the members given", w)
+		}
+		if s.Level == engine.Level0 {
+			return s, usagef("--write-mostly: raid0 has a single copy of everything")
+		}
 	}
 	if s.Level >= 0 {
 		g := engine.Geometry{Level: s.Level, Members: len(o.members), Layout: s.Layout, ChunkSectors: s.ChunkSectors,
@@ -173,6 +187,9 @@ func runArray(o runOptions, spec array.CreateSpec, cfg ublk.Config, stdout io.Wr
 		return err
 	}
 	defer a.Close()
+	if a.WriteMostly, err = writeMostlyRoles(a, o.writeMostly); err != nil {
+		return err
+	}
 	g := a.Engine.Geo
 	log.Info("array open", zap.String("level", g.Level.String()), zap.Int("members", g.Members),
 		zap.String("layout", g.Layout.String()), zap.Uint64("chunk_bytes", g.ChunkSectors<<9),
@@ -268,4 +285,23 @@ func logBitmap(log *zap.Logger, a *array.Array) {
 		}
 	}
 	log.Info("bitmap", f...)
+
+}
+
+// writeMostlyRoles maps --write-mostly members to a mask of their roles.
+func writeMostlyRoles(a *array.Array, paths []string) (uint64, error) {
+	var mask uint64
+	for _, p := range paths {
+		found := false
+		for r, m := range a.Members {
+			if m != nil && m.Path == p {
+				mask |= 1 << uint(r)
+				found = true
+			}
+		}
+		if !found {
+			return 0, usagef("--write-mostly %s: not a member of the array", p)
+		}
+	}
+	return mask, nil
 }

@@ -43,7 +43,7 @@ for cfg in raid0:0:4 raid1:1:2 raid10:10:4; do
 	rm -f $OUT/u.out
 	: >$OUT/u.out
 	# shellcheck disable=SC2086
-	"$BIN" run --level "$level" --chunk 64K -q 1 $disks >$OUT/u.out 2>$OUT/u.err &
+	"$BIN" run --level "$level" --chunk 64K -q 1 --no-bitmap $disks >$OUT/u.out 2>$OUT/u.err &
 	U=$!
 	while [ ! -s $OUT/u.out ]; do sleep 0.1; done
 	dev=$(cat $OUT/u.out)

@@ -19,7 +19,7 @@ if [ -n "$out" ]; then
 		echo "Command: \`scripts/bench/raid.sh -o $out\` (BENCH_RUNTIME=${BENCH_RUNTIME:-8} s per job after 2 s ramp, one round)."
 		echo "Run on $(date -u +%Y-%m-%d), commit $(git rev-parse --short HEAD), in the project's VM: Debian 6.12.95 kernel,"
 		echo "qemu TCG, 2 vCPUs, four 1 GiB virtio disks (sparse files, cache=none, filled first). md (mdadm 4.2,"
-		echo "metadata 1.2, --assume-clean, --bitmap=none except raid0) and ublk-raid (\`run -q 1\`, one queue pinned"
+		echo "metadata 1.2, --assume-clean, --bitmap=none except raid0) and ublk-raid (\`run -q 1 --no-bitmap\`, one queue pinned"
 		echo "to vCPU 0) take turns on the same disks per level; fio (io_uring engine, 512 MiB range) is pinned to"
 		echo "vCPU 1. TCG timings are not hardware timings: read the ratios (see docs/bench/passthrough.md for why"
 		echo "ublk pays for cross-vCPU hand-offs under emulation)."
