@@ -135,3 +135,58 @@ func TestCheckRepairReAddReplace(t *testing.T) {
 		t.Fatalf("reassembled: %+v bitmap %+v", st, b.BitmapInfo)
 	}
 }
+
+// A bitmap that cannot be trusted (corrupt header on every member) makes
+// assembly take every region dirty, say so, and resync everything.
+func TestCorruptBitmapAssemblesAllDirty(t *testing.T) {
+	paths := memberFiles(t, 2, 32<<20)
+	a, err := Open(paths, CreateSpec{Level: engine.Level1, RegionSectors: 2048}, true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	off := a.SBs[0].BitmapOffset
+	if err := a.SetClean(true); err != nil {
+		t.Fatal(err)
+	}
+	a.Close()
+	for _, p := range paths {
+		f, err := os.OpenFile(p, os.O_RDWR, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := f.WriteAt([]byte{0xff, 0xff, 0xff, 0xff}, int64(off)+64); err != nil {
+			t.Fatal(err)
+		}
+		f.Close()
+	}
+	b, err := Open(paths, CreateSpec{}, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer b.Close()
+	if b.BitmapInfo == nil || !b.BitmapInfo.AllDirty || b.BitmapInfo.Err == nil {
+		t.Fatalf("corrupt bitmap assembled as %+v", b.BitmapInfo)
+	}
+	if !b.needsResync() {
+		t.Fatal("an untrusted bitmap needs no resync")
+	}
+	// The region size came from the lost header: the fallback uses the
+	// default one.
+	for r := range b.Bitmap.Geometry().Regions {
+		if !b.Bitmap.NeedsSync(r) {
+			t.Fatalf("region %d does not need sync", r)
+		}
+	}
+	b.StartBackground()
+	b.WaitSync()
+	if s := b.SyncStatus(); s.LastAction != "resync" || s.LastResult != "ok" || s.ResyncNeeded {
+		t.Fatalf("after resync: %+v", s)
+	}
+}
+
+func TestBitmapRegionTooSmall(t *testing.T) {
+	// 64 KiB regions of a huge array need more bitmap than an area can hold.
+	if _, _, err := bitmapArea(1<<40, 128, 4096); err == nil {
+		t.Fatal("a 64 KiB region for a 512 TiB array was accepted")
+	}
+}

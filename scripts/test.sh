@@ -33,7 +33,10 @@ step gofmt gofmt_clean
 step "go vet" go vet ./...
 step "go test -race" go test -race -count=1 ./...
 step "deploy checks" scripts/check-deploy.sh
-[ $host_only = 1 ] || step "vm tests" scripts/test-vm.sh
+if [ $host_only = 0 ]; then
+	step "vm tests" scripts/test-vm.sh
+	step "vm power-cut tests" scripts/vm/crash-test.sh # 5 rounds, raw and ext4
+fi
 echo
 printf '%s\n' "${results[@]}"
 echo "test: $((${#results[@]} - fail)) passed, $fail failed"

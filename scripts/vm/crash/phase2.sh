@@ -42,7 +42,7 @@ if [ "$MODE" = fs ]; then
 	e2fsck -fn "$dev" >"$OUT/e2fsck.log" 2>&1 || { cat "$OUT/e2fsck.log"; fail "e2fsck -fn found problems"; }
 	echo "phase2: e2fsck -fn clean"
 	mkdir -p /mnt/a
-	mount -o ro "$dev" /mnt/a
+	mount "$dev" /mnt/a # fio's verify opens the file read-write
 	target=/mnt/a/data
 fi
 cd "$OUT"
@@ -52,7 +52,10 @@ fio --name=crash --filename="$target" --size=64M --rw=randwrite --bs=4k --iodept
 grep -q 'err= 0' "$OUT/verify.log" || { cat "$OUT/verify.log"; fail "fio reported errors"; }
 echo "phase2: fio verify of the writes completed before the crash: 0 errors"
 cd /
-[ "$MODE" = fs ] && umount /mnt/a
+if [ "$MODE" = fs ]; then
+	umount /mnt/a
+	e2fsck -fn "$dev" >"$OUT/e2fsck2.log" 2>&1 || { cat "$OUT/e2fsck2.log"; fail "e2fsck -fn after the verify found problems"; }
+fi
 "$BIN" del -n "$(echo "$dev" | tr -dc 0-9)" >/dev/null
 wait $U || fail "server exit status $?"
 off=$("$BIN" examine -o json /dev/vda | sed -n 's/.*"data_offset_bytes": \([0-9]*\).*/\1/p')

@@ -135,8 +135,8 @@ expect_metric "ublkraid_disks{device=\"$D\",state=\"failed\"}" 0
 expect_metric "ublkraid_disks{device=\"$D\",state=\"active\"}" 1
 grep -q "$B" "$STATE" && { cat "$STATE"; fail "the state file still lists the removed $B"; }
 
-step "re-add $B after writing 16 MiB while it was away: only dirty regions are copied; check finds no mismatch"
-dd if=/dev/urandom of=$MNT/away bs=1M count=16 conv=fsync 2>/dev/null
+step "re-add $B after writing 100 MiB while it was away: only dirty regions are copied; check finds no mismatch"
+dd if=/dev/urandom of=$MNT/away bs=1M count=100 conv=fsync 2>/dev/null
 sha256sum $MNT/away >>"$SCRATCH/sv.sums"
 "$BIN" re-add -n "$N" "$B" || fail "re-add"
 "$BIN" detail -n "$N" --wait >"$SCRATCH/sv-detail.txt" || fail "detail --wait"
