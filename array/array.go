@@ -61,6 +61,9 @@ type Array struct {
 	// assembly found on the members (nil for a new array).
 	Bitmap     *bitmap.Bitmap
 	BitmapInfo *bitmap.LoadInfo
+	// MemberTimeout is how long a member operation may take before the
+	// member is failed (0: never); set before the device is created.
+	MemberTimeout time.Duration
 	// OnBitmapMemberError, if set, is told of a member that failed a
 	// bitmap write (the array fails the member).
 	OnBitmapMemberError func(role int, err error)
@@ -402,6 +405,9 @@ func (a *Array) writeSuperblocks(st *engine.ArrayState, clean bool) error {
 	now := time.Now().UnixNano()
 	var errs []error
 	wrote := 0
+	var roles []int
+	sbs := make([]engine.Superblock, len(a.Members))
+	blocks := make([][]byte, len(a.Members))
 	for r, m := range a.Members {
 		if m == nil || st.Members[r].State == engine.MemberFaulty || st.Members[r].State == engine.MemberMissing {
 			continue
@@ -428,14 +434,23 @@ func (a *Array) writeSuperblocks(st *engine.ArrayState, clean bool) error {
 			}
 		}
 		b, err := sb.MarshalBinary()
-		if err == nil {
-			err = m.WriteBlockSync(engine.SuperblockOffset, b)
-		}
 		if err != nil {
 			errs = append(errs, err)
 			continue
 		}
-		*a.SBs[r] = sb
+		sbs[r], blocks[r] = sb, b
+		roles = append(roles, r)
+	}
+	members := append([]*ublk.Member(nil), a.Members...)
+	werrs := writeAll(len(a.Members), roles, a.MemberTimeout, func(r int) error {
+		return members[r].WriteBlockSync(engine.SuperblockOffset, blocks[r])
+	})
+	for _, r := range roles {
+		if werrs[r] != nil {
+			errs = append(errs, fmt.Errorf("superblock of role %d: %w", r, werrs[r]))
+			continue
+		}
+		*a.SBs[r] = sbs[r]
 		wrote++
 	}
 	if wrote == 0 {

@@ -3,7 +3,6 @@ package array
 import (
 	"errors"
 	"fmt"
-	"sync"
 	"time"
 
 	"github.com/ublk-raid/ublk-raid/bitmap"
@@ -96,25 +95,21 @@ func (f *flusher) run() {
 // commit writes bt's blocks to every present member, then commits it.
 func (f *flusher) commit(bt *bitmap.Batch) {
 	st := f.a.Engine.State()
-	var wg sync.WaitGroup
-	errs := make([]error, len(st.Members))
+	var roles []int
 	for r := range st.Members {
-		m := f.a.current[r].Load() // a.Members changes under a.mu, which a waiter may hold
-		if m == nil || !writable(st.Members[r]) {
-			continue
+		if m := f.a.current[r].Load(); m != nil && writable(st.Members[r]) {
+			roles = append(roles, r)
 		}
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for _, b := range bt.Blocks {
-				if err := m.WriteAtDurable(b.Data, int64(b.Offset)); err != nil {
-					errs[r] = err
-					return
-				}
-			}
-		}()
 	}
-	wg.Wait()
+	errs := writeAll(len(st.Members), roles, f.a.MemberTimeout, func(r int) error {
+		m := f.a.current[r].Load() // a.Members changes under a.mu, which a waiter may hold
+		for _, b := range bt.Blocks {
+			if err := m.WriteAtDurable(b.Data, int64(b.Offset)); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
 	for r, err := range errs {
 		if err != nil {
 			// The member is no longer present for the bitmap: the batch is
@@ -159,6 +154,50 @@ func (f *flusher) generation(min uint64, clear bool) (uint64, error) {
 func (f *flusher) close() {
 	close(f.stop)
 	<-f.done
+}
+
+// errMemberTimeout is the error of a member write that did not complete
+// within the member timeout.
+var errMemberTimeout = errors.New("member I/O timed out")
+
+// writeAll runs write for each of roles in parallel and returns each
+// role's error (indexed by role, n long). With a timeout, a role whose
+// write has not returned by then gets errMemberTimeout and is left behind
+// (its goroutine ends whenever the member answers): a hung member must
+// not hang the metadata writes of the whole array.
+func writeAll(n int, roles []int, timeout time.Duration, write func(r int) error) []error {
+	type result struct {
+		r   int
+		err error
+	}
+	ch := make(chan result, len(roles)) // buffered: late writers never block
+	for _, r := range roles {
+		go func() { ch <- result{r, write(r)} }()
+	}
+	errs := make([]error, n)
+	pending := make(map[int]bool, len(roles))
+	for _, r := range roles {
+		pending[r] = true
+	}
+	var deadline <-chan time.Time
+	if timeout > 0 {
+		t := time.NewTimer(timeout)
+		defer t.Stop()
+		deadline = t.C
+	}
+	for len(pending) > 0 {
+		select {
+		case res := <-ch:
+			errs[res.r] = res.err
+			delete(pending, res.r)
+		case <-deadline:
+			for r := range pending {
+				errs[r] = errMemberTimeout
+			}
+			return errs
+		}
+	}
+	return errs
 }
 
 func writable(m engine.MemberStatus) bool {

@@ -96,6 +96,12 @@ func (a *Array) NewQueue(q *ublk.Queue) (ublk.QueueHandler, error) {
 	}
 	h.stats.ops = make([][metrics.NumOps]metrics.OpCounter, len(a.Members))
 	h.exec.OpDone = h.opDone
+	h.exec.MemberTimeout = a.MemberTimeout
+	h.spare = make([]int, q.Depth())
+	for i := range h.spare {
+		h.spare[i] = -1
+	}
+	h.bytes = make([]int, q.Depth())
 	a.qmu.Lock()
 	if a.queues == nil {
 		a.queues = map[int]*queue{}
@@ -118,6 +124,12 @@ type queue struct {
 	// bitmap (metrics).
 	bitmapWrites atomic.Uint64
 	stats        queueStats
+	// Member timeouts: the spare buffer reserved for each tag whose
+	// request gave up a read (-1: none), the request sizes, and the reads
+	// given up whose results have not come back.
+	spare      []int
+	bytes      []int
+	quarantine []quarantined
 
 	// Bitmap tokens released by the flusher: inbox is filled under mu by
 	// the flusher, swapped with work by the queue thread on wake-up.
@@ -169,12 +181,13 @@ func (h *queue) Handle(req *ublk.Request) {
 		h.q.Complete(req.Tag, unix.EOPNOTSUPP)
 		return
 	}
+	h.bytes[req.Tag] = req.Bytes()
 	h.exec.Start(req.Tag, op, req.Sector, req.Sectors, req.Flags&ublk.IOFlagFUA != 0, req.Buf)
 }
 
 // Submit implements engine.Backend: one SQE per member operation.
-func (h *queue) Submit(tag, op uint16, io engine.MemberIO, data []byte) {
-	s, err := h.q.SQE(uint64(tag)<<16 | uint64(op))
+func (h *queue) Submit(tag uint16, op engine.OpID, io engine.MemberIO, data []byte) {
+	s, err := h.q.SQE(uint64(tag)<<32 | uint64(op))
 	if err != nil {
 		h.exec.Done(tag, op, -int32(unix.EIO))
 		return
@@ -222,14 +235,72 @@ func (h *queue) Submit(tag, op uint16, io engine.MemberIO, data []byte) {
 
 // OnCompletion implements ublk.QueueHandler.
 func (h *queue) OnCompletion(userData uint64, res int32) {
-	h.exec.Done(uint16(userData>>16), uint16(userData), res)
+	h.exec.Done(uint16(userData>>32), engine.OpID(uint32(userData)), res)
 }
 
-// Complete implements engine.Backend.
+// Complete implements engine.Backend. A request that gave up a member
+// read leaves its buffer to that read (which may still land in it) and
+// takes the spare reserved for it, with its data.
 func (h *queue) Complete(tag uint16, err error) {
 	h.inflight.Store(h.inflight.Load() - 1)
+	if sp := h.spare[tag]; sp >= 0 {
+		h.spare[tag] = -1
+		old := h.q.SwapBuffer(tag, sp, h.bytes[tag])
+		for i := range h.quarantine {
+			if q := &h.quarantine[i]; q.tag == tag && q.buf < 0 {
+				q.buf = old
+			}
+		}
+	}
 	h.q.Complete(tag, err)
 }
+
+// quarantined is a member read given up after the member timeout: its
+// buffer (once the request completed) is not reused until it returns.
+type quarantined struct {
+	tag uint16
+	op  engine.OpID
+	buf int // -1 until the request completes and swaps buffers
+}
+
+// Abandon implements engine.Backend: a read may be given up only with a
+// spare buffer for its tag.
+func (h *queue) Abandon(tag uint16, op engine.OpID, read bool) bool {
+	if !read {
+		return true
+	}
+	if h.spare[tag] < 0 {
+		sp, ok := h.q.ReserveBuffer()
+		if !ok {
+			return false
+		}
+		h.spare[tag] = sp
+	}
+	h.quarantine = append(h.quarantine, quarantined{tag: tag, op: op, buf: -1})
+	return true
+}
+
+// Stale implements engine.Backend: an abandoned read came back; its old
+// buffer is free again once no other abandoned read shares it.
+func (h *queue) Stale(tag uint16, op engine.OpID) {
+	for i, q := range h.quarantine {
+		if q.tag != tag || q.op != op {
+			continue
+		}
+		h.quarantine = append(h.quarantine[:i], h.quarantine[i+1:]...)
+		shared := false
+		for _, o := range h.quarantine {
+			shared = shared || (q.buf >= 0 && o.buf == q.buf)
+		}
+		if q.buf >= 0 && !shared {
+			h.q.ReleaseBuffer(q.buf)
+		}
+		return
+	}
+}
+
+// OnTick implements ublk.Ticker: give up member I/O that hangs.
+func (h *queue) OnTick() { h.exec.Tick() }
 
 // Persist implements engine.Backend: the superblocks are updated
 // synchronously on this queue's thread (a member failure is rare; the

@@ -25,6 +25,8 @@ type QueueOptions struct {
 	NoFixedBuffers bool
 	DeferTaskrun   bool
 	PollFor        time.Duration
+	// MemberTimeout fails a member whose I/O takes longer (0: never).
+	MemberTimeout time.Duration
 }
 
 // ManagerOptions configure a Manager.
@@ -241,6 +243,7 @@ func (m *Manager) start(a *array.Array, n int, cfg ublk.Config, recover bool) (*
 		return nil, err
 	}
 	cfg.Params = a.Params()
+	a.MemberTimeout = m.opts.Queue.MemberTimeout
 	var d *ublk.Device
 	var err error
 	if recover {

@@ -21,7 +21,8 @@ type simMember struct {
 }
 
 type simOp struct {
-	tag, op uint16
+	tag uint16
+	op  OpID
 	io      MemberIO
 	at      time.Duration // completion time once in service
 }
@@ -36,7 +37,7 @@ type simBackend struct {
 	started []time.Duration // per tag
 }
 
-func (b *simBackend) Submit(tag, op uint16, io MemberIO, _ []byte) {
+func (b *simBackend) Submit(tag uint16, op OpID, io MemberIO, _ []byte) {
 	m := b.members[io.Member]
 	o := simOp{tag: tag, op: op, io: io}
 	if len(m.busy) < m.slots {
@@ -422,7 +423,7 @@ type memExecBackend struct {
 	done    int
 }
 
-func (b *memExecBackend) Submit(tag, op uint16, io MemberIO, data []byte) {
+func (b *memExecBackend) Submit(tag uint16, op OpID, io MemberIO, data []byte) {
 	m := b.members[io.Member][io.Sector<<9:]
 	if io.Kind == IORead {
 		copy(data, m)
@@ -476,3 +477,9 @@ func TestBalanceOutlierRecovers(t *testing.T) {
 		t.Errorf("fast member's share %.3f after an outlier, want >= 0.95", r.share[0])
 	}
 }
+
+func (b *simBackend) Abandon(uint16, OpID, bool) bool { return false }
+func (b *simBackend) Stale(uint16, OpID)             {}
+
+func (b *memExecBackend) Abandon(uint16, OpID, bool) bool { return false }
+func (b *memExecBackend) Stale(uint16, OpID)             {}

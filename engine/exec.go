@@ -28,7 +28,10 @@ type Backend interface {
 	// part of the request buffer it reads or writes (nil for others). Its
 	// result must come back through Executor.Done(tag, op, res), with res
 	// the full byte count (reads and writes), 0 (others) or a negative errno.
-	Submit(tag, op uint16, io MemberIO, data []byte)
+	// op identifies the operation within the request (OpID); a result that
+	// comes back after its request ended (an abandoned operation) is
+	// recognised by it and dropped.
+	Submit(tag uint16, op OpID, io MemberIO, data []byte)
 	// Complete finishes request tag, exactly once.
 	Complete(tag uint16, err error)
 	// Persist asks that member state st (a member failed) be made durable
@@ -37,7 +40,30 @@ type Backend interface {
 	// Persist). Writes that exposed the failure wait until then. Several
 	// queues may ask for the same generation; the backend writes it once.
 	Persist(st *ArrayState)
+	// Abandon asks whether member operation op of request tag, which has
+	// not completed within MemberTimeout, may be given up: the member is
+	// then failed and the request carries on without it. read says the
+	// operation is a read into the request's buffer, which it may still
+	// write to when it ends: the backend must then give the tag another
+	// buffer (with the request's data) before the request completes, and
+	// keep the old one until the late result arrives (Stale). It returns
+	// false when it cannot (no spare buffer): the operation is waited for.
+	Abandon(tag uint16, op OpID, read bool) bool
+	// Stale delivers the late result of an abandoned operation.
+	Stale(tag uint16, op OpID)
 }
+
+// OpID identifies a member operation: the request's sequence number in
+// the high 16 bits (it changes with every request of a tag), the index in
+// the request's plan in the low 16.
+type OpID uint32
+
+func opID(seq uint16, i int) OpID { return OpID(seq)<<16 | OpID(uint16(i)) }
+
+// Index is the operation's index in its request's plan.
+func (o OpID) Index() int { return int(uint16(o)) }
+
+func (o OpID) seq() uint16 { return uint16(o >> 16) }
 
 // IntentLog is the write-intent bitmap as the executor uses it
 // (*bitmap.Bitmap). Every write-type request is bracketed by StartWrite and
@@ -66,7 +92,9 @@ type request struct {
 	buf     []byte
 	ios     []MemberIO
 	failed  []bool          // per ios entry: the member operation failed
-	times   []time.Duration // per ios entry: when it was submitted (with OpDone)
+	done    []bool          // per ios entry: its result came (or it was abandoned)
+	times   []time.Duration // per ios entry: when it was submitted (with Now)
+	seq     uint16          // changes with every request of the tag (OpID)
 	pending int
 	err     error
 	needGen uint64        // acknowledge only once this state generation is durable
@@ -115,6 +143,11 @@ type Executor struct {
 	// Now also times member reads for read balancing (Balance).
 	Now    func() time.Duration
 	Waited func(time.Duration)
+	// MemberTimeout, if set (with Now), is how long a member operation
+	// may take: Tick gives up older ones and fails their member (6.12's
+	// ublk has no timeout of its own for a root-created device: without
+	// this a hung member hangs the array).
+	MemberTimeout time.Duration
 	// OpDone, if set (with Now), is told of every completed member
 	// operation with its result and latency (metrics).
 	OpDone func(member int32, kind IOKind, sectors uint32, res int32, latency time.Duration)
@@ -132,6 +165,7 @@ func NewExecutor(arr *Array, be Backend, depth, maxBytes int) *Executor {
 		// need more grow the slices (kept for the tag afterwards).
 		e.reqs[i].ios = make([]MemberIO, 0, 4*n+4*MaxCopies)
 		e.reqs[i].failed = make([]bool, 0, 4*n+4*MaxCopies)
+		e.reqs[i].done = make([]bool, 0, 4*n+4*MaxCopies)
 		e.reqs[i].times = make([]time.Duration, 0, 4*n+4*MaxCopies)
 	}
 	e.persisted = arr.State().Gen
@@ -148,7 +182,8 @@ func (e *Executor) Start(tag uint16, op ReqOp, sector uint64, sectors uint32, fu
 	if r.active {
 		panic(fmt.Sprintf("engine: request %d started twice", tag))
 	}
-	*r = request{op: op, sector: sector, sectors: sectors, fua: fua, buf: buf, ios: r.ios[:0], failed: r.failed[:0], times: r.times[:0], active: true}
+	*r = request{op: op, sector: sector, sectors: sectors, fua: fua, buf: buf, ios: r.ios[:0], failed: r.failed[:0],
+		done: r.done[:0], times: r.times[:0], seq: r.seq + 1, active: true}
 	// A flush has no range: the block layer's flush requests carry sector
 	// (sector_t)-1.
 	if op != ReqFlush && (sector >= e.arr.Geo.ArraySectors() || uint64(sectors) > e.arr.Geo.ArraySectors()-sector) {
@@ -274,8 +309,9 @@ func (e *Executor) submitFrom(tag uint16, first int) {
 	r := &e.reqs[tag]
 	for len(r.failed) < len(r.ios) {
 		r.failed = append(r.failed, false)
+		r.done = append(r.done, false)
 	}
-	if e.OpDone != nil {
+	if e.Now != nil {
 		now := e.Now()
 		for len(r.times) < len(r.ios) {
 			r.times = append(r.times, now)
@@ -289,23 +325,29 @@ func (e *Executor) submitFrom(tag uint16, first int) {
 		if io.Kind == IORead || io.Kind == IOWrite {
 			data = r.buf[io.BufOff : io.BufOff+io.Sectors<<9]
 		}
-		e.be.Submit(tag, uint16(i), io, data)
+		e.be.Submit(tag, opID(r.seq, i), io, data)
 	}
 }
 
-// Done reports the result of member operation op of request tag.
-func (e *Executor) Done(tag, op uint16, res int32) {
+// Done reports the result of member operation id of request tag.
+func (e *Executor) Done(tag uint16, id OpID, res int32) {
 	r := &e.reqs[tag]
+	op := id.Index()
+	if !r.active || id.seq() != r.seq || op >= len(r.ios) || r.done[op] {
+		e.be.Stale(tag, id) // abandoned: its request went on without it
+		return
+	}
+	r.done[op] = true
 	io := r.ios[op]
 	e.bal.Inflight[io.Member] -= int64(io.Sectors)
-	if e.OpDone != nil && int(op) < len(r.times) {
+	if e.OpDone != nil && op < len(r.times) {
 		e.OpDone(io.Member, io.Kind, io.Sectors, res, e.Now()-r.times[op])
 	}
 	want := int32(0)
 	if io.Kind == IORead || io.Kind == IOWrite {
 		want = int32(io.Sectors) << 9
 	}
-	if io.Kind == IORead && res == want && e.Now != nil && int(op) < r.planned {
+	if io.Kind == IORead && res == want && e.Now != nil && op < r.planned {
 		e.bal.Complete(int(io.Member), io.Sectors, r.sent, e.Now())
 	}
 	if res != want {
@@ -314,7 +356,7 @@ func (e *Executor) Done(tag, op uint16, res int32) {
 			e.MemberError(int(io.Member), io.Kind, res)
 		}
 		e.memberFailed(tag, r, io)
-	} else if io.Kind == IORead && int(op) >= r.planned {
+	} else if io.Kind == IORead && op >= r.planned {
 		e.repair(tag, r, io) // a retried read succeeded: rewrite the bad copies
 	}
 	r.pending--
@@ -322,6 +364,51 @@ func (e *Executor) Done(tag, op uint16, res int32) {
 		e.complete(tag, r)
 	}
 }
+
+// Tick gives up member operations older than MemberTimeout (queue
+// thread, every second or so): their member is failed and their requests
+// carry on with the other copies, as after an I/O error.
+func (e *Executor) Tick() {
+	if e.MemberTimeout <= 0 || e.Now == nil {
+		return
+	}
+	now := e.Now()
+	for t := range e.reqs {
+		r := &e.reqs[t]
+		if !r.active || r.pending == 0 {
+			continue
+		}
+		for i := 0; i < len(r.ios) && i < len(r.times); i++ {
+			if r.done[i] || now-r.times[i] < e.MemberTimeout {
+				continue
+			}
+			io := r.ios[i]
+			if !e.be.Abandon(uint16(t), opID(r.seq, i), io.Kind == IORead) {
+				continue
+			}
+			r.done[i], r.failed[i] = true, true
+			e.bal.Inflight[io.Member] -= int64(io.Sectors)
+			if e.MemberError != nil {
+				e.MemberError(int(io.Member), io.Kind, -int32(errnoTimedOut))
+			}
+			// The member is failed whatever the operation: a read retried
+			// elsewhere must not go back to it.
+			st, _ := e.arr.Fail(int(io.Member))
+			if io.Kind != IORead {
+				r.needGen = max(r.needGen, st.Gen)
+			}
+			e.memberFailed(uint16(t), r, io)
+			r.pending--
+			if r.pending == 0 {
+				e.complete(uint16(t), r)
+				break
+			}
+		}
+	}
+}
+
+// errnoTimedOut is ETIMEDOUT (the executor reports errnos as numbers).
+const errnoTimedOut = 110
 
 // memberFailed handles a failed member operation: a read is retried on
 // another copy; a failed write, flush or discard marks the member faulty.

@@ -18,7 +18,8 @@ type memMember struct {
 
 // memOp is a member operation the backend has accepted but not finished.
 type memOp struct {
-	tag, op uint16
+	tag uint16
+	op      OpID
 	io      MemberIO
 	data    []byte
 }
@@ -31,9 +32,12 @@ type memBackend struct {
 	done     map[uint16]error
 	persists []*ArrayState
 	writes   int // member writes that reached a member
+	// abandonment (timeouts)
+	refuseAbandon    bool
+	abandoned, stale []memOp
 }
 
-func (b *memBackend) Submit(tag, op uint16, io MemberIO, data []byte) {
+func (b *memBackend) Submit(tag uint16, op OpID, io MemberIO, data []byte) {
 	b.pending = append(b.pending, memOp{tag, op, io, data})
 }
 
@@ -348,3 +352,15 @@ func BenchmarkPlan4K(b *testing.B) {
 		}
 	}
 }
+
+// Abandon implements Backend: abandonment is allowed unless refuse is set.
+func (b *memBackend) Abandon(tag uint16, op OpID, read bool) bool {
+	if b.refuseAbandon {
+		return false
+	}
+	b.abandoned = append(b.abandoned, memOp{tag: tag, op: op})
+	return true
+}
+
+// Stale implements Backend.
+func (b *memBackend) Stale(tag uint16, op OpID) { b.stale = append(b.stale, memOp{tag: tag, op: op}) }

@@ -40,7 +40,12 @@ type Queue struct {
 	err       error
 	cpu       int
 	pollFor   time.Duration
-	waker     Waker    // the handler, if it wants wake-ups
+	waker     Waker  // the handler, if it wants wake-ups
+	ticker    Ticker // the handler, if it wants ticks
+	// Tag buffers: bufIdx[tag] is the index in bufMem of tag's buffer
+	// (tag itself until a swap); spares are free buffers beyond depth.
+	bufIdx    []int
+	spares    []int
 	wake      *os.File // eventfd other goroutines write to wake the queue
 	wakeMem   []byte   // one page off the Go heap
 	wakeBuf   []byte   // its first 8 bytes: the eventfd read's target
@@ -117,7 +122,7 @@ func (q *Queue) queueIOCmd(op uint32, tag uint16, res int32) {
 	c.QID = uint16(q.id)
 	c.Tag = tag
 	c.Result = res
-	c.Addr = uint64(uintptr(unsafe.Pointer(&q.bufMem[int(tag)*q.maxIO])))
+	c.Addr = uint64(uintptr(unsafe.Pointer(&q.bufMem[q.bufIdx[tag]*q.maxIO])))
 	q.state[tag] = tagFetched
 }
 
@@ -199,7 +204,8 @@ func (q *Queue) setup(s queueSetup) error {
 	// The tag buffers start on a 2 MiB (huge page) boundary: registering
 	// a buffer that starts inside a transparent huge page made 6.12 send
 	// corrupt requests to the members (virtio I/O errors under ext4).
-	q.bufMem, err = mmapAligned(q.depth*q.maxIO, hugePage)
+	nspare := max(2, q.depth/16)
+	q.bufMem, err = mmapAligned((q.depth+nspare)*q.maxIO, hugePage)
 	if err != nil {
 		return fmt.Errorf("queue %d: mmap %d I/O buffers: %w", q.id, q.depth, err)
 	}
@@ -217,6 +223,13 @@ func (q *Queue) setup(s queueSetup) error {
 		return fmt.Errorf("queue %d: eventfd: %w", q.id, err)
 	}
 	q.wake = os.NewFile(uintptr(efd), "ublk-queue-wake")
+	q.bufIdx = make([]int, q.depth)
+	for i := range q.bufIdx {
+		q.bufIdx[i] = i
+	}
+	for i := q.depth; i < q.depth+nspare; i++ {
+		q.spares = append(q.spares, i)
+	}
 	q.reqs = make([]Request, q.depth)
 	for i := range q.reqs {
 		q.reqs[i].Tag = uint16(i)
@@ -231,6 +244,10 @@ func (q *Queue) setup(s queueSetup) error {
 	if w, ok := q.handler.(Waker); ok {
 		q.waker = w
 		q.armWake()
+	}
+	if t, ok := q.handler.(Ticker); ok {
+		q.ticker = t
+		q.armTick()
 	}
 	return nil
 }
@@ -310,6 +327,58 @@ func (q *Queue) onWake(res int32) {
 	q.waker.OnWake()
 }
 
+// tickUserData marks the completion of the tick timeout.
+const tickUserData = 1<<62 | 1
+
+// TickInterval is how often a Ticker handler's OnTick runs.
+const TickInterval = time.Second
+
+func (q *Queue) armTick() {
+	s, err := q.ring.NextSQE()
+	if err != nil {
+		q.fail(fmt.Errorf("queue %d: cannot queue the tick: %w", q.id, err))
+		return
+	}
+	q.ring.PrepTimeout(s, TickInterval, tickUserData)
+}
+
+func (q *Queue) onTick() {
+	if q.live == 0 {
+		return
+	}
+	q.armTick()
+	q.ticker.OnTick()
+}
+
+// ReserveBuffer takes a spare tag buffer for SwapBuffer; false when none
+// is left. Queue thread.
+func (q *Queue) ReserveBuffer() (int, bool) {
+	n := len(q.spares)
+	if n == 0 {
+		return 0, false
+	}
+	b := q.spares[n-1]
+	q.spares = q.spares[:n-1]
+	return b, true
+}
+
+// SwapBuffer gives tag the reserved buffer spare, with the first n bytes
+// of its current buffer copied into it, and returns the old buffer (to
+// ReleaseBuffer once nothing can write to it any more: an abandoned member
+// read may still land there). Queue thread; before the tag completes.
+func (q *Queue) SwapBuffer(tag uint16, spare, n int) (old int) {
+	buf := q.bufMem[spare*q.maxIO : (spare+1)*q.maxIO : (spare+1)*q.maxIO]
+	copy(buf[:n], q.reqs[tag].Buf[:n])
+	old = q.bufIdx[tag]
+	q.bufIdx[tag] = spare
+	q.reqs[tag].Buf = buf
+	return old
+}
+
+// ReleaseBuffer returns a buffer from SwapBuffer or ReserveBuffer to the
+// spares. Queue thread.
+func (q *Queue) ReleaseBuffer(b int) { q.spares = append(q.spares, b) }
+
 // loop is the queue's event loop: one io_uring_enter per turn submits what
 // the previous turn queued (commits, member I/O) and waits for at least one
 // completion. With pollFor set, after activity the thread first polls for
@@ -338,6 +407,10 @@ func (q *Queue) loop() {
 			}
 			if ud == wakeUserData {
 				q.onWake(res)
+				continue
+			}
+			if ud == tickUserData {
+				q.onTick()
 				continue
 			}
 			q.onIOCmd(uint16(ud), res)

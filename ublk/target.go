@@ -62,6 +62,12 @@ type Waker interface {
 	OnWake()
 }
 
+// Ticker is implemented by handlers that want OnTick called on the queue
+// thread every TickInterval (for example to give up member I/O that hangs).
+type Ticker interface {
+	OnTick()
+}
+
 // FirstTargetFile is the fixed-file index of Target.Files()[0] in every
 // queue ring (index 0 is the ublk character device).
 const FirstTargetFile = 1

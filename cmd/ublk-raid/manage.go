@@ -47,6 +47,7 @@ type serveDaemonOptions struct {
 	noFixed       bool
 	defer_        bool
 	poll          time.Duration
+	memberTimeout time.Duration
 }
 
 func newServeCmd(logLevel, socket *string) *cobra.Command {
@@ -81,11 +82,15 @@ func newServeCmd(logLevel, socket *string) *cobra.Command {
 	c.Flags().BoolVar(&o.noFixed, "no-fixed-buffers", false, "do not register I/O buffers with io_uring")
 	c.Flags().BoolVar(&o.defer_, "defer-taskrun", false, "create queue rings with IORING_SETUP_DEFER_TASKRUN")
 	c.Flags().DurationVar(&o.poll, "poll", 0, "queue threads poll this long after activity before sleeping (e.g. 50us)")
+	c.Flags().DurationVar(&o.memberTimeout, "member-timeout", defaultMemberTimeout, "fail a member whose I/O takes longer than this (0: never)")
 	return c
 }
 
 func (o serveDaemonOptions) validate() (daemon.QueueOptions, error) {
-	q := daemon.QueueOptions{NoPin: o.noPin, NoFixedBuffers: o.noFixed, DeferTaskrun: o.defer_}
+	q := daemon.QueueOptions{NoPin: o.noPin, NoFixedBuffers: o.noFixed, DeferTaskrun: o.defer_, MemberTimeout: o.memberTimeout}
+	if o.memberTimeout < 0 || (o.memberTimeout > 0 && o.memberTimeout < 2*time.Second) {
+		return q, usagef("--member-timeout %v: 0 (never) or at least 2s", o.memberTimeout)
+	}
 	if o.metricsListen != "" {
 		if _, port, err := net.SplitHostPort(o.metricsListen); err != nil || port == "" {
 			return q, usagef("--metrics-listen %q: want host:port, e.g. %s", o.metricsListen, daemon.DefaultMetricsListen)

@@ -8,6 +8,7 @@ import (
 	"os/signal"
 	"slices"
 	"syscall"
+	"time"
 
 	"github.com/spf13/cobra"
 	"go.uber.org/zap"
@@ -19,13 +20,14 @@ import (
 )
 
 type runOptions struct {
-	serve   serveOptions
-	level   string
-	layout  string
-	chunk   string
-	name    string
-	recover bool
-	members []string
+	serve         serveOptions
+	level         string
+	layout        string
+	chunk         string
+	name          string
+	recover       bool
+	members       []string
+	memberTimeout time.Duration
 	// bitmap and sync policy
 	noBitmap    bool
 	region      string
@@ -79,10 +81,15 @@ func newRunCmd(logLevel *string) *cobra.Command {
 	c.Flags().StringVar(&o.name, "name", "", "array name (up to 32 bytes)")
 	c.Flags().BoolVar(&o.recover, "recover", false, "re-attach to device -n N whose server died")
 	o.addBitmapFlags(c)
+	c.Flags().DurationVar(&o.memberTimeout, "member-timeout", defaultMemberTimeout, "fail a member whose I/O takes longer than this (0: never)")
 	c.Flags().StringArrayVar(&o.writeMostly, "write-mostly", nil,
 		"MEMBER (one of the members given) is read only when no other copy can serve (repeatable; raid1/raid10)")
 	return c
 }
+
+// defaultMemberTimeout is the member I/O timeout (like the SCSI disk
+// command timeout).
+const defaultMemberTimeout = 30 * time.Second
 
 // addBitmapFlags adds the bitmap and sync speed flags (run and add).
 func (o *runOptions) addBitmapFlags(c *cobra.Command) {
@@ -155,6 +162,9 @@ func (o *runOptions) spec() (array.CreateSpec, error) {
 	}
 	if s.SyncMaxBytes != 0 && s.SyncMinBytes > s.SyncMaxBytes {
 		return s, usagef("--sync-speed-min is above --sync-speed-max")
+	}
+	if o.memberTimeout < 0 || (o.memberTimeout > 0 && o.memberTimeout < 2*time.Second) {
+		return s, usagef("--member-timeout %v: 0 (never) or at least 2s", o.memberTimeout)
 
 	}
 	for _, w := range o.writeMostly {
@@ -214,6 +224,7 @@ func runArray(o runOptions, spec array.CreateSpec, cfg ublk.Config, stdout io.Wr
 		return err
 	}
 	cfg.Params = a.Params()
+	a.MemberTimeout = o.memberTimeout
 	var d *ublk.Device
 	if o.recover {
 		d, err = ublk.Recover(ctrl, uint32(o.serve.number), a, cfg)

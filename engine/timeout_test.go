@@ -1,0 +1,121 @@
+package engine
+
+import (
+	"bytes"
+	"testing"
+	"time"
+)
+
+// A member that stops answering is given up after MemberTimeout: reads are
+// served from the other copy, writes complete on the survivors once the
+// failure is persisted, and the late results are dropped as stale even
+// after the tag serves another request.
+func TestMemberTimeout(t *testing.T) {
+	g := Geometry{Level: Level1, Members: 2, ChunkSectors: 128, MemberSectors: 1024}
+	arr, err := NewArray(g)
+	if err != nil {
+		t.Fatal(err)
+	}
+	be := &memBackend{done: map[uint16]error{}}
+	for i := range 2 {
+		m := &memMember{data: bytes.Repeat([]byte{byte('a' + i)}, 1024<<9), badRead: map[uint64]bool{}}
+		be.members = append(be.members, m)
+	}
+	copy(be.members[0].data, bytes.Repeat([]byte{'x'}, 4096))
+	copy(be.members[1].data, bytes.Repeat([]byte{'x'}, 4096))
+	var now time.Duration
+	e := NewExecutor(arr, be, 4, 64<<10)
+	e.Now = func() time.Duration { return now }
+	e.MemberTimeout = 10 * time.Second
+	e.bal.Inflight[1] = 1 << 30 // reads go to member 0, the one that hangs
+
+	buf := make([]byte, 4096)
+	e.Start(0, ReqRead, 0, 8, false, buf)
+	if len(be.pending) != 1 || be.pending[0].io.Member != 0 {
+		t.Fatalf("read planned as %+v", be.pending)
+	}
+	hung := be.pending[0]
+	be.pending = nil
+
+	now = 5 * time.Second
+	e.Tick()
+	if len(be.abandoned) != 0 {
+		t.Fatal("an operation younger than the timeout was abandoned")
+	}
+	// Refused (no spare buffer): it keeps waiting.
+	now = 11 * time.Second
+	be.refuseAbandon = true
+	e.Tick()
+	if len(be.pending) != 0 || arr.State().Members[0].State != MemberActive {
+		t.Fatal("an abandonment the backend refused happened")
+	}
+	be.refuseAbandon = false
+	e.Tick()
+	if len(be.abandoned) != 1 || arr.State().Members[0].State != MemberFaulty {
+		t.Fatalf("after the timeout: abandoned %v, member 0 %v", be.abandoned, arr.State().Members[0].State)
+	}
+	if len(be.pending) != 1 || be.pending[0].io.Member != 1 {
+		t.Fatalf("the read was not retried on member 1: %+v", be.pending)
+	}
+	o := be.pending[0]
+	be.pending = nil
+	e.Done(o.tag, o.op, be.run(o))
+	if err, ok := be.done[0]; !ok || err != nil || !bytes.Equal(buf, bytes.Repeat([]byte{'x'}, 4096)) {
+		t.Fatalf("read after the timeout: done %v err %v", ok, err)
+	}
+
+	// Tag 0 serves a write now; the hung read's late result is stale.
+	clear(be.done)
+	e.Start(0, ReqWrite, 8, 8, false, bytes.Repeat([]byte{'w'}, 4096))
+	e.Done(hung.tag, hung.op, 4096)
+	if len(be.stale) != 1 || be.stale[0].op != hung.op {
+		t.Fatalf("late result not reported stale: %v", be.stale)
+	}
+	if len(be.pending) != 1 || be.pending[0].io.Member != 1 {
+		t.Fatalf("write planned as %+v", be.pending)
+	}
+	o = be.pending[0]
+	be.pending = nil
+	e.Done(o.tag, o.op, be.run(o))
+	if err, ok := be.done[0]; !ok || err != nil {
+		t.Fatalf("write: done %v err %v", ok, err)
+	}
+
+	// A write hanging on a member: after the timeout it completes on the
+	// survivor, once the failure is persisted.
+	arr2, _ := NewArray(g)
+	be2 := &memBackend{done: map[uint16]error{}, members: be.members}
+	e2 := NewExecutor(arr2, be2, 4, 64<<10)
+	now = 0
+	e2.Now = func() time.Duration { return now }
+	e2.MemberTimeout = 10 * time.Second
+	e2.Start(1, ReqWrite, 0, 8, false, bytes.Repeat([]byte{'z'}, 4096))
+	if len(be2.pending) != 2 {
+		t.Fatalf("write planned as %+v", be2.pending)
+	}
+	var hung2 memOp
+	for _, o := range be2.pending {
+		if o.io.Member == 0 {
+			hung2 = o
+		} else {
+			e2.Done(o.tag, o.op, be2.run(o))
+		}
+	}
+	be2.pending = nil
+	if _, ok := be2.done[1]; ok {
+		t.Fatal("the write completed while a copy was in flight")
+	}
+	now = 20 * time.Second
+	e2.Tick()
+	if _, ok := be2.done[1]; ok || len(be2.persists) != 1 || be2.persists[0].Members[0].State != MemberFaulty {
+		t.Fatalf("the write was acknowledged before the failure was persisted (persists %v)", be2.persists)
+	}
+	e2.Persisted(be2.persists[0].Gen)
+	if err, ok := be2.done[1]; !ok || err != nil {
+		t.Fatalf("write after the persist: done %v err %v", ok, err)
+	}
+	e2.Done(hung2.tag, hung2.op, -5)
+	if len(be2.stale) != 1 {
+		t.Fatal("late failure of the abandoned write not reported stale")
+	}
+}
