@@ -23,8 +23,8 @@ type simMember struct {
 type simOp struct {
 	tag uint16
 	op  OpID
-	io      MemberIO
-	at      time.Duration // completion time once in service
+	io  MemberIO
+	at  time.Duration // completion time once in service
 }
 
 // simBackend runs an Executor against simMembers on a fake clock.
@@ -479,7 +479,7 @@ func TestBalanceOutlierRecovers(t *testing.T) {
 }
 
 func (b *simBackend) Abandon(uint16, OpID, bool) bool { return false }
-func (b *simBackend) Stale(uint16, OpID)             {}
+func (b *simBackend) Stale(uint16, OpID)              {}
 
 func (b *memExecBackend) Abandon(uint16, OpID, bool) bool { return false }
-func (b *memExecBackend) Stale(uint16, OpID)             {}
+func (b *memExecBackend) Stale(uint16, OpID)              {}

@@ -18,10 +18,10 @@ type memMember struct {
 
 // memOp is a member operation the backend has accepted but not finished.
 type memOp struct {
-	tag uint16
-	op      OpID
-	io      MemberIO
-	data    []byte
+	tag  uint16
+	op   OpID
+	io   MemberIO
+	data []byte
 }
 
 // memBackend runs an executor against memMembers. Operations complete
