@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"slices"
 	"strconv"
 	"time"
 
@@ -43,9 +44,12 @@ type AddRequest struct {
 	// BitmapRegionBytes is its region size (0: from the array size);
 	// AssumeClean starts it with every region in sync (mdadm
 	// --assume-clean). New arrays only.
-	NoBitmap          bool   `json:"no_bitmap,omitempty"`
-	BitmapRegionBytes uint64 `json:"bitmap_region_bytes,omitempty"`
-	AssumeClean       bool   `json:"assume_clean,omitempty"`
+	// WriteMostly are members (of Members) read only when no other copy
+	// can serve (raid1/raid10).
+	WriteMostly       []string `json:"write_mostly,omitempty"`
+	NoBitmap          bool     `json:"no_bitmap,omitempty"`
+	BitmapRegionBytes uint64   `json:"bitmap_region_bytes,omitempty"`
+	AssumeClean       bool     `json:"assume_clean,omitempty"`
 	// SyncMinBytes and SyncMaxBytes bound rebuild, resync and check speed
 	// per second (md's sync_speed_min/max; 0: 1000 KiB/s and no limit).
 	SyncMinBytes uint64 `json:"sync_speed_min_bytes,omitempty"`
@@ -99,6 +103,14 @@ func (r AddRequest) Spec() (array.CreateSpec, error) {
 			MemberSectors: engine.MaxMemberSectors}
 		if err := g.Validate(); err != nil {
 			return s, err
+		}
+	}
+	for _, w := range r.WriteMostly {
+		if !slices.Contains(r.Members, w) {
+			return s, fmt.Errorf("write_mostly %s: not one of the members", w)
+		}
+		if s.Level == engine.Level0 {
+			return s, errors.New("write_mostly: raid0 has a single copy of everything")
 		}
 	}
 	s.NoBitmap, s.AssumeClean = r.NoBitmap, r.AssumeClean

@@ -189,6 +189,9 @@ func (m *Manager) restore(e StateEntry) (*served, error) {
 		a.Close()
 		return nil, fmt.Errorf("the members hold array %s, not %s", uuid, e.UUID)
 	}
+	if err := setWriteMostly(a, e.WriteMostly); err != nil {
+		m.log.Warn("state entry: write-mostly member not in the array", zap.Error(err))
+	}
 	cfg := m.config(e.Number, e.Queues, e.Depth, e.MaxIOBytes)
 	if exists {
 		p, err := m.ctrl.GetParams(id)
@@ -414,6 +417,10 @@ func (m *Manager) Add(_ context.Context, req AddRequest) (Array, error) {
 		a.Close()
 		return Array{}, Refused(fmt.Errorf("the members hold a %s array; level %d would create a new one: wipe them first", a.Engine.Geo.Level, spec.Level))
 	}
+	if err := setWriteMostly(a, req.WriteMostly); err != nil {
+		a.Close()
+		return Array{}, Refused(err)
+	}
 	s, err := m.start(a, n, m.config(n, req.Queues, req.Depth, req.MaxIOBytes), false)
 	if err != nil {
 		if errors.Is(err, unix.EEXIST) {
@@ -421,12 +428,26 @@ func (m *Manager) Add(_ context.Context, req AddRequest) (Array, error) {
 		}
 		return Array{}, err
 	}
+	s.entry.WriteMostly = req.WriteMostly
 	m.track(s)
 	if err := m.saveState(); err != nil {
 		m.log.Error("state file not written", zap.Error(err))
 	}
 	m.changed()
 	return m.view(s), nil
+}
+
+// setWriteMostly marks the members at paths write-mostly (before the
+// device starts: queues copy the mask).
+func setWriteMostly(a *array.Array, paths []string) error {
+	for _, p := range paths {
+		r := a.RoleOf(p)
+		if r < 0 {
+			return fmt.Errorf("write-mostly %s: not a member of the array", p)
+		}
+		a.WriteMostly |= 1 << uint(r)
+	}
+	return nil
 }
 
 // firstFree is the lowest device number that is neither a kernel device

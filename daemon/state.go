@@ -25,6 +25,8 @@ type StateEntry struct {
 	UUID    string   `json:"uuid"`   // the array's UUID (checked on assembly)
 	Name    string   `json:"name,omitempty"`
 	Members []string `json:"members"` // member paths, as given to add
+	// WriteMostly are members read only when no other copy can serve.
+	WriteMostly []string `json:"write_mostly,omitempty"`
 	// Queue settings the device was created with (a fresh assembly uses
 	// them again; a recovery takes them from the kernel).
 	Queues     int `json:"queues,omitempty"`

@@ -153,6 +153,8 @@ func newAddCmd(socket *string) *cobra.Command {
 	c.Flags().StringVarP(&o.run.chunk, "chunk", "c", "512K", "chunk size for a new array: power of two, 4K..64M")
 	c.Flags().StringVar(&o.run.name, "name", "", "array name (up to 32 bytes)")
 	o.run.addBitmapFlags(c)
+	c.Flags().StringArrayVar(&o.run.writeMostly, "write-mostly", nil,
+		"MEMBER (one of the members given) is read only when no other copy can serve (repeatable; raid1/raid10)")
 	return c
 }
 
@@ -175,7 +177,7 @@ func (o *addOptions) request(members []string) (daemon.AddRequest, error) {
 	return daemon.AddRequest{Members: members, Level: o.run.level, Layout: o.run.layout, ChunkBytes: uint64(chunk),
 		Name: o.run.name, Number: &n, Queues: cfg.Queues, Depth: cfg.Depth, MaxIOBytes: cfg.MaxIOBytes,
 		NoBitmap: spec.NoBitmap, BitmapRegionBytes: spec.RegionSectors << 9, AssumeClean: spec.AssumeClean,
-		SyncMinBytes: spec.SyncMinBytes, SyncMaxBytes: spec.SyncMaxBytes}, nil
+		SyncMinBytes: spec.SyncMinBytes, SyncMaxBytes: spec.SyncMaxBytes, WriteMostly: o.run.writeMostly}, nil
 }
 
 // ---- del

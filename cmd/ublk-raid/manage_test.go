@@ -60,6 +60,13 @@ func TestManageUsageErrors(t *testing.T) {
 		{[]string{"check", "-n", "0", "/dev/a"}, "expected 0 argument"},
 		{[]string{"repair"}, "repair needs -n N"},
 		{[]string{"repair", "-n", "0", "/dev/a"}, "expected 0 argument"},
+		{[]string{"add", "--level", "1", "--write-mostly", "/dev/c", "/dev/a", "/dev/b"}, "--write-mostly /dev/c"},
+		{[]string{"add", "--level", "0", "--write-mostly", "/dev/a", "/dev/a", "/dev/b"}, "raid0"},
+		{[]string{"add", "--level", "1", "--no-bitmap", "--bitmap-region", "1M", "/dev/a", "/dev/b"}, "contradict"},
+		{[]string{"add", "--level", "1", "--bitmap-region", "3M", "/dev/a", "/dev/b"}, "power of two"},
+		{[]string{"add", "--level", "1", "--bitmap-region", "32K", "/dev/a", "/dev/b"}, "at least 64K"},
+		{[]string{"add", "--level", "1", "--sync-speed-min", "10M", "--sync-speed-max", "1M", "/dev/a", "/dev/b"}, "above"},
+		{[]string{"serve", "--member-timeout", "1s"}, "--member-timeout"},
 	} {
 		_, stderr, code := runCLI(withSocket(sock, tc.args)...)
 		if code != exitUsage || !strings.Contains(stderr, tc.want) {
