@@ -315,10 +315,7 @@ func (h *queue) Persist(st *engine.ArrayState) {
 	h.exec.Persisted(h.a.durable.Load())
 }
 
-func (h *queue) Close() {
-	h.a.qmu.Lock()
-	if h.a.queues[h.q.ID()] == h {
-		delete(h.a.queues, h.q.ID())
-	}
-	h.a.qmu.Unlock()
-}
+// Close implements ublk.QueueHandler. The queue stays in the array's
+// map: its counters still count (metrics, the stop log), and a late wake-up
+// of a stopped queue does nothing.
+func (h *queue) Close() {}

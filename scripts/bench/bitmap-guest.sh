@@ -12,15 +12,22 @@ mkdir -p $OUT
 last=$(($(nproc) - 1))
 # NVMe namespaces in serial order (probing is asynchronous).
 nvme() {
+	i=0
+	while [ "$(ls -d /sys/block/nvme*n1 2>/dev/null | wc -l)" -lt 4 ] && [ $i -lt 100 ]; do
+		sleep 0.1
+		i=$((i + 1))
+	done
 	for s in 0 1 2 3; do
 		for d in /sys/block/nvme*n1; do
-			[ "$(cat "$d/device/serial")" = "nvme$s" ] && echo "/dev/${d##*/}"
+			[ "$(tr -d ' ' <"$d/device/serial")" = "nvme$s" ] && echo "/dev/${d##*/}"
 		done
 	done
+	return 0
 }
 ALL=$(nvme | tr '\n' ' ')
 D2=$(echo "$ALL" | cut -d' ' -f1-2)
 D4=$(echo "$ALL" | cut -d' ' -f1-4)
+[ "$(echo "$D4" | wc -w)" = 4 ] || { echo "want 4 NVMe namespaces, found: $ALL"; ls -l /sys/block/; exit 1; }
 for d in $D4; do
 	echo "$d: volatile write cache: $(cat /sys/block/"${d#/dev/}"/queue/write_cache)"
 	fio --name=fill --filename="$d" --rw=write --bs=1M --iodepth=8 --direct=1 --ioengine=libaio --eta=never >/dev/null
@@ -30,6 +37,11 @@ wipe() {
 }
 jobs() { # jobs LABEL DEVICE
 	for qd in 1 32; do
+		# Steady state: one 4k write every 4 MiB first, so the measurement
+		# is not about the first write to each region (the bitmap's
+		# one-time cost; "writes that waited" below counts those).
+		fio --name=warm --filename="$2" --direct=1 --ioengine=io_uring --rw=write:4092k --bs=4k --iodepth=8 \
+			--eta=never >/dev/null
 		fio --name="$1-qd$qd" --filename="$2" --direct=1 --ioengine=io_uring --rw=randwrite --bs=4k \
 			--iodepth=$qd --time_based --runtime="$RUNTIME" --ramp_time=2 --cpus_allowed="$last" --eta=never \
 			--output-format=json --output="$OUT/$1-qd$qd.json" >/dev/null
