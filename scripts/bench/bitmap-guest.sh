@@ -40,8 +40,9 @@ jobs() { # jobs LABEL DEVICE
 		# Steady state: one 4k write every 4 MiB first, so the measurement
 		# is not about the first write to each region (the bitmap's
 		# one-time cost; "writes that waited" below counts those).
+		ios=$(($(blockdev --getsize64 "$2") >> 22))
 		fio --name=warm --filename="$2" --direct=1 --ioengine=io_uring --rw=write:4092k --bs=4k --iodepth=8 \
-			--eta=never >/dev/null
+			--number_ios="$ios" --eta=never >/dev/null
 		fio --name="$1-qd$qd" --filename="$2" --direct=1 --ioengine=io_uring --rw=randwrite --bs=4k \
 			--iodepth=$qd --time_based --runtime="$RUNTIME" --ramp_time=2 --cpus_allowed="$last" --eta=never \
 			--output-format=json --output="$OUT/$1-qd$qd.json" >/dev/null
