@@ -80,7 +80,7 @@ func newServeCmd(logLevel, socket *string) *cobra.Command {
 	c.Flags().BoolVar(&o.keepDevices, "keep-devices", false, "on SIGTERM/SIGINT leave every device for the next serve to recover")
 	c.Flags().BoolVar(&o.noPin, "no-pin", false, "do not pin queue threads to their CPUs")
 	c.Flags().BoolVar(&o.noFixed, "no-fixed-buffers", false, "do not register I/O buffers with io_uring")
-	c.Flags().BoolVar(&o.defer_, "defer-taskrun", false, "create queue rings with IORING_SETUP_DEFER_TASKRUN")
+	c.Flags().BoolVar(&o.defer_, "defer-taskrun", true, "create queue rings with IORING_SETUP_DEFER_TASKRUN (completions run when the queue thread waits; --defer-taskrun=false: as they come)")
 	c.Flags().DurationVar(&o.poll, "poll", 0, "queue threads poll this long after activity before sleeping (e.g. 50us)")
 	c.Flags().DurationVar(&o.memberTimeout, "member-timeout", defaultMemberTimeout, "fail a member whose I/O takes longer than this (0: never)")
 	return c

@@ -38,7 +38,7 @@ func (o *serveOptions) addFlags(c *cobra.Command) {
 	c.Flags().StringVar(&o.maxIO, "max-io", "512K", "largest request (multiple of 4K, up to 32M)")
 	c.Flags().BoolVar(&o.noPin, "no-pin", false, "do not pin queue threads to their CPUs")
 	c.Flags().BoolVar(&o.noFixed, "no-fixed-buffers", false, "do not register I/O buffers with io_uring")
-	c.Flags().BoolVar(&o.defer_, "defer-taskrun", false, "create queue rings with IORING_SETUP_DEFER_TASKRUN")
+	c.Flags().BoolVar(&o.defer_, "defer-taskrun", true, "create queue rings with IORING_SETUP_DEFER_TASKRUN (completions run when the queue thread waits; --defer-taskrun=false: as they come)")
 	c.Flags().DurationVar(&o.poll, "poll", 0, "queue threads poll this long after activity before sleeping (e.g. 50us; 0: off)")
 }
 
