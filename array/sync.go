@@ -70,6 +70,10 @@ type SyncReport struct {
 	// or clean in the bitmap).
 	Position, Synced, Skipped uint64
 	Mismatches                uint64 // check/repair: 4 KiB blocks
+	// Regions is, for a re-add, how many bitmap regions it had to recover
+	// (those written while the member was away, or not yet clean); 0
+	// otherwise.
+	Regions int
 }
 
 // SetSyncLog sets the function told when a background job starts and
@@ -192,11 +196,11 @@ func (a *Array) StartBackground() {
 		}
 	}
 	if len(targets) > 0 {
-		a.sync.start(resync.Job{Kind: resync.Rebuild, Targets: targets, Start: from, Need: a.neededWritten}, nil)
+		a.sync.start(resync.Job{Kind: resync.Rebuild, Targets: targets, Start: from, Need: a.neededWritten}, 0)
 		return
 	}
 	if a.needsResync() {
-		a.sync.start(resync.Job{Kind: resync.Resync, Need: a.neededResync}, nil)
+		a.sync.start(resync.Job{Kind: resync.Resync, Need: a.neededResync}, 0)
 	}
 }
 
@@ -235,7 +239,7 @@ func (a *Array) Check(repair bool) error {
 	if repair {
 		k = resync.Repair
 	}
-	return a.sync.start(resync.Job{Kind: k}, nil)
+	return a.sync.start(resync.Job{Kind: k}, 0)
 }
 
 // StopSync stops the background job, if any, and waits for it (its
@@ -300,9 +304,9 @@ func (a *Array) SyncStatus() SyncStatus {
 	return s
 }
 
-// start runs job in the background; finish, if set, runs after it on the
-// job's goroutine (with the job's error).
-func (y *syncer) start(job resync.Job, finish func(resync.Result, error)) error {
+// start runs job in the background. regions, when > 0, is how many bitmap
+// regions the job has to copy (a re-add), for the log.
+func (y *syncer) start(job resync.Job, regions int) error {
 	y.mu.Lock()
 	if y.running {
 		k := y.kind
@@ -327,7 +331,7 @@ func (y *syncer) start(job resync.Job, finish func(resync.Result, error)) error 
 		job.Progress = a.resyncProgress
 	}
 	if log != nil {
-		log("sync started", SyncReport{Kind: job.Kind.String(), Targets: job.Targets, Position: job.Start}, nil)
+		log("sync started", SyncReport{Kind: job.Kind.String(), Targets: job.Targets, Position: job.Start, Regions: regions}, nil)
 	}
 	go func() {
 		defer close(done)
@@ -335,9 +339,6 @@ func (y *syncer) start(job resync.Job, finish func(resync.Result, error)) error 
 		res, err := y.s.Run(ctx, job)
 		if err == nil {
 			err = a.finishJob(job, res)
-		}
-		if finish != nil {
-			finish(res, err)
 		}
 		y.mu.Lock()
 		y.running, y.cancel, y.last, y.lastHad = false, nil, job.Kind, true
@@ -351,7 +352,7 @@ func (y *syncer) start(job resync.Job, finish func(resync.Result, error)) error 
 		y.mu.Unlock()
 		if log != nil {
 			log("sync ended", SyncReport{Kind: job.Kind.String(), Targets: job.Targets, Position: res.End,
-				Synced: res.Synced, Skipped: res.Skipped, Mismatches: res.Mismatches}, err)
+				Synced: res.Synced, Skipped: res.Skipped, Mismatches: res.Mismatches, Regions: regions}, err)
 		}
 	}()
 	return nil
@@ -532,7 +533,13 @@ func (a *Array) addMember(path string, role int, readd bool) error {
 			return false
 		}
 	}
-	return a.sync.start(resync.Job{Kind: resync.Rebuild, Targets: []int{role}, Need: need2}, nil)
+	regions := 0
+	for _, d := range dirty {
+		if d {
+			regions++
+		}
+	}
+	return a.sync.start(resync.Job{Kind: resync.Rebuild, Targets: []int{role}, Need: need2}, regions)
 }
 
 func (a *Array) closeIfNew(m *ublk.Member) {

@@ -289,6 +289,9 @@ func (m *Manager) start(a *array.Array, n int, cfg ublk.Config, recover bool) (*
 	a.SetSyncLog(func(msg string, r array.SyncReport, err error) {
 		f := []zap.Field{zap.String("device", dev), zap.String("action", r.Kind), zap.Ints("targets", r.Targets),
 			zap.Uint64("position_sectors", r.Position), zap.Uint64("synced_bytes", r.Synced<<9), zap.Uint64("skipped_bytes", r.Skipped<<9)}
+		if r.Regions > 0 {
+			f = append(f, zap.Int("regions_to_recover", r.Regions))
+		}
 		if r.Kind == "check" || r.Kind == "repair" {
 			f = append(f, zap.Uint64("mismatch_cnt", r.Mismatches))
 		}

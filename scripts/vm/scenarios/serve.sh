@@ -79,8 +79,10 @@ grep -q 'Raid Level : raid1' "$SCRATCH/sv-detail.txt" && grep -q 'State : active
 "$BIN" list -o json >"$SCRATCH/sv-list.json" || fail "list -o json"
 grep -q "\"device\": \"$DEV\"" "$SCRATCH/sv-list.json" && grep -q '"state": "active"' "$SCRATCH/sv-list.json" &&
 	grep -q '"name": "tank"' "$SCRATCH/sv-list.json" || { cat "$SCRATCH/sv-list.json"; fail "list -o json"; }
+"$BIN" list -o json | grep -q '"active_disks": 2' || fail "list after re-add"
 metrics
 expect_metric "ublkraid_disks{device=\"$D\",state=\"active\"}" 2
+expect_metric "ublkraid_degraded{device=\"$D\"}" 0
 expect_metric "ublkraid_degraded{device=\"$D\"}" 0
 expect_metric "ublkraid_info{device=\"$D\",layout=\"\",level=\"raid1\",name=\"tank\"}" 1
 curl -sf --unix-socket /run/ublk-raid/control.sock "http://x/v1/arrays/$N" | grep -q '"level": "raid1"' ||
@@ -147,13 +149,19 @@ line=$(grep '"msg":"sync ended"' "$SCRATCH/sv2.err" | grep '"action":"rebuild"' 
 echo "re-add: $line"
 synced=$(echo "$line" | sed 's/.*"synced_bytes":\([0-9]*\).*/\1/')
 skipped=$(echo "$line" | sed 's/.*"skipped_bytes":\([0-9]*\).*/\1/')
-[ "$skipped" -gt "$synced" ] || fail "re-add copied $synced bytes and skipped $skipped: not just the dirty regions"
+regions=$(echo "$line" | sed 's/.*"regions_to_recover":\([0-9]*\).*/\1/')
+region_bytes=$("$BIN" detail -n "$N" -o json | sed -n 's/.*"region_bytes": \([0-9]*\).*/\1/p')
+echo "re-add: $regions regions to recover ($region_bytes bytes each), copied $synced bytes, skipped $skipped"
+[ "$skipped" -gt 0 ] && [ "$synced" -le $((regions * region_bytes)) ] ||
+	fail "re-add copied $synced bytes for $regions regions of $region_bytes bytes: not just the dirty regions"
 grep -q "$B" "$STATE" || { cat "$STATE"; fail "the state file does not list the re-added $B"; }
 "$BIN" check -n "$N" || fail "check"
 "$BIN" detail -n "$N" --wait >"$SCRATCH/sv-detail.txt" || fail "detail --wait"
 grep -q 'last check: ok, mismatch_cnt 0' "$SCRATCH/sv-detail.txt" || { cat "$SCRATCH/sv-detail.txt"; fail "check after re-add"; }
+"$BIN" list -o json | grep -q '"active_disks": 2' || fail "list after re-add"
 metrics
 expect_metric "ublkraid_disks{device=\"$D\",state=\"active\"}" 2
+expect_metric "ublkraid_degraded{device=\"$D\"}" 0
 
 step "SIGTERM serve (systemctl restart) while the fs is mounted and fio runs: the device stays, a new serve recovers it"
 fio_on_fs restart
