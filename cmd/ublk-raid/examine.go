@@ -19,17 +19,23 @@ type examineOptions struct {
 }
 
 func newExamineCmd() *cobra.Command {
+	return newInspectCmd("examine MEMBER", "Print the ublk-raid superblock of a member (like mdadm --examine)", runExamine)
+}
+
+// newInspectCmd makes a command that prints something read from one
+// member, as text or JSON (-o).
+func newInspectCmd(use, short string, run func(examineOptions, io.Writer) error) *cobra.Command {
 	var o examineOptions
 	c := &cobra.Command{
-		Use:   "examine MEMBER",
-		Short: "Print the ublk-raid superblock of a member (like mdadm --examine)",
+		Use:   use,
+		Short: short,
 		Args:  exactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			o.member = args[0]
 			if o.output != "text" && o.output != "json" {
 				return usagef("-o %q: want text or json", o.output)
 			}
-			return runExamine(o, cmd.OutOrStdout())
+			return run(o, cmd.OutOrStdout())
 		},
 	}
 	c.Flags().StringVarP(&o.output, "output", "o", "text", "output format: text or json")

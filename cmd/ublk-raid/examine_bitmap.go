@@ -14,21 +14,7 @@ import (
 )
 
 func newExamineBitmapCmd() *cobra.Command {
-	var o examineOptions
-	c := &cobra.Command{
-		Use:   "examine-bitmap MEMBER",
-		Short: "Print a member's copy of the write-intent bitmap (like mdadm -X)",
-		Args:  exactArgs(1),
-		RunE: func(cmd *cobra.Command, args []string) error {
-			o.member = args[0]
-			if o.output != "text" && o.output != "json" {
-				return usagef("-o %q: want text or json", o.output)
-			}
-			return runExamineBitmap(o, cmd.OutOrStdout())
-		},
-	}
-	c.Flags().StringVarP(&o.output, "output", "o", "text", "output format: text or json")
-	return c
+	return newInspectCmd("examine-bitmap MEMBER", "Print a member's copy of the write-intent bitmap (like mdadm -X)", runExamineBitmap)
 }
 
 // examineBitmapJSON is the stable -o json schema of examine-bitmap.
