@@ -1,6 +1,7 @@
 package array
 
 import (
+	"fmt"
 	"path/filepath"
 	"time"
 
@@ -79,11 +80,16 @@ func (a *Array) Metrics(device string) metrics.ArrayStats {
 	}
 	a.qmu.Lock()
 	defer a.qmu.Unlock()
+	seen := map[string]bool{}
 	for _, m := range s.Members {
 		if m.Path == "" || m.State == "missing" {
-			continue
+			continue // an empty slot
 		}
 		ms := metrics.MemberStats{Name: filepath.Base(m.Path)}
+		if seen[ms.Name] { // the "member" label must be unique
+			ms.Name = fmt.Sprintf("%s#%d", ms.Name, m.Role)
+		}
+		seen[ms.Name] = true
 		switch m.State {
 		case "active":
 			ms.State = metrics.MemberActive

@@ -813,42 +813,7 @@ func (m *Manager) Snapshot() []metrics.ArrayStats {
 	m.mu.Unlock()
 	var out []metrics.ArrayStats
 	for _, s := range ss {
-		st := s.a.Metrics(filepath.Base(DevicePath(s.n)))
-		seen := map[string]bool{}
-		for i := range st.Members {
-			if seen[st.Members[i].Name] {
-				st.Members[i].Name = fmt.Sprintf("%s#%d", st.Members[i].Name, i)
-			}
-			seen[st.Members[i].Name] = true
-		}
-		out = append(out, st)
+		out = append(out, s.a.Metrics(filepath.Base(DevicePath(s.n))))
 	}
 	return out
-}
-
-// StatsOf maps the API view of an array to its metrics snapshot.
-func StatsOf(a Array) metrics.ArrayStats {
-	st := metrics.ArrayStats{Device: filepath.Base(a.Device), Name: a.Name, Level: a.Level, Layout: a.Layout,
-		State: metrics.ArrayActive, RaidDisks: a.RaidDisks, Size: a.SizeBytes}
-	seen := map[string]bool{}
-	for _, mb := range a.Members {
-		var ms metrics.MemberState
-		switch mb.State {
-		case "active":
-			ms = metrics.MemberActive
-		case "rebuilding":
-			ms = metrics.MemberRebuilding
-		case "faulty":
-			ms = metrics.MemberFailed
-		default:
-			continue // missing: an empty slot
-		}
-		name := filepath.Base(mb.Path)
-		if mb.Path == "" || seen[name] {
-			name = fmt.Sprintf("%s#%d", name, mb.Role)
-		}
-		seen[name] = true
-		st.Members = append(st.Members, metrics.MemberStats{Name: name, State: ms})
-	}
-	return st
 }

@@ -8,8 +8,6 @@ import (
 	"reflect"
 	"testing"
 	"time"
-
-	"github.com/ublk-raid/ublk-raid/metrics"
 )
 
 func TestNotify(t *testing.T) {
@@ -74,29 +72,5 @@ func TestStateFile(t *testing.T) {
 	os.WriteFile(path, []byte(`{"version":2,"arrays":[]}`), 0o600)
 	if _, err := LoadState(path); err == nil {
 		t.Fatal("state file version 2 accepted")
-	}
-}
-
-func TestStatsOf(t *testing.T) {
-	a := Array{Number: 2, Device: "/dev/ublkb2", Name: "tank", Level: "raid10", Layout: "n2", RaidDisks: 4, SizeBytes: 1 << 30,
-		Members: []Member{
-			{Role: 0, Path: "/dev/vdc", State: "active"},
-			{Role: 1, Path: "/dev/vdd", State: "faulty"},
-			{Role: 2, State: "missing"},
-			{Role: 3, Path: "/srv/b/img", State: "rebuilding"},
-		}}
-	got := StatsOf(a)
-	want := metrics.ArrayStats{Device: "ublkb2", Name: "tank", Level: "raid10", Layout: "n2", RaidDisks: 4, Size: 1 << 30,
-		Members: []metrics.MemberStats{
-			{Name: "vdc", State: metrics.MemberActive},
-			{Name: "vdd", State: metrics.MemberFailed},
-			{Name: "img", State: metrics.MemberRebuilding},
-		}}
-	if !reflect.DeepEqual(got, want) {
-		t.Fatalf("StatsOf:\n got %+v\nwant %+v", got, want)
-	}
-	a.Members = []Member{{Role: 0, Path: "/a/img", State: "active"}, {Role: 1, Path: "/b/img", State: "active"}}
-	if got := StatsOf(a); got.Members[0].Name == got.Members[1].Name {
-		t.Fatalf("member names not unique: %+v", got.Members)
 	}
 }
