@@ -71,20 +71,32 @@ type roleJSON struct {
 	RecoveryOffset uint64 `json:"recovery_offset_sectors,omitempty"`
 }
 
+// openExamined opens member read-only (without claiming it) and reads its
+// superblock. The caller closes the member.
+func openExamined(member string) (*ublk.Member, *engine.Superblock, error) {
+	m, err := ublk.OpenMemberReadOnly(member)
+	if err != nil {
+		return nil, nil, err
+	}
+	b, err := m.ReadBlock(engine.SuperblockOffset, engine.SuperblockSize)
+	if err != nil {
+		m.Close()
+		return nil, nil, err
+	}
+	sb, err := engine.ParseSuperblock(b)
+	if err != nil {
+		m.Close()
+		return nil, nil, fmt.Errorf("%s: %w", member, err)
+	}
+	return m, sb, nil
+}
+
 func runExamine(o examineOptions, stdout io.Writer) error {
-	m, err := ublk.OpenMemberReadOnly(o.member)
+	m, sb, err := openExamined(o.member)
 	if err != nil {
 		return err
 	}
 	defer m.Close()
-	b, err := m.ReadBlock(engine.SuperblockOffset, engine.SuperblockSize)
-	if err != nil {
-		return err
-	}
-	sb, err := engine.ParseSuperblock(b)
-	if err != nil {
-		return fmt.Errorf("%s: %w", o.member, err)
-	}
 	j := examineJSON{
 		Member: o.member, ArrayUUID: engine.UUIDString(sb.ArrayUUID), Name: sb.Name,
 		Level: engine.Level(sb.Level).String(), ChunkBytes: uint64(sb.ChunkSectors) << 9, RaidDevices: sb.Members,

@@ -10,7 +10,6 @@ import (
 
 	"github.com/ublk-raid/ublk-raid/bitmap"
 	"github.com/ublk-raid/ublk-raid/engine"
-	"github.com/ublk-raid/ublk-raid/ublk"
 )
 
 func newExamineBitmapCmd() *cobra.Command {
@@ -35,19 +34,11 @@ type examineBitmapJSON struct {
 }
 
 func runExamineBitmap(o examineOptions, stdout io.Writer) error {
-	m, err := ublk.OpenMemberReadOnly(o.member)
+	m, sb, err := openExamined(o.member)
 	if err != nil {
 		return err
 	}
 	defer m.Close()
-	b, err := m.ReadBlock(engine.SuperblockOffset, engine.SuperblockSize)
-	if err != nil {
-		return err
-	}
-	sb, err := engine.ParseSuperblock(b)
-	if err != nil {
-		return fmt.Errorf("%s: %w", o.member, err)
-	}
 	if sb.BitmapBytes == 0 {
 		return fmt.Errorf("%s: the array has no write-intent bitmap", o.member)
 	}
