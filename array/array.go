@@ -81,6 +81,8 @@ type Array struct {
 	checkpoint   map[int]uint64
 	lastRequests uint64
 	bitmapWait   metrics.Histogram // how long writes waited for the bitmap
+	// bitmapBlockWrites counts bitmap block writes that reached a member.
+	bitmapBlockWrites atomic.Uint64
 	// current member of each role as queue threads see it (a replaced
 	// member is not in the queues' fixed-file tables).
 	current [engine.RoleTableSize]atomic.Pointer[ublk.Member]

@@ -110,6 +110,11 @@ func (f *flusher) commit(bt *bitmap.Batch) {
 		}
 		return nil
 	})
+	for _, r := range roles {
+		if errs[r] == nil {
+			f.a.bitmapBlockWrites.Add(uint64(len(bt.Blocks)))
+		}
+	}
 	for r, err := range errs {
 		if err != nil {
 			// The member is no longer present for the bitmap: the batch is

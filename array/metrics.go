@@ -75,7 +75,7 @@ func (a *Array) Metrics(device string) metrics.ArrayStats {
 		}
 		a.qmu.Unlock()
 		out.Bitmap = &metrics.BitmapStats{Regions: uint64(bs.Regions), DirtyRegions: uint64(bs.DirtyRegions),
-			BlockWrites: bs.BlockWrites * uint64(max(1, s.ActiveDisks)), DataWrites: data, Waited: bs.WaitedWrites,
+			BlockWrites: a.bitmapBlockWrites.Load(), DataWrites: data, Waited: bs.WaitedWrites,
 			Wait: a.bitmapWait.Snapshot()}
 	}
 	a.qmu.Lock()

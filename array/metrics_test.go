@@ -47,6 +47,10 @@ func TestMetricsMembers(t *testing.T) {
 		st.Size != a.Engine.Geo.ArraySectors()<<9 || st.State != metrics.ArrayActive || st.Bitmap == nil {
 		t.Fatalf("array metrics %+v", st)
 	}
+	// Recording the failures wrote the bitmap header to the members.
+	if st.Bitmap.BlockWrites == 0 {
+		t.Fatalf("bitmap metrics %+v: no block write counted", st.Bitmap)
+	}
 	want := []metrics.MemberState{metrics.MemberActive, metrics.MemberFailed, metrics.MemberActive}
 	if len(st.Members) != len(want) {
 		t.Fatalf("members %+v: the removed one must be left out", st.Members)
