@@ -329,6 +329,11 @@ func (r *Ring) enter(waitNr, flags uint32) (int, error) {
 		n, _, errno := unix.Syscall6(unix.SYS_IO_URING_ENTER, uintptr(r.fd), uintptr(toSubmit), uintptr(waitNr), uintptr(flags), 0, 0)
 		switch errno {
 		case 0:
+			if waitNr > 0 && r.CQReady() < waitNr {
+				// A signal cut the wait short after the kernel submitted:
+				// it then reports the submission, not EINTR. Wait again.
+				continue
+			}
 			return int(n), nil
 		case unix.EINTR:
 			// Go's async preemption (SIGURG) interrupts waits; the kernel has
