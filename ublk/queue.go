@@ -88,6 +88,14 @@ func (q *Queue) Wake() {
 	q.wake.Write(one[:]) // an eventfd write; EAGAIN (counter full) still wakes
 }
 
+// SetTargetFile puts fd (-1: none) into the ring's fixed-file slot of
+// Target.Files()[i], so a target can swap a member in or out while it
+// serves: requests already issued keep the file they took, and once the
+// call returns the ring no longer holds the old file. Queue thread only.
+func (q *Queue) SetTargetFile(i, fd int) error {
+	return q.ring.UpdateFile(FirstTargetFile+i, fd)
+}
+
 // Ring gives targets access to ring helpers such as PrepLinkTimeout.
 func (q *Queue) Ring() *Ring { return q.ring }
 

@@ -3,6 +3,7 @@ package ublk
 import (
 	"errors"
 	"fmt"
+	"runtime"
 	"sync/atomic"
 	"time"
 	"unsafe"
@@ -387,6 +388,25 @@ func (r *Ring) RegisterFiles(fds []int32) error {
 		uintptr(unsafe.Pointer(&fds[0])), uintptr(len(fds)), 0, 0)
 	if errno != 0 {
 		return fmt.Errorf("io_uring_register(FILES): %w", errno)
+	}
+	return nil
+}
+
+// UpdateFile puts fd (-1: none) into fixed-file slot index. Requests
+// already issued keep the file they took; unsubmitted SQEs naming the
+// slot see the new one. On a SINGLE_ISSUER ring only the submitter thread
+// may call it.
+func (r *Ring) UpdateFile(index int, fd int) error {
+	fds := [1]int32{int32(fd)}
+	up := ioUringFilesUpdate{Offset: uint32(index), Fds: uint64(uintptr(unsafe.Pointer(&fds[0])))}
+	n, _, errno := unix.Syscall6(unix.SYS_IO_URING_REGISTER, uintptr(r.fd), registerFilesUpd,
+		uintptr(unsafe.Pointer(&up)), 1, 0, 0)
+	runtime.KeepAlive(&fds)
+	if errno != 0 {
+		return fmt.Errorf("io_uring_register(FILES_UPDATE): %w", errno)
+	}
+	if n != 1 {
+		return fmt.Errorf("io_uring_register(FILES_UPDATE): %d slots updated", n)
 	}
 	return nil
 }

@@ -131,6 +131,53 @@ func TestRingFixedFileReadWrite(t *testing.T) {
 	}
 }
 
+// A fixed-file slot updated in place serves the new file; emptied, it
+// fails requests with EBADF and no longer holds the old file.
+func TestRingUpdateFile(t *testing.T) {
+	dir := t.TempDir()
+	open := func(name, data string) *os.File {
+		p := filepath.Join(dir, name)
+		if err := os.WriteFile(p, []byte(data), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		f, err := os.Open(p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { f.Close() })
+		return f
+	}
+	a, b := open("a", "aaaa"), open("b", "bbbb")
+	r := newTestRing(t, 8, RingOptions{})
+	if err := r.RegisterFiles([]int32{-1, int32(a.Fd())}); err != nil {
+		t.Fatal(err)
+	}
+	read := func(ud uint64) (int32, string) {
+		buf := make([]byte, 4)
+		PrepRW(r.GetSQE(), OpRead, 1, buf, 0, ud)
+		res := reap(t, r, 1)[ud]
+		return res, string(buf)
+	}
+	if res, got := read(1); res != 4 || got != "aaaa" {
+		t.Fatalf("slot 1 before the update: %d %q", res, got)
+	}
+	if err := r.UpdateFile(1, int(b.Fd())); err != nil {
+		t.Fatal(err)
+	}
+	if res, got := read(2); res != 4 || got != "bbbb" {
+		t.Fatalf("slot 1 after the update: %d %q", res, got)
+	}
+	if err := r.UpdateFile(1, -1); err != nil {
+		t.Fatal(err)
+	}
+	if res, _ := read(3); res != -int32(unix.EBADF) {
+		t.Fatalf("emptied slot: result %d, want -EBADF", res)
+	}
+	if err := r.UpdateFile(5, int(a.Fd())); err == nil {
+		t.Fatal("a slot past the table was updated")
+	}
+}
+
 func TestRingLinkTimeoutCancelsStuckOp(t *testing.T) {
 	var p [2]int
 	if err := unix.Pipe(p[:]); err != nil {

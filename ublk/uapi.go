@@ -92,6 +92,15 @@ type ioUringGeteventsArg struct {
 	Ts        uint64
 }
 
+// ioUringFilesUpdate mirrors struct io_uring_files_update, the argument
+// of IORING_REGISTER_FILES_UPDATE (Fds: address of an __s32 array, set
+// for the call only).
+type ioUringFilesUpdate struct {
+	Offset uint32
+	Resv   uint32
+	Fds    uint64
+}
+
 // io_uring_setup flags.
 const (
 	setupCQSize       = 1 << 3
@@ -111,6 +120,7 @@ const (
 	offSQEs           = 0x10000000
 	registerBuffers   = 0
 	registerFiles     = 2
+	registerFilesUpd  = 6
 	sqRingNeedWakeup  = 1 << 0
 	sqRingCQOverflow  = 1 << 1
 	sqRingTaskrun     = 1 << 2

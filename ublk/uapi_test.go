@@ -61,6 +61,9 @@ var uapiLayouts = []uapiStruct{
 	{reflect.TypeFor[ioUringGeteventsArg](), "io_uring_getevents_arg", 24, []uapiField{
 		{"Sigmask", "sigmask", 0}, {"SigmaskSz", "sigmask_sz", 8}, {"MinWait", "min_wait_usec", 12}, {"Ts", "ts", 16},
 	}},
+	{reflect.TypeFor[ioUringFilesUpdate](), "io_uring_files_update", 16, []uapiField{
+		{"Offset", "offset", 0}, {"Resv", "resv", 4}, {"Fds", "fds", 8},
+	}},
 	{reflect.TypeFor[ublksrvCtrlCmd](), "ublksrv_ctrl_cmd", 32, []uapiField{
 		{"DevID", "dev_id", 0}, {"QueueID", "queue_id", 4}, {"Len", "len", 6},
 		{"Addr", "addr", 8}, {"Data", "data", 16}, {"DevPathLen", "dev_path_len", 24},
@@ -158,6 +161,7 @@ var uapiConstants = []struct {
 	{"IORING_SETUP_CLAMP", setupClamp, 16},
 	{"IORING_FEAT_SINGLE_MMAP", featSingleMmap, 1},
 	{"IORING_REGISTER_FILES", registerFiles, 2},
+	{"IORING_REGISTER_FILES_UPDATE", registerFilesUpd, 6},
 	{"IORING_REGISTER_BUFFERS", registerBuffers, 0},
 	{"FALLOC_FL_PUNCH_HOLE", FallocPunchHole, 2},
 	{"FALLOC_FL_ZERO_RANGE", FallocZeroRange, 0x10},
