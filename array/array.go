@@ -45,6 +45,10 @@ type CreateSpec struct {
 	// check per second (md's sync_speed_min/max; 0: 1000 KiB/s and no
 	// limit). Used at assembly too.
 	SyncMinBytes, SyncMaxBytes uint64
+	// Spares are devices to hold as spares (raid1/10): written as spares
+	// of a new array; at assembly, those carrying this array's spare
+	// superblock are taken as they are and blank ones are added.
+	Spares []string
 }
 
 // Array is an open RAID array.
@@ -56,6 +60,9 @@ type Array struct {
 	// OnMemberFailed, if set, is called once per member that becomes
 	// faulty, when its failure has been recorded (under the array lock).
 	OnMemberFailed func(role int, path string)
+	// OnSpareActivated, if set, is told when a spare was put into a faulty
+	// or missing role (err nil: its rebuild started).
+	OnSpareActivated func(role int, path string, err error)
 
 	// Bitmap is the write-intent bitmap (nil: none); BitmapInfo says what
 	// assembly found on the members (nil for a new array).
@@ -86,16 +93,23 @@ type Array struct {
 	// current member of each role as queue threads see it (a replaced
 	// member is not in the queues' fixed-file tables).
 	current [engine.RoleTableSize]atomic.Pointer[ublk.Member]
-	notify  chan struct{} // bitmap.Options.Notify's signal to the flusher
-	qmu     sync.Mutex
-	queues  map[int]*queue // by queue ID, for the flusher to wake
+	// filesEpoch counts publishFile calls queues must bring into their
+	// fixed-file tables (see swapFile).
+	filesEpoch atomic.Uint64
+	notify     chan struct{} // bitmap.Options.Notify's signal to the flusher
+	qmu        sync.Mutex
+	queues     map[int]*queue // by queue ID, for the flusher to wake
 
 	dataOffset uint64 // bytes
 	mu         sync.Mutex
-	durable    atomic.Uint64 // highest engine state generation on disk
-	events     uint64        // superblock events of the last write
-	stateGen   uint64        // engine generation the last superblock write recorded
-	reported   []bool        // roles whose failure was reported to OnMemberFailed
+	durable    atomic.Uint64  // highest engine state generation on disk
+	events     uint64         // superblock events of the last write
+	stateGen   uint64         // engine generation the last superblock write recorded
+	reported   []bool         // roles whose failure was reported to OnMemberFailed
+	leaked     []*ublk.Member // swapped out but possibly still in a queue's ring
+	spares     []spareMember
+	closing    bool       // Close has begun: no spare is activated
+	spareMu    sync.Mutex // serialises spare activations
 }
 
 // Open opens the members and either assembles the array their superblocks
@@ -108,7 +122,7 @@ func Open(paths []string, spec CreateSpec, create bool) (*Array, error) {
 		return nil, errors.New("no members given")
 	}
 	seen := map[string]bool{}
-	for _, p := range paths {
+	for _, p := range append(append([]string(nil), paths...), spec.Spares...) {
 		if seen[p] {
 			return nil, fmt.Errorf("member %s is given twice", p)
 		}
@@ -137,26 +151,52 @@ func Open(paths []string, spec CreateSpec, create bool) (*Array, error) {
 	}
 	var inputs []engine.MemberSB
 	for _, m := range ms {
-		b, err := m.ReadBlock(engine.SuperblockOffset, engine.SuperblockSize)
-		in := engine.MemberSB{Path: m.Path}
-		if err != nil {
-			in.Err = err
-		} else if sb, err := engine.ParseSuperblock(b); err != nil {
-			in.Err = err
-		} else {
-			in.SB = sb
-		}
-		inputs = append(inputs, in)
+		inputs = append(inputs, readSB(m))
 	}
-	asm, err := engine.Assemble(inputs)
+	// Spares: opened now (bad input fails before anything is written);
+	// those with a superblock join the assembly, blank ones are added.
+	var spares, blank []*ublk.Member
+	closeSpares := func() {
+		for _, m := range spares {
+			m.Close()
+		}
+	}
+	for _, p := range spec.Spares {
+		m, err := ublk.OpenMember(p)
+		if err != nil {
+			closeAll()
+			closeSpares()
+			return nil, err
+		}
+		spares = append(spares, m)
+	}
+	var spareIn []engine.MemberSB
+	var withSB []*ublk.Member
+	for _, m := range spares {
+		in := readSB(m)
+		if in.SB == nil {
+			blank = append(blank, m)
+		} else {
+			spareIn = append(spareIn, in)
+			withSB = append(withSB, m)
+		}
+	}
+	asm, err := engine.Assemble(append(append([]engine.MemberSB(nil), inputs...), spareIn...))
 	if errors.Is(err, engine.ErrNoSuperblock) {
 		if !create {
 			closeAll()
+			closeSpares()
 			return nil, fmt.Errorf("the members carry no ublk-raid superblock: give --level to create a new array")
 		}
-		a, err := newArray(ms, spec)
+		if len(spareIn) > 0 {
+			closeAll()
+			closeSpares()
+			return nil, fmt.Errorf("spare %s carries a ublk-raid superblock: wipe it first if it is free", spareIn[0].Path)
+		}
+		a, err := newArray(ms, spares, spec)
 		if err != nil {
 			closeAll()
+			closeSpares()
 			return nil, err
 		}
 		a.initSync(spec)
@@ -165,7 +205,16 @@ func Open(paths []string, spec CreateSpec, create bool) (*Array, error) {
 	}
 	if err != nil {
 		closeAll()
+		closeSpares()
 		return nil, err
+	}
+	ms = append(ms, withSB...) // in step with inputs
+	inputs = append(inputs, spareIn...)
+	// A blank spare given at assembly is added once the array is open.
+	var blankPaths []string
+	for _, m := range blank {
+		blankPaths = append(blankPaths, m.Path)
+		m.Close()
 	}
 	a, err := assemble(ms, inputs, asm, spec.BitmapOptions)
 	if err != nil {
@@ -174,10 +223,30 @@ func Open(paths []string, spec CreateSpec, create bool) (*Array, error) {
 	}
 	a.initSync(spec)
 	a.start()
+	for _, p := range blankPaths {
+		if err := a.AddSpare(p); err != nil {
+			a.Close()
+			return nil, fmt.Errorf("spare %s: %w", p, err)
+		}
+	}
 	return a, nil
 }
 
-func newArray(ms []*ublk.Member, spec CreateSpec) (*Array, error) {
+// readSB reads m's superblock for assembly.
+func readSB(m *ublk.Member) engine.MemberSB {
+	in := engine.MemberSB{Path: m.Path}
+	b, err := m.ReadBlock(engine.SuperblockOffset, engine.SuperblockSize)
+	if err != nil {
+		in.Err = err
+	} else if sb, err := engine.ParseSuperblock(b); err != nil {
+		in.Err = err
+	} else {
+		in.SB = sb
+	}
+	return in
+}
+
+func newArray(ms, spares []*ublk.Member, spec CreateSpec) (*Array, error) {
 	if spec.ChunkSectors == 0 {
 		spec.ChunkSectors = 1024 // 512 KiB
 	}
@@ -192,6 +261,16 @@ func newArray(ms []*ublk.Member, spec CreateSpec) (*Array, error) {
 	aspec := engine.ArraySpec{
 		Name: spec.Name, Level: uint32(spec.Level), Layout: spec.Layout.MD(),
 		ChunkSectors: uint32(spec.ChunkSectors), MemberBytes: sizes,
+	}
+	if len(spares) > 0 && spec.Level == engine.Level0 {
+		return nil, errors.New("a raid0 array cannot have spares")
+	}
+	for _, m := range spares {
+		if m.LogicalBlock != ms[0].LogicalBlock {
+			return nil, fmt.Errorf("spare %s has %d-byte logical blocks; the members have %d", m.Path, m.LogicalBlock, ms[0].LogicalBlock)
+		}
+		aspec.SpareBytes = append(aspec.SpareBytes, uint64(m.Size))
+		lbs, pbs = max(lbs, m.LogicalBlock), max(pbs, m.PhysicalBlock)
 	}
 	useBitmap := !spec.NoBitmap && spec.Level != engine.Level0
 	bs := bitmap.BlockSizeFor(uint32(lbs), uint32(pbs), 0)
@@ -216,7 +295,8 @@ func newArray(ms []*ublk.Member, spec CreateSpec) (*Array, error) {
 	if err != nil {
 		return nil, err
 	}
-	a := &Array{Engine: ea, Members: ms, SBs: sbs, Created: true, dataOffset: sbs[0].DataOffset, events: sbs[0].Events}
+	n := len(ms)
+	a := &Array{Engine: ea, Members: ms, SBs: sbs[:n:n], Created: true, dataOffset: sbs[0].DataOffset, events: sbs[0].Events}
 	if useBitmap {
 		cfg := bitmapConfig(sbs[0], g.ArraySectors())
 		cfg.RegionSectors, cfg.BlockSize = region, bs
@@ -229,8 +309,14 @@ func newArray(ms []*ublk.Member, spec CreateSpec) (*Array, error) {
 			return nil, fmt.Errorf("write-intent bitmap: %w", err)
 		}
 	}
+	// Spares must hold the array's data area.
+	for i, m := range spares {
+		if sb := sbs[n+i]; sb.DataSectors < g.MemberSectors {
+			return nil, fmt.Errorf("spare %s is %d bytes; it needs at least %d", m.Path, m.Size, sb.DataOffset+g.MemberSectors<<9)
+		}
+	}
 	// Everything is checked; now, and only now, write.
-	for i, m := range ms {
+	for i, m := range append(append([]*ublk.Member(nil), ms...), spares...) {
 		b, err := sbs[i].MarshalBinary()
 		if err != nil {
 			return nil, err
@@ -238,6 +324,9 @@ func newArray(ms []*ublk.Member, spec CreateSpec) (*Array, error) {
 		if err := m.WriteBlockSync(engine.SuperblockOffset, b); err != nil {
 			return nil, err
 		}
+	}
+	for i, m := range spares {
+		a.spares = append(a.spares, spareMember{m: m, uuid: sbs[n+i].MemberUUID})
 	}
 	a.stateGen = ea.State().Gen
 	a.durable.Store(a.stateGen)
@@ -285,9 +374,18 @@ func assemble(ms []*ublk.Member, inputs []engine.MemberSB, asm *engine.Assembly,
 			states[r] = engine.MemberStatus{State: engine.MemberMissing}
 		}
 	}
+	isSpare := map[string]bool{}
+	for _, p := range asm.Spares {
+		isSpare[p] = true
+	}
+	var spares []spareMember
 	for i, m := range ms {
-		if !used[i] {
-			m.Close() // stale or spare: rebuild is a later step; not held open
+		switch {
+		case used[i]:
+		case isSpare[m.Path] && asm.Level != 0:
+			spares = append(spares, spareMember{m: m, uuid: inputs[i].SB.MemberUUID})
+		default:
+			m.Close() // stale: re-add or replace brings it back
 		}
 	}
 	g := geometryOf(asm.Freshest, sbs)
@@ -296,7 +394,7 @@ func assemble(ms []*ublk.Member, inputs []engine.MemberSB, asm *engine.Assembly,
 		return nil, err
 	}
 	st := ea.SetState(states)
-	a := &Array{Engine: ea, Members: roles, SBs: sbs, dataOffset: asm.Freshest.DataOffset, events: asm.Events}
+	a := &Array{Engine: ea, Members: roles, SBs: sbs, dataOffset: asm.Freshest.DataOffset, events: asm.Events, spares: spares}
 	a.stateGen = st.Gen
 	a.durable.Store(st.Gen)
 	if !geometryCovered(ea) {
@@ -418,6 +516,7 @@ func (a *Array) writeSuperblocks(st *engine.ArrayState, clean bool) error {
 		sb.Events = a.events
 		sb.UpdateTime = now
 		sb.Clean = clean
+		a.setSpareEntries(&sb)
 		for i := range st.Members {
 			if a.SBs[i] != nil {
 				sb.Roles[i].Member = a.SBs[i].MemberUUID
@@ -472,6 +571,9 @@ func (a *Array) writeSuperblocks(st *engine.ArrayState, clean bool) error {
 					path = a.Members[r].Path
 				}
 				a.OnMemberFailed(r, path)
+			}
+			if len(a.spares) > 0 {
+				go a.activateSpare()
 			}
 		}
 	}
@@ -540,9 +642,52 @@ func (a *Array) route(tokens []bitmap.Waiter) {
 // publishFile makes m the member queue threads use for role.
 func (a *Array) publishFile(role int, m *ublk.Member) { a.current[role].Store(m) }
 
+// swapFile makes m (nil: none) role's member on every queue and, once no
+// queue's ring holds old any more, closes old (nil: nothing to close), so
+// the device is free for other users. Queue threads update their
+// fixed-file tables on their next wake-up or tick (at most a second); a
+// queue that does not within filesWait keeps old open (a later stop
+// closes it) and swapFile reports that.
+func (a *Array) swapFile(role int, m, old *ublk.Member) error {
+	a.publishFile(role, m)
+	epoch := a.filesEpoch.Add(1)
+	a.qmu.Lock()
+	qs := make([]*queue, 0, len(a.queues))
+	for _, h := range a.queues {
+		qs = append(qs, h)
+		h.q.Wake()
+	}
+	a.qmu.Unlock()
+	if old == nil || old == m {
+		return nil
+	}
+	deadline := time.Now().Add(filesWait)
+	for _, h := range qs {
+		for !h.closed.Load() && h.filesSeen.Load() < epoch {
+			if time.Now().After(deadline) {
+				a.mu.Lock()
+				a.leaked = append(a.leaked, old)
+				a.mu.Unlock()
+				return fmt.Errorf("queue %d did not release %s: it stays open until the array stops", h.q.ID(), old.Path)
+			}
+			time.Sleep(5 * time.Millisecond)
+		}
+	}
+	old.Close()
+	return nil
+}
+
+// filesWait bounds how long swapFile waits for the queues.
+const filesWait = 10 * time.Second
+
 // Close stops the background job and the bitmap flusher and closes the
 // members.
 func (a *Array) Close() {
+	a.mu.Lock()
+	a.closing = true
+	a.mu.Unlock()
+	a.spareMu.Lock() // an activation under way finishes first
+	a.spareMu.Unlock()
 	a.StopSync()
 	if a.fl != nil {
 		a.fl.close()
@@ -553,4 +698,11 @@ func (a *Array) Close() {
 			m.Close()
 		}
 	}
+	for _, m := range a.leaked {
+		m.Close()
+	}
+	for _, s := range a.spares {
+		s.m.Close()
+	}
+	a.spares = nil
 }

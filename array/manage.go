@@ -33,6 +33,9 @@ type Status struct {
 	ActiveDisks  int          `json:"active_disks"`
 	FailedDisks  int          `json:"failed_disks"`
 	MissingDisks int          `json:"missing_disks"`
+	// Spares are the devices standing by to take a failed role.
+	Spares     []string `json:"spares"`
+	SpareDisks int      `json:"spare_disks"`
 }
 
 // Status describes the array now.
@@ -54,9 +57,13 @@ func (a *Array) Status() Status {
 			paths[r] = m.Path
 		}
 	}
+	spares := make([]string, 0, len(a.spares))
+	for _, sp := range a.spares {
+		spares = append(spares, sp.m.Path)
+	}
 	a.mu.Unlock()
 	s := Status{Level: g.Level.String(), ChunkBytes: g.ChunkSectors << 9, SizeBytes: g.ArraySectors() << 9,
-		RaidDisks: g.Members, Events: events}
+		RaidDisks: g.Members, Events: events, Spares: spares, SpareDisks: len(spares)}
 	if g.Level == engine.Level10 {
 		s.Layout = g.Layout.String()
 	}
@@ -139,8 +146,9 @@ func coveredWithout(ea *engine.Array, role int) bool {
 }
 
 // Remove takes a faulty member out of the array (like mdadm --remove): its
-// role becomes missing in the superblocks. An active member must be
-// failed first.
+// role becomes missing in the superblocks and the device is closed (free
+// for other users: mdadm --zero-superblock, a new array). An active member
+// must be failed first.
 func (a *Array) Remove(role int) error {
 	g := a.Engine.Geo
 	if role < 0 || role >= g.Members {
@@ -154,7 +162,15 @@ func (a *Array) Remove(role int) error {
 	default:
 		return fmt.Errorf("role %d is %s: fail it first", role, st.Members[role].State)
 	}
-	return a.persist(a.Engine.Update(func(ms []engine.MemberStatus) {
+	if err := a.persist(a.Engine.Update(func(ms []engine.MemberStatus) {
 		ms[role] = engine.MemberStatus{State: engine.MemberMissing}
-	}))
+	})); err != nil {
+		return err
+	}
+	// Release the device: out of every queue's ring, then closed.
+	a.mu.Lock()
+	old := a.Members[role]
+	a.Members[role] = nil
+	a.mu.Unlock()
+	return a.swapFile(role, nil, old)
 }

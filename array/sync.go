@@ -201,7 +201,16 @@ func (a *Array) StartBackground() {
 	}
 	if a.needsResync() {
 		a.sync.start(resync.Job{Kind: resync.Resync, Need: a.neededResync}, 0)
+		return
 	}
+	a.activateSpare()
+}
+
+// busy reports whether a job runs.
+func (y *syncer) busy() bool {
+	y.mu.Lock()
+	defer y.mu.Unlock()
+	return y.running
 }
 
 // neededResync is a resync's Need: some region of the range awaits resync.
@@ -354,6 +363,9 @@ func (y *syncer) start(job resync.Job, regions int) error {
 			log("sync ended", SyncReport{Kind: job.Kind.String(), Targets: job.Targets, Position: res.End,
 				Synced: res.Synced, Skipped: res.Skipped, Mismatches: res.Mismatches, Regions: regions}, err)
 		}
+		if !errors.Is(err, context.Canceled) {
+			a.activateSpare() // a role that failed meanwhile
+		}
 	}()
 	return nil
 }
@@ -444,8 +456,24 @@ func (a *Array) addMember(path string, role int, readd bool) error {
 	if a.sync == nil {
 		return errors.New("a raid0 array cannot rebuild a member")
 	}
-	g := a.Engine.Geo
 	a.mu.Lock()
+	for i, sp := range a.spares {
+		if sp.m.Path != path {
+			continue
+		}
+		if readd {
+			a.mu.Unlock()
+			return fmt.Errorf("%s is a spare: use replace --with", path)
+		}
+		// A spare named by replace: it takes the role.
+		a.spares = append(a.spares[:i:i], a.spares[i+1:]...)
+		a.mu.Unlock()
+		err := a.addOpen(sp.m, role, false, sp.uuid)
+		if err != nil {
+			a.returnSpare(sp)
+		}
+		return err
+	}
 	var m *ublk.Member
 	for r, old := range a.Members {
 		if old != nil && old.Path == path {
@@ -470,27 +498,43 @@ func (a *Array) addMember(path string, role int, readd bool) error {
 			}
 		}
 	}
+	return a.addOpen(m, role, readd, [16]byte{})
+}
+
+// addOpen puts the open device m into role and rebuilds it (see
+// addMember); uuid is its member UUID (zero: a new one, or for a re-add
+// the role's). m is closed on error unless it already was a member.
+func (a *Array) addOpen(m *ublk.Member, role int, readd bool, uuid [16]byte) error {
+	g := a.Engine.Geo
+	path := m.Path
+	drop := func() {
+		if uuid == ([16]byte{}) { // a spare stays open
+			a.closeIfNew(m)
+		}
+	}
 	if role < 0 || role >= g.Members {
-		a.closeIfNew(m)
+		drop()
 		return fmt.Errorf("role %d: the array has roles 0..%d", role, g.Members-1)
 	}
 	st := a.Engine.State()
 	if s := st.Members[role].State; s != engine.MemberFaulty && s != engine.MemberMissing {
-		a.closeIfNew(m)
+		drop()
 		return fmt.Errorf("role %d is %s: fail and remove it first", role, s)
 	}
 	ref := a.refSB()
 	need := ref.DataOffset + g.MemberSectors<<9
 	if uint64(m.Size) < need {
-		a.closeIfNew(m)
+		drop()
 		return fmt.Errorf("%s is %d bytes; role %d needs at least %d", path, m.Size, role, need)
 	}
 	sb := *ref
 	sb.Role = uint32(role)
-	if a.SBs[role] != nil && readd {
+	if uuid != ([16]byte{}) {
+		sb.MemberUUID = uuid
+	} else if a.SBs[role] != nil && readd {
 		sb.MemberUUID = a.SBs[role].MemberUUID
 	} else if _, err := rand.Read(sb.MemberUUID[:]); err != nil {
-		a.closeIfNew(m)
+		drop()
 		return err
 	}
 	sb.DataSectors = (uint64(m.Size) - sb.DataOffset) >> 9 &^ 7
@@ -499,6 +543,7 @@ func (a *Array) addMember(path string, role int, readd bool) error {
 		dirty = a.fl.dirtyRegions()
 	}
 	a.mu.Lock()
+	old := a.Members[role]
 	a.Members[role] = m
 	a.SBs[role] = &sb
 	if a.checkpoint == nil {
@@ -506,7 +551,9 @@ func (a *Array) addMember(path string, role int, readd bool) error {
 	}
 	a.checkpoint[role] = 0
 	a.mu.Unlock()
-	a.publishFile(role, m)
+	// The failed device it replaces is released (an error leaves it open
+	// until the array stops: nothing to undo).
+	_ = a.swapFile(role, m, old)
 	st = a.Engine.Update(func(ms []engine.MemberStatus) {
 		ms[role] = engine.MemberStatus{State: engine.MemberRebuilding}
 	})

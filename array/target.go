@@ -114,12 +114,16 @@ func (a *Array) NewQueue(q *ublk.Queue) (ublk.QueueHandler, error) {
 // queue runs one ublk queue's requests through an engine.Executor, with
 // member I/O on the queue's ring. It is the executor's Backend.
 type queue struct {
-	q        *ublk.Queue
-	a        *Array
-	exec     *engine.Executor
-	fixed    []*ublk.Member // per role: the member in the ring's fixed-file table
-	requests atomic.Uint64  // requests handled (the syncer's busy detector)
-	inflight atomic.Int64   // requests being served (metrics)
+	q     *ublk.Queue
+	a     *Array
+	exec  *engine.Executor
+	fixed []*ublk.Member // per role: the member in the ring's fixed-file table
+	// filesSeen is the array's filesEpoch the queue's fixed-file table
+	// matched at its last syncFiles; closed is set when the queue stops.
+	filesSeen atomic.Uint64
+	closed    atomic.Bool
+	requests  atomic.Uint64 // requests handled (the syncer's busy detector)
+	inflight  atomic.Int64  // requests being served (metrics)
 	// bitmapWrites counts write-type requests that went through the
 	// bitmap (metrics).
 	bitmapWrites atomic.Uint64
@@ -157,6 +161,35 @@ func (h *queue) OnWake() {
 		h.exec.Resume(tag)
 	}
 	h.exec.RetryParked()
+	h.syncFiles()
+}
+
+// syncFiles brings the ring's fixed-file table up to the members the
+// array publishes (a member replaced, removed or re-added) and records the
+// epoch it matched, for swapFile. Queue thread.
+func (h *queue) syncFiles() {
+	epoch := h.a.filesEpoch.Load()
+	for r := range h.fixed {
+		h.syncFile(r)
+	}
+	h.filesSeen.Store(epoch)
+}
+
+// syncFile puts role's published member into the ring's fixed-file slot
+// if it is not there; on failure the slot keeps its old file and Submit
+// uses the member's descriptor directly.
+func (h *queue) syncFile(role int) {
+	m := h.a.current[role].Load()
+	if m == h.fixed[role] {
+		return
+	}
+	fd := -1
+	if m != nil {
+		fd = m.Fd()
+	}
+	if err := h.q.SetTargetFile(role, fd); err == nil {
+		h.fixed[role] = m
+	}
 }
 
 func (h *queue) Handle(req *ublk.Request) {
@@ -187,6 +220,16 @@ func (h *queue) Handle(req *ublk.Request) {
 
 // Submit implements engine.Backend: one SQE per member operation.
 func (h *queue) Submit(tag uint16, op engine.OpID, io engine.MemberIO, data []byte) {
+	m := h.a.current[io.Member].Load()
+	if m == nil {
+		// Removed after this operation was planned: the engine plans
+		// none for a faulty member, so only a race with remove gets here.
+		h.exec.Done(tag, op, -int32(unix.EIO))
+		return
+	}
+	if m != h.fixed[io.Member] {
+		h.syncFile(int(io.Member))
+	}
 	s, err := h.q.SQE(uint64(tag)<<32 | uint64(op))
 	if err != nil {
 		h.exec.Done(tag, op, -int32(unix.EIO))
@@ -195,7 +238,6 @@ func (h *queue) Submit(tag uint16, op engine.OpID, io engine.MemberIO, data []by
 	file := int32(ublk.FirstTargetFile) + io.Member
 	off := h.a.dataOffset + io.Sector<<9
 	ud := s.UserData
-	m := h.a.current[io.Member].Load()
 	switch io.Kind {
 	case engine.IORead, engine.IOWrite:
 		kind := ublk.OpRead
@@ -227,7 +269,7 @@ func (h *queue) Submit(tag uint16, op engine.OpID, io engine.MemberIO, data []by
 		ublk.PrepFallocate(s, file, mode, off, uint64(io.Sectors)<<9, ud)
 	}
 	if m != h.fixed[io.Member] {
-		// Added after the queue started: not in the fixed-file table.
+		// The fixed-file table could not take it: use its descriptor.
 		s.Flags &^= ublk.SQEFixedFile
 		s.Fd = int32(m.Fd())
 	}
@@ -300,7 +342,10 @@ func (h *queue) Stale(tag uint16, op engine.OpID) {
 }
 
 // OnTick implements ublk.Ticker: give up member I/O that hangs.
-func (h *queue) OnTick() { h.exec.Tick() }
+func (h *queue) OnTick() {
+	h.exec.Tick()
+	h.syncFiles()
+}
 
 // Persist implements engine.Backend: the superblocks are updated
 // synchronously on this queue's thread (a member failure is rare; the
@@ -318,4 +363,4 @@ func (h *queue) Persist(st *engine.ArrayState) {
 // Close implements ublk.QueueHandler. The queue stays in the array's
 // map: its counters still count (metrics, the stop log), and a late wake-up
 // of a stopped queue does nothing.
-func (h *queue) Close() {}
+func (h *queue) Close() { h.closed.Store(true) }

@@ -1,0 +1,210 @@
+package array
+
+import (
+	"crypto/rand"
+	"errors"
+	"fmt"
+
+	"github.com/ublk-raid/ublk-raid/engine"
+	"github.com/ublk-raid/ublk-raid/ublk"
+)
+
+// spareMember is a standby device: held open (so nothing else takes it),
+// its superblock says spare, and the role table lists it after the roles.
+type spareMember struct {
+	m    *ublk.Member
+	uuid [16]byte
+}
+
+// Spares lists the paths of the array's spares.
+func (a *Array) Spares() []string {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	out := make([]string, 0, len(a.spares))
+	for _, s := range a.spares {
+		out = append(out, s.m.Path)
+	}
+	return out
+}
+
+// setSpareEntries lists the spares in sb's role table after the roles.
+// Called with a.mu held.
+func (a *Array) setSpareEntries(sb *engine.Superblock) {
+	for i := int(sb.Members); i < engine.RoleTableSize; i++ {
+		sb.Roles[i] = engine.RoleEntry{}
+	}
+	for j, s := range a.spares {
+		if i := int(sb.Members) + j; i < engine.RoleTableSize {
+			sb.Roles[i] = engine.RoleEntry{State: engine.RoleSpare, Member: s.uuid}
+		}
+	}
+}
+
+// AddSpare makes the device at path a spare of the array (mdadm --add):
+// its superblock says spare and the members' role tables list it. When
+// some role is faulty or missing, the spare takes it at once and a
+// rebuild starts. Nothing is written when the device is in use, too
+// small, or carries a superblock of another array or of a member of this
+// one (that is re-add's job).
+func (a *Array) AddSpare(path string) error {
+	if a.sync == nil {
+		return errors.New("a raid0 array has no spares")
+	}
+	a.mu.Lock()
+	for r, m := range a.Members {
+		if m != nil && m.Path == path {
+			a.mu.Unlock()
+			return fmt.Errorf("%s already holds role %d", path, r)
+		}
+	}
+	for _, s := range a.spares {
+		if s.m.Path == path {
+			a.mu.Unlock()
+			return fmt.Errorf("%s is already a spare", path)
+		}
+	}
+	n := int(a.Engine.Geo.Members) + len(a.spares)
+	a.mu.Unlock()
+	if n >= engine.RoleTableSize {
+		return fmt.Errorf("the role table is full: at most %d members and spares", engine.RoleTableSize)
+	}
+	m, err := ublk.OpenMember(path)
+	if err != nil {
+		return err
+	}
+	sb, err := a.spareSuperblock(m)
+	if err != nil {
+		m.Close()
+		return err
+	}
+	b, err := sb.MarshalBinary()
+	if err == nil {
+		err = m.WriteBlockSync(engine.SuperblockOffset, b)
+	}
+	if err != nil {
+		m.Close()
+		return fmt.Errorf("superblock of spare %s: %w", path, err)
+	}
+	a.mu.Lock()
+	a.spares = append(a.spares, spareMember{m: m, uuid: sb.MemberUUID})
+	err = a.writeSuperblocks(a.Engine.State(), false)
+	a.mu.Unlock()
+	if err != nil {
+		return err
+	}
+	a.activateSpare()
+	return nil
+}
+
+// spareSuperblock checks that m may become a spare and returns its
+// superblock.
+func (a *Array) spareSuperblock(m *ublk.Member) (*engine.Superblock, error) {
+	ref := a.refSB()
+	if ref == nil {
+		return nil, errors.New("the array has no superblock to copy")
+	}
+	if ms := a.Members; len(ms) > 0 && ms[0] != nil && m.LogicalBlock != ms[0].LogicalBlock {
+		return nil, fmt.Errorf("%s has %d-byte logical blocks; the array has %d", m.Path, m.LogicalBlock, ms[0].LogicalBlock)
+	}
+	need := ref.DataOffset + a.Engine.Geo.MemberSectors<<9
+	if uint64(m.Size) < need {
+		return nil, fmt.Errorf("%s is %d bytes; a spare needs at least %d", m.Path, m.Size, need)
+	}
+	if b, err := m.ReadBlock(engine.SuperblockOffset, engine.SuperblockSize); err == nil {
+		if old, err := engine.ParseSuperblock(b); err == nil {
+			switch {
+			case old.ArrayUUID != ref.ArrayUUID:
+				return nil, fmt.Errorf("%s carries a superblock of array %s (name %q): wipe it first if it is free",
+					m.Path, engine.UUIDString(old.ArrayUUID), old.Name)
+			case !old.IsSpare():
+				return nil, fmt.Errorf("%s was role %d of this array: use re-add", m.Path, old.Role)
+			}
+		}
+	}
+	sb := *ref
+	sb.Role = engine.SpareRole
+	if _, err := rand.Read(sb.MemberUUID[:]); err != nil {
+		return nil, err
+	}
+	sb.DataSectors = (uint64(m.Size) - sb.DataOffset) >> 9 &^ 7
+	a.mu.Lock()
+	sb.Events = a.events
+	a.mu.Unlock()
+	return &sb, nil
+}
+
+// activateSpare puts a spare into the first faulty or missing role and
+// starts its rebuild, when there is both and no background job runs (a
+// job's end calls it again). Safe from any goroutine.
+func (a *Array) activateSpare() {
+	if a.sync == nil {
+		return
+	}
+	a.spareMu.Lock()
+	defer a.spareMu.Unlock()
+	if a.sync.busy() {
+		return
+	}
+	role := -1
+	for r, m := range a.Engine.State().Members {
+		if m.State == engine.MemberFaulty || m.State == engine.MemberMissing {
+			role = r
+			break
+		}
+	}
+	a.mu.Lock()
+	if role < 0 || len(a.spares) == 0 || a.closing {
+		a.mu.Unlock()
+		return
+	}
+	s := a.spares[0]
+	a.spares = a.spares[1:]
+	a.mu.Unlock()
+	err := a.addOpen(s.m, role, false, s.uuid)
+	if err != nil {
+		a.returnSpare(s)
+	}
+	if a.OnSpareActivated != nil {
+		a.OnSpareActivated(role, s.m.Path, err)
+	}
+}
+
+// returnSpare makes s a spare again after a failed activation, unless it
+// got as far as taking its role.
+func (a *Array) returnSpare(s spareMember) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	for _, m := range a.Members {
+		if m == s.m {
+			return
+		}
+	}
+	a.spares = append([]spareMember{s}, a.spares...)
+}
+
+// removeSpare drops a spare (mdadm --remove of a spare): the role tables
+// stop listing it and the device is closed. It reports false when path is
+// not a spare.
+func (a *Array) removeSpare(path string) (bool, error) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	for i, s := range a.spares {
+		if s.m.Path != path {
+			continue
+		}
+		a.spares = append(a.spares[:i:i], a.spares[i+1:]...)
+		err := a.writeSuperblocks(a.Engine.State(), false)
+		s.m.Close()
+		return true, err
+	}
+	return false, nil
+}
+
+// RemoveSpare drops the spare at path.
+func (a *Array) RemoveSpare(path string) error {
+	ok, err := a.removeSpare(path)
+	if !ok {
+		return fmt.Errorf("%s is not a spare of this array", path)
+	}
+	return err
+}
