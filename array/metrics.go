@@ -108,6 +108,14 @@ func (a *Array) Metrics(device string) metrics.ArrayStats {
 		}
 		out.Members = append(out.Members, ms)
 	}
+	for _, p := range s.Spares {
+		ms := metrics.MemberStats{Name: filepath.Base(p), State: metrics.MemberSpare}
+		if seen[ms.Name] {
+			ms.Name = p
+		}
+		seen[ms.Name] = true
+		out.Members = append(out.Members, ms)
+	}
 	for id, h := range a.queues {
 		out.Queues = append(out.Queues, metrics.QueueStats{ID: id, InFlight: int(h.inflight.Load())})
 	}

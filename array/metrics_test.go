@@ -32,7 +32,28 @@ func TestMetricsMembers(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	a.SetClean(true)
+	a.Close()
+	// Assembled with a blank spare (added at assembly); two failures
+	// later the spare has taken one of the roles.
+	sp := filepath.Join(dir, "spare")
+	if err := os.WriteFile(sp, make([]byte, 32<<20), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	a, err = Open(paths, CreateSpec{Spares: []string{sp}}, false)
+	if err != nil {
+		t.Fatal(err)
+	}
 	defer a.Close()
+	if st := a.Metrics("ublkb2"); st.Members[len(st.Members)-1].State != metrics.MemberSpare {
+		t.Fatalf("a spare is not counted as one: %+v", st.Members)
+	}
+	if err := a.Fail(1); err != nil {
+		t.Fatal(err)
+	}
+	a.WaitSync()
+	waitFor(t, "the spare takes role 1", func() bool { return a.Status().Members[1].Path == sp })
+	a.WaitSync()
 	if err := a.Fail(1); err != nil {
 		t.Fatal(err)
 	}

@@ -54,6 +54,10 @@ type AddRequest struct {
 	// per second (md's sync_speed_min/max; 0: 1000 KiB/s and no limit).
 	SyncMinBytes uint64 `json:"sync_speed_min_bytes,omitempty"`
 	SyncMaxBytes uint64 `json:"sync_speed_max_bytes,omitempty"`
+	// Spares are devices held as spares (raid1/raid10): a failed role is
+	// rebuilt onto one at once. Blank ones are written as spares; at
+	// assembly, spares of this array are taken as they are.
+	Spares []string `json:"spares,omitempty"`
 }
 
 // Spec validates the request's array parameters (no device is touched).
@@ -105,6 +109,15 @@ func (r AddRequest) Spec() (array.CreateSpec, error) {
 			return s, err
 		}
 	}
+	for i, sp := range r.Spares {
+		if slices.Contains(r.Members, sp) || slices.Contains(r.Spares[:i], sp) {
+			return s, fmt.Errorf("spare %s: given twice", sp)
+		}
+		if s.Level == engine.Level0 {
+			return s, errors.New("spares: raid0 has no redundancy to rebuild")
+		}
+	}
+	s.Spares = r.Spares
 	for _, w := range r.WriteMostly {
 		if !slices.Contains(r.Members, w) {
 			return s, fmt.Errorf("write_mostly %s: not one of the members", w)
@@ -164,14 +177,17 @@ type Array struct {
 	SizeBytes  uint64 `json:"size_bytes"`
 	// State is "active" (every role in sync), "degraded" (data complete,
 	// some role not in sync) or "failed" (some data has no copy).
-	State        string   `json:"state"`
-	Degraded     bool     `json:"degraded"`
-	RaidDisks    int      `json:"raid_disks"`
-	ActiveDisks  int      `json:"active_disks"`
-	FailedDisks  int      `json:"failed_disks"`
-	MissingDisks int      `json:"missing_disks"`
-	Events       uint64   `json:"events"` // superblock generation
-	Members      []Member `json:"members"`
+	State        string `json:"state"`
+	Degraded     bool   `json:"degraded"`
+	RaidDisks    int    `json:"raid_disks"`
+	ActiveDisks  int    `json:"active_disks"`
+	FailedDisks  int    `json:"failed_disks"`
+	MissingDisks int    `json:"missing_disks"`
+	SpareDisks   int    `json:"spare_disks"`
+	Events       uint64 `json:"events"` // superblock generation
+	// Spares are the devices standing by to take a failed role.
+	Spares  []string `json:"spares"`
+	Members []Member `json:"members"`
 	// Queues and Depth are the ublk queue settings of the device.
 	Queues int `json:"queues"`
 	Depth  int `json:"depth"`
@@ -234,7 +250,7 @@ func arrayFromStatus(n int, s array.Status) Array {
 	a := Array{Number: n, Device: DevicePath(n), Name: s.Name, UUID: s.UUID, Level: s.Level, Layout: s.Layout,
 		ChunkBytes: s.ChunkBytes, SizeBytes: s.SizeBytes, State: s.State, Degraded: s.Degraded, RaidDisks: s.RaidDisks,
 		ActiveDisks: s.ActiveDisks, FailedDisks: s.FailedDisks, MissingDisks: s.MissingDisks, Events: s.Events,
-		Members: []Member{}}
+		Members: []Member{}, SpareDisks: len(s.Spares), Spares: append([]string{}, s.Spares...)}
 	for _, m := range s.Members {
 		a.Members = append(a.Members, Member{Role: m.Role, Path: m.Path, State: m.State, RebuildOffsetBytes: m.RebuildOffset})
 	}

@@ -45,10 +45,11 @@
 //	DELETE /v1/arrays/{n}           200 DeleteResult
 //	POST   /v1/arrays/{n}/fail      200 Array          body MemberRequest
 //	POST   /v1/arrays/{n}/remove    200 Array          body MemberRequest
-//	POST   /v1/arrays/{n}/re-add    501 (not available yet)
-//	POST   /v1/arrays/{n}/replace   501 (not available yet)
-//	POST   /v1/arrays/{n}/check     501 (not available yet)
-//	POST   /v1/arrays/{n}/repair    501 (not available yet)
+//	POST   /v1/arrays/{n}/re-add    200 Array          body MemberRequest
+//	POST   /v1/arrays/{n}/add-spare 200 Array          body MemberRequest
+//	POST   /v1/arrays/{n}/replace   200 Array          body MemberRequest (+ "with")
+//	POST   /v1/arrays/{n}/check     200 Array
+//	POST   /v1/arrays/{n}/repair    200 Array
 //	GET    /v1/version              200 {"version": "..."}
 //
 // AddRequest:
@@ -60,12 +61,16 @@
 //	 "name": "tank",                        up to 32 bytes
 //	 "number": 0,                           N of /dev/ublkbN; omitted or -1: first free
 //	 "queues": 0, "depth": 0,               0: defaults (one queue per CPU up to 8; 128)
-//	 "max_io_bytes": 0}                     0: 512K
+//	 "max_io_bytes": 0,                     0: 512K
+//	 "spares": ["/dev/vde"],                raid1/10: held as spares
+//	 "write_mostly": [], "no_bitmap": false, "bitmap_region_bytes": 0,
+//	 "assume_clean": false, "sync_speed_min_bytes": 0, "sync_speed_max_bytes": 0}
 //
 // Unknown fields are refused (400), so a typo is not silently ignored.
 //
 // MemberRequest: {"member": "/dev/vdd"} (a member path as added, or a role
-// number such as "1"); replace also takes "with": the new member.
+// number such as "1"; for add-spare the new device); replace also takes
+// "with": the new member (omitted: the first spare).
 //
 // Array (the answer of add, detail, fail, remove; the elements of list):
 //
@@ -74,7 +79,8 @@
 //	 "chunk_bytes": 524288, "size_bytes": 535822336,
 //	 "state": "active",                           active | degraded | failed
 //	 "degraded": false, "raid_disks": 2, "active_disks": 2,
-//	 "failed_disks": 0, "missing_disks": 0, "events": 3,
+//	 "failed_disks": 0, "missing_disks": 0, "spare_disks": 1, "events": 3,
+//	 "spares": ["/dev/vde"],                      devices standing by
 //	 "members": [{"role": 0, "path": "/dev/vdc", "state": "active"},
 //	             {"role": 1, "path": "/dev/vdd", "state": "faulty"}],
 //	                                              member state: active | rebuilding | faulty | missing;
@@ -98,7 +104,8 @@
 // atomically: temporary file, fsync, rename, fsync of the directory) lists
 // each array's device number, UUID, member paths and queue settings. It is
 // the daemon's equivalent of mdadm.conf's ARRAY lines: add puts an entry
-// in, del takes it out; remove drops the removed member's path. Stopping
+// in, del takes it out; remove drops the removed member's path, add-spare
+// and replace add the new one (spares are members for the file). Stopping
 // the daemon keeps the entries.
 //
 // When serve starts, for each entry:

@@ -26,6 +26,7 @@ type Backend interface {
 	Fail(n int, member string) (Array, error)
 	Remove(n int, member string) (Array, error)
 	ReAdd(n int, member string) (Array, error)
+	AddSpare(n int, member string) (Array, error)
 	Replace(n int, member, with string) (Array, error)
 	Check(n int) (Array, error)
 	Repair(n int) (Array, error)
@@ -44,6 +45,7 @@ const maxBody = 1 << 20
 //	POST   /v1/arrays/{n}/fail        (MemberRequest)
 //	POST   /v1/arrays/{n}/remove      (MemberRequest)
 //	POST   /v1/arrays/{n}/re-add      (MemberRequest)
+//	POST   /v1/arrays/{n}/add-spare   (MemberRequest)
 //	POST   /v1/arrays/{n}/replace     (MemberRequest)
 //	POST   /v1/arrays/{n}/check
 //	POST   /v1/arrays/{n}/repair
@@ -123,6 +125,7 @@ func NewHandler(b Backend, version string) http.Handler {
 	mux.Handle(APIVersion+"/arrays/{n}/fail", memberOp(func(n int, q MemberRequest) (Array, error) { return b.Fail(n, q.Member) }))
 	mux.Handle(APIVersion+"/arrays/{n}/remove", memberOp(func(n int, q MemberRequest) (Array, error) { return b.Remove(n, q.Member) }))
 	mux.Handle(APIVersion+"/arrays/{n}/re-add", memberOp(func(n int, q MemberRequest) (Array, error) { return b.ReAdd(n, q.Member) }))
+	mux.Handle(APIVersion+"/arrays/{n}/add-spare", memberOp(func(n int, q MemberRequest) (Array, error) { return b.AddSpare(n, q.Member) }))
 	mux.Handle(APIVersion+"/arrays/{n}/replace", memberOp(func(n int, q MemberRequest) (Array, error) { return b.Replace(n, q.Member, q.With) }))
 	mux.Handle(APIVersion+"/arrays/{n}/check", arrayOp(b.Check))
 	mux.Handle(APIVersion+"/arrays/{n}/repair", arrayOp(b.Repair))

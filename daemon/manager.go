@@ -265,9 +265,18 @@ func (m *Manager) start(a *array.Array, n int, cfg ublk.Config, recover bool) (*
 	s := &served{n: int(d.ID()), a: a, d: d, created: a.Created, recovered: recover, since: time.Now(),
 		entry: StateEntry{Number: int(d.ID()), UUID: st.UUID, Name: st.Name, Queues: int(info.NrHwQueues),
 			Depth: int(info.QueueDepth), MaxIOBytes: int(info.MaxIOBufBytes)}}
-	for _, mi := range st.Members {
-		if mi.Path != "" {
-			s.entry.Members = append(s.entry.Members, mi.Path)
+	s.entry.Members = memberPaths(st)
+	a.OnSpareActivated = func(role int, path string, err error) {
+		if err != nil {
+			m.log.Error("spare not activated", zap.String("device", dev), zap.Int("role", role), zap.String("spare", path), zap.Error(err))
+			return
+		}
+		m.log.Warn("spare activated", zap.String("device", dev), zap.Int("role", role), zap.String("member", path))
+		m.mu.Lock()
+		s.entry.Members = memberPaths(a.Status())
+		m.mu.Unlock()
+		if err := m.saveState(); err != nil {
+			m.log.Error("state file not written", zap.Error(err))
 		}
 	}
 	m.log.Info("array live", zap.String("device", d.BlockPath()), zap.String("array", st.Name), zap.String("uuid", st.UUID),
@@ -303,6 +312,18 @@ func (m *Manager) start(a *array.Array, n int, cfg ublk.Config, recover bool) (*
 	})
 	a.StartBackground()
 	return s, nil
+}
+
+// memberPaths are the devices of st (role holders, then spares) for the
+// state file.
+func memberPaths(st array.Status) []string {
+	var out []string
+	for _, mi := range st.Members {
+		if mi.Path != "" {
+			out = append(out, mi.Path)
+		}
+	}
+	return append(out, st.Spares...)
 }
 
 // track adds s to the served arrays and watches its device: a device
@@ -635,15 +656,25 @@ func (m *Manager) Fail(n int, member string) (Array, error) {
 }
 
 // Remove implements Backend (mdadm --remove): a faulty member's role
-// becomes missing, and the member leaves the state file's member list (a
-// later assembly does not read it). The member stays open until the
-// array stops (array.Array cannot release one yet).
+// becomes missing, or a spare stops being one; the device is closed and
+// leaves the state file's member list (a later assembly does not read
+// it).
 func (m *Manager) Remove(n int, member string) (Array, error) {
 	s, err := m.get(n)
 	if err != nil {
 		return Array{}, err
 	}
 	s.opMu.Lock()
+	if sp := spareOf(s, member); sp != "" {
+		err := s.a.RemoveSpare(sp)
+		s.opMu.Unlock()
+		if err != nil {
+			return Array{}, Refused(fmt.Errorf("remove %s: %w", member, err))
+		}
+		m.log.Info("spare removed", zap.String("device", DevicePath(n)), zap.String("member", sp))
+		m.dropFromState(s, sp)
+		return m.view(s), nil
+	}
 	r, err := role(s, member)
 	if err != nil {
 		s.opMu.Unlock()
@@ -654,6 +685,24 @@ func (m *Manager) Remove(n int, member string) (Array, error) {
 		s.opMu.Unlock()
 		return Array{}, Refused(fmt.Errorf("remove %s: %w", member, err))
 	}
+	s.opMu.Unlock()
+	m.log.Info("member removed", zap.String("device", DevicePath(n)), zap.Int("role", r), zap.String("member", path))
+	m.dropFromState(s, path)
+	return m.view(s), nil
+}
+
+// spareOf is the spare of s that member names (its path), or "".
+func spareOf(s *served, member string) string {
+	for _, p := range s.a.Spares() {
+		if p == member || p == filepath.Clean(member) {
+			return p
+		}
+	}
+	return ""
+}
+
+// dropFromState removes path from s's members in the state file.
+func (m *Manager) dropFromState(s *served, path string) {
 	m.mu.Lock()
 	var keep []string
 	for _, p := range s.entry.Members {
@@ -663,11 +712,28 @@ func (m *Manager) Remove(n int, member string) (Array, error) {
 	}
 	s.entry.Members = keep
 	m.mu.Unlock()
-	s.opMu.Unlock()
-	m.log.Info("member removed", zap.String("device", DevicePath(n)), zap.Int("role", r), zap.String("member", path))
 	if err := m.saveState(); err != nil {
 		m.log.Error("state file not written", zap.Error(err))
 	}
+}
+
+// AddSpare implements Backend (mdadm --add): member becomes a spare of
+// array n, or at once takes a faulty or missing role and is rebuilt.
+func (m *Manager) AddSpare(n int, member string) (Array, error) {
+	s, err := m.get(n)
+	if err != nil {
+		return Array{}, err
+	}
+	if member == "" {
+		return Array{}, Invalid(errors.New("add-spare needs the device"))
+	}
+	s.opMu.Lock()
+	defer s.opMu.Unlock()
+	if err := s.a.AddSpare(member); err != nil {
+		return Array{}, Refused(fmt.Errorf("add spare %s: %w", member, err))
+	}
+	m.log.Info("spare added", zap.String("device", DevicePath(n)), zap.String("member", member))
+	m.addToState(s, member)
 	return m.view(s), nil
 }
 
@@ -704,11 +770,15 @@ func (m *Manager) Replace(n int, member, with string) (Array, error) {
 	if err != nil {
 		return Array{}, err
 	}
-	if with == "" {
-		return Array{}, Invalid(errors.New("replace needs --with NEW: spares are not supported yet"))
-	}
 	s.opMu.Lock()
 	defer s.opMu.Unlock()
+	if with == "" {
+		sp := s.a.Spares()
+		if len(sp) == 0 {
+			return Array{}, Refused(errors.New("replace: no spare; give --with NEW"))
+		}
+		with = sp[0]
+	}
 	r, err := role(s, member)
 	if err != nil {
 		return Array{}, err
@@ -723,15 +793,7 @@ func (m *Manager) Replace(n int, member, with string) (Array, error) {
 		return Array{}, Refused(fmt.Errorf("replace %s with %s: %w", member, with, err))
 	}
 	m.log.Info("member replaced", zap.String("device", DevicePath(n)), zap.Int("role", r), zap.String("old", old.Path), zap.String("new", with))
-	m.mu.Lock()
-	var keep []string
-	for _, p := range s.entry.Members {
-		if p != old.Path {
-			keep = append(keep, p)
-		}
-	}
-	s.entry.Members = keep
-	m.mu.Unlock()
+	m.dropFromState(s, old.Path)
 	m.addToState(s, with)
 	return m.view(s), nil
 }

@@ -123,15 +123,23 @@ type addOptions struct {
 func newAddCmd(socket *string) *cobra.Command {
 	var o addOptions
 	c := &cobra.Command{
-		Use:   "add [--level 0|1|10] [--layout n2|f2|o2|n3|f3|o3] [--chunk SIZE] [--name NAME] [-n N] MEMBER...",
-		Short: "Create an array (members without superblocks) or assemble one, served by the daemon as /dev/ublkbN",
+		Use:   "add [--level 0|1|10] [--layout n2|f2|o2|n3|f3|o3] [--chunk SIZE] [--name NAME] [-n N] [--spare DEV]... MEMBER...\n  ublk-raid add -n N --spare DEV...",
+		Short: "Create an array (members without superblocks) or assemble one, served by the daemon as /dev/ublkbN; or add spares to array N",
+		Long: "With members: creates a new array (--level given, members without superblocks) or assembles the array\n" +
+			"their superblocks describe, served by the daemon as /dev/ublkbN. --spare devices are held as spares: a\n" +
+			"member that fails is replaced by one at once and rebuilt.\n" +
+			"Without members (-n N --spare DEV): adds DEV as a spare of running array N (like mdadm --add); if a role\n" +
+			"is faulty or missing, DEV takes it and is rebuilt at once.",
 		Args: func(_ *cobra.Command, args []string) error {
-			if len(args) == 0 {
+			if len(args) == 0 && len(o.run.spares) == 0 {
 				return usagef("add needs at least one member")
 			}
 			return nil
 		},
 		RunE: func(cmd *cobra.Command, args []string) error {
+			if len(args) == 0 {
+				return addSpares(o, daemon.NewClient(*socket), cmd.OutOrStdout())
+			}
 			req, err := o.request(args)
 			if err != nil {
 				return err
@@ -155,29 +163,42 @@ func newAddCmd(socket *string) *cobra.Command {
 	o.run.addBitmapFlags(c)
 	c.Flags().StringArrayVar(&o.run.writeMostly, "write-mostly", nil,
 		"MEMBER (one of the members given) is read only when no other copy can serve (repeatable; raid1/raid10)")
+	c.Flags().StringArrayVar(&o.run.spares, "spare", nil, "hold DEVICE as a spare that takes a failed member's role (repeatable; raid1/raid10)")
 	return c
+}
+
+// addSpares adds o's spares to running array o.number (add without
+// members).
+func addSpares(o addOptions, c *daemon.Client, stdout io.Writer) error {
+	if o.run.serve.number < 0 {
+		return usagef("add --spare without members needs -n N, the array to add them to")
+	}
+	if o.run.level != "" || o.run.layout != "" || o.run.name != "" {
+		return usagef("--level, --layout and --name describe a new array: give its members")
+	}
+	for _, sp := range o.run.spares {
+		if _, err := c.MemberOp(o.run.serve.number, "add-spare", daemon.MemberRequest{Member: sp}); err != nil {
+			return err
+		}
+		fmt.Fprintf(stdout, "added %s as a spare of %s\n", sp, daemon.DevicePath(o.run.serve.number))
+	}
+	return nil
 }
 
 // request validates the flags (touching nothing) into the daemon request.
 func (o *addOptions) request(members []string) (daemon.AddRequest, error) {
 	o.run.members = members
-	spec, err := o.run.spec()
-	if err != nil {
+	if _, err := o.run.spec(); err != nil {
 		return daemon.AddRequest{}, err
 	}
+	req, _ := o.run.request() // checked by spec
 	cfg, err := o.run.serve.config()
 	if err != nil {
 		return daemon.AddRequest{}, err
 	}
-	if len(o.run.name) > 32 {
-		return daemon.AddRequest{}, usagef("--name %q: at most 32 bytes", o.run.name)
-	}
-	chunk, _ := parseSize(o.run.chunk) // checked by spec
 	n := o.run.serve.number
-	return daemon.AddRequest{Members: members, Level: o.run.level, Layout: o.run.layout, ChunkBytes: uint64(chunk),
-		Name: o.run.name, Number: &n, Queues: cfg.Queues, Depth: cfg.Depth, MaxIOBytes: cfg.MaxIOBytes,
-		NoBitmap: spec.NoBitmap, BitmapRegionBytes: spec.RegionSectors << 9, AssumeClean: spec.AssumeClean,
-		SyncMinBytes: spec.SyncMinBytes, SyncMaxBytes: spec.SyncMaxBytes, WriteMostly: o.run.writeMostly}, nil
+	req.Number, req.Queues, req.Depth, req.MaxIOBytes = &n, cfg.Queues, cfg.Depth, cfg.MaxIOBytes
+	return req, nil
 }
 
 // ---- del
@@ -533,6 +554,7 @@ func printDetail(w io.Writer, a daemon.Array) error {
 	rows = append(rows, [][2]string{
 		{"Raid Devices", fmt.Sprint(a.RaidDisks)}, {"Active Devices", fmt.Sprint(a.ActiveDisks)},
 		{"Failed Devices", fmt.Sprint(a.FailedDisks)}, {"Missing Devices", fmt.Sprint(a.MissingDisks)},
+		{"Spare Devices", fmt.Sprint(a.SpareDisks)},
 		{"State", a.State}, {"Events", fmt.Sprint(a.Events)},
 		{"Queues", fmt.Sprintf("%d x depth %d", a.Queues, a.Depth)},
 		{"Recovered", yes[a.Recovered]},
@@ -555,6 +577,9 @@ func printDetail(w io.Writer, a daemon.Array) error {
 			st = fmt.Sprintf("rebuilding (%s done)", humanSize(m.RebuildOffsetBytes))
 		}
 		fmt.Fprintf(tw, "    %d\t%s\t%s\n", m.Role, st, dash(m.Path))
+	}
+	for _, sp := range a.Spares {
+		fmt.Fprintf(tw, "    -\tspare\t%s\n", sp)
 	}
 	if err := tw.Flush(); err != nil {
 		return err

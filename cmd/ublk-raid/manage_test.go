@@ -67,6 +67,12 @@ func TestManageUsageErrors(t *testing.T) {
 		{[]string{"add", "--level", "1", "--bitmap-region", "32K", "/dev/a", "/dev/b"}, "at least 64K"},
 		{[]string{"add", "--level", "1", "--sync-speed-min", "10M", "--sync-speed-max", "1M", "/dev/a", "/dev/b"}, "above"},
 		{[]string{"serve", "--member-timeout", "1s"}, "--member-timeout"},
+		{[]string{"add", "--level", "1", "--spare", "/dev/a", "/dev/a", "/dev/b"}, "--spare /dev/a: given twice"},
+		{[]string{"add", "--level", "1", "--spare", "/dev/c", "--spare", "/dev/c", "/dev/a", "/dev/b"}, "given twice"},
+		{[]string{"add", "--level", "0", "--spare", "/dev/c", "/dev/a", "/dev/b"}, "raid0"},
+		{[]string{"add", "--spare", "/dev/c"}, "needs -n N"},
+		{[]string{"add", "-n", "0", "--level", "1", "--spare", "/dev/c"}, "give its members"},
+		{[]string{"run", "-l", "0", "--spare", "/dev/c", "/dev/a", "/dev/b"}, "raid0"},
 	} {
 		_, stderr, code := runCLI(withSocket(sock, tc.args)...)
 		if code != exitUsage || !strings.Contains(stderr, tc.want) {

@@ -6,7 +6,7 @@ import (
 	"io"
 	"os"
 	"os/signal"
-	"slices"
+	"strings"
 	"syscall"
 	"time"
 
@@ -15,7 +15,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/ublk-raid/ublk-raid/array"
-	"github.com/ublk-raid/ublk-raid/engine"
+	"github.com/ublk-raid/ublk-raid/daemon"
 	"github.com/ublk-raid/ublk-raid/ublk"
 )
 
@@ -36,6 +36,7 @@ type runOptions struct {
 	syncMax     string
 	// writeMostly: members read only when no other copy can serve.
 	writeMostly []string
+	spares      []string
 }
 
 func newRunCmd(logLevel *string) *cobra.Command {
@@ -84,6 +85,7 @@ func newRunCmd(logLevel *string) *cobra.Command {
 	c.Flags().DurationVar(&o.memberTimeout, "member-timeout", defaultMemberTimeout, "fail a member whose I/O takes longer than this (0: never)")
 	c.Flags().StringArrayVar(&o.writeMostly, "write-mostly", nil,
 		"MEMBER (one of the members given) is read only when no other copy can serve (repeatable; raid1/raid10)")
+	c.Flags().StringArrayVar(&o.spares, "spare", nil, "hold DEVICE as a spare that takes a failed member's role (repeatable; raid1/raid10)")
 	return c
 }
 
@@ -100,89 +102,68 @@ func (o *runOptions) addBitmapFlags(c *cobra.Command) {
 	c.Flags().StringVar(&o.syncMax, "sync-speed-max", "0", "rebuild/resync/check speed limit per second (0: none)")
 }
 
-// spec validates the creation flags (without touching any device).
-func (o *runOptions) spec() (array.CreateSpec, error) {
-	var s array.CreateSpec
-	s.Name = o.name
-	switch o.level {
-	case "":
-		s.Level = -1 // assemble only
-	case "0", "raid0":
-		s.Level = engine.Level0
-	case "1", "raid1", "mirror":
-		s.Level = engine.Level1
-	case "10", "raid10":
-		s.Level = engine.Level10
-	default:
-		return s, usagef("--level %q: want 0, 1 or 10", o.level)
-	}
-	if o.layout != "" {
-		if s.Level != engine.Level10 {
-			return s, usagef("--layout is for raid10 only")
-		}
-		l, err := engine.ParseLayout(o.layout)
-		if err != nil {
-			return s, usageError{err}
-		}
-		s.Layout = l
-	} else if s.Level == engine.Level10 {
-		s.Layout = engine.LayoutN2
-	}
+// request parses the creation flags into the daemon's request (sizes in
+// bytes), touching no device.
+func (o *runOptions) request() (daemon.AddRequest, error) {
+	req := daemon.AddRequest{Members: o.members, Level: o.level, Layout: o.layout, Name: o.name,
+		NoBitmap: o.noBitmap, AssumeClean: o.assumeClean, WriteMostly: o.writeMostly, Spares: o.spares}
 	chunk, err := parseSize(o.chunk)
 	if err != nil {
-		return s, usagef("--chunk: %v", err)
+		return req, usagef("--chunk: %v", err)
 	}
-	if chunk < 4096 || chunk > 64<<20 || chunk&(chunk-1) != 0 {
-		return s, usagef("--chunk %s: must be a power of two from 4K to 64M", o.chunk)
-	}
-	s.ChunkSectors = uint64(chunk >> 9)
-	s.NoBitmap, s.AssumeClean = o.noBitmap, o.assumeClean
+	req.ChunkBytes = uint64(chunk)
 	if o.region != "" {
-		if o.noBitmap {
-			return s, usagef("--bitmap-region and --no-bitmap contradict each other")
-		}
 		r, err := parseSize(o.region)
 		if err != nil {
-			return s, usagef("--bitmap-region: %v", err)
+			return req, usagef("--bitmap-region: %v", err)
 		}
-		if r < 64<<10 || r&(r-1) != 0 {
-			return s, usagef("--bitmap-region %s: must be a power of two of at least 64K", o.region)
-		}
-		s.RegionSectors = uint64(r >> 9)
+		req.BitmapRegionBytes = uint64(r)
 	}
 	for _, f := range []struct {
 		name, v string
 		dst     *uint64
-	}{{"--sync-speed-min", o.syncMin, &s.SyncMinBytes}, {"--sync-speed-max", o.syncMax, &s.SyncMaxBytes}} {
+	}{{"--sync-speed-min", o.syncMin, &req.SyncMinBytes}, {"--sync-speed-max", o.syncMax, &req.SyncMaxBytes}} {
 		n, err := parseSize(f.v)
 		if err != nil {
-			return s, usagef("%s: %v", f.name, err)
+			return req, usagef("%s: %v", f.name, err)
 		}
 		*f.dst = uint64(n)
 	}
-	if s.SyncMaxBytes != 0 && s.SyncMinBytes > s.SyncMaxBytes {
-		return s, usagef("--sync-speed-min is above --sync-speed-max")
-	}
 	if o.memberTimeout < 0 || (o.memberTimeout > 0 && o.memberTimeout < 2*time.Second) {
-		return s, usagef("--member-timeout %v: 0 (never) or at least 2s", o.memberTimeout)
+		return req, usagef("--member-timeout %v: 0 (never) or at least 2s", o.memberTimeout)
+	}
+	return req, nil
+}
 
+// spec validates the creation flags (without touching any device) with
+// the daemon's own rules, so run and add accept the same arrays.
+func (o *runOptions) spec() (array.CreateSpec, error) {
+	req, err := o.request()
+	if err != nil {
+		return array.CreateSpec{}, err
 	}
-	for _, w := range o.writeMostly {
-		if !slices.Contains(o.members, w) {
-			return s, usagef("--write-mostly %s: not one of the members given", w)
-		}
-		if s.Level == engine.Level0 {
-			return s, usagef("--write-mostly: raid0 has a single copy of everything")
-		}
-	}
-	if s.Level >= 0 {
-		g := engine.Geometry{Level: s.Level, Members: len(o.members), Layout: s.Layout, ChunkSectors: s.ChunkSectors,
-			MemberSectors: engine.MaxMemberSectors}
-		if err := g.Validate(); err != nil {
-			return s, usageError{err}
-		}
+	s, err := req.Spec()
+	if err != nil {
+		return s, usageError{errors.New(flagNames(err.Error()))}
 	}
 	return s, nil
+}
+
+// flagNames rewrites the request field names in a daemon.AddRequest.Spec
+// message (it starts with the field it is about) as this command's flags.
+func flagNames(msg string) string {
+	for _, f := range [][2]string{{"chunk_bytes", "--chunk"}, {"bitmap_region_bytes", "--bitmap-region"},
+		{"sync_speed_min_bytes", "--sync-speed-min"}, {"sync_speed_max_bytes", "--sync-speed-max"},
+		{"write_mostly", "--write-mostly"}, {"no_bitmap", "--no-bitmap"}} {
+		msg = strings.ReplaceAll(msg, f[0], f[1]) // no prose word has an underscore
+	}
+	for _, f := range [][2]string{{"level", "--level"}, {"layout", "--layout"}, {"name", "--name"},
+		{"spares", "--spare"}, {"spare", "--spare"}} {
+		if rest, ok := strings.CutPrefix(msg, f[0]); ok && (rest == "" || rest[0] == ' ' || rest[0] == ':') {
+			return f[1] + rest
+		}
+	}
+	return msg
 }
 
 func runArray(o runOptions, spec array.CreateSpec, cfg ublk.Config, stdout io.Writer, log *zap.Logger) error {
