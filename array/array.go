@@ -84,6 +84,10 @@ type Array struct {
 	// the syncer; checkpoint is each rebuilding role's durable position
 	// (under mu); lastRequests is the busy detector's last count.
 	barrier      *engine.Barrier
+	xbar         *exclusiveBarrier // the raising side, shared by syncer and repairs
+	repairs      chan repairReq
+	stopRepairs  func()
+	readRepairs  atomic.Uint64
 	sync         *syncer
 	checkpoint   map[int]uint64
 	lastRequests uint64
@@ -689,6 +693,10 @@ func (a *Array) Close() {
 	a.spareMu.Lock() // an activation under way finishes first
 	a.spareMu.Unlock()
 	a.StopSync()
+	if a.stopRepairs != nil {
+		a.stopRepairs()
+		a.stopRepairs = nil
+	}
 	if a.fl != nil {
 		a.fl.close()
 		a.fl = nil

@@ -137,7 +137,9 @@ func (a *Array) initSync(spec CreateSpec) {
 		return
 	}
 	a.barrier = engine.NewBarrier(barrierShift, a.wakeQueues)
-	a.sync = &syncer{a: a, s: resync.New(a.Engine, a.barrier, memberIO{a}, resync.Config{
+	a.xbar = &exclusiveBarrier{b: a.barrier}
+	a.startRepairs()
+	a.sync = &syncer{a: a, s: resync.New(a.Engine, a.xbar, memberIO{a}, resync.Config{
 		MinBytesPerSec: spec.SyncMinBytes, MaxBytesPerSec: spec.SyncMaxBytes, Busy: a.busy})}
 }
 

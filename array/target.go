@@ -94,6 +94,9 @@ func (a *Array) NewQueue(q *ublk.Queue) (ublk.QueueHandler, error) {
 	if a.barrier != nil {
 		h.exec.Barrier = a.barrier
 	}
+	if a.repairs != nil {
+		h.exec.ReadRepair = a.requestRepair
+	}
 	h.stats.ops = make([][metrics.NumOps]metrics.OpCounter, len(a.Members))
 	h.exec.OpDone = h.opDone
 	h.exec.MemberTimeout = a.MemberTimeout

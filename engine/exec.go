@@ -151,6 +151,12 @@ type Executor struct {
 	// OpDone, if set (with Now), is told of every completed member
 	// operation with its result and latency (metrics).
 	OpDone func(member int32, kind IOKind, sectors uint32, res int32, latency time.Duration)
+	// ReadRepair, if set, is told of a range a retried read got from one
+	// copy after others (the members in bad) failed it: the caller
+	// rewrites those copies from a good one, under the write barrier. The
+	// executor does not rewrite them itself: a user write to the range
+	// between this read and the rewrite would be undone on those members.
+	ReadRepair func(sector uint64, sectors uint32, bad uint64)
 
 	parked, parkedSpare []uint16 // writes the barrier turned away
 }
@@ -356,8 +362,9 @@ func (e *Executor) Done(tag uint16, id OpID, res int32) {
 			e.MemberError(int(io.Member), io.Kind, res)
 		}
 		e.memberFailed(tag, r, io)
-	} else if io.Kind == IORead && op >= r.planned {
-		e.repair(tag, r, io) // a retried read succeeded: rewrite the bad copies
+	} else if io.Kind == IORead && op >= r.planned && e.ReadRepair != nil && io.Avoid|io.Deprio != 0 {
+		// A retried read succeeded: the copies that failed need a rewrite.
+		e.ReadRepair(r.sector+uint64(io.BufOff>>9), io.Sectors, io.Avoid|io.Deprio)
 	}
 	r.pending--
 	if r.pending == 0 {
@@ -457,23 +464,6 @@ func (e *Executor) retryRead(tag uint16, r *request, io MemberIO) {
 		return
 	}
 	e.submitFrom(tag, first)
-}
-
-// repair rewrites the data a retried read just got on the members that
-// failed reading that range (or a range containing it).
-func (e *Executor) repair(tag uint16, r *request, good MemberIO) {
-	sector := r.sector + uint64(good.BufOff>>9)
-	bad := good.Avoid | good.Deprio
-	st := e.arr.State()
-	first := len(r.ios)
-	for _, l := range e.arr.Geo.Locate(sector, e.sc.locs[:0]) {
-		if bad&(1<<uint(l.Member)) != 0 && st.Members[l.Member].writable() {
-			r.ios = append(r.ios, MemberIO{Member: int32(l.Member), Kind: IOWrite, Sector: l.Sector, Sectors: good.Sectors, BufOff: good.BufOff})
-		}
-	}
-	if len(r.ios) > first {
-		e.submitFrom(tag, first)
-	}
 }
 
 // complete decides the outcome of a request whose member operations have

@@ -292,6 +292,57 @@ func TestExecutorWriteFailureWaitsForPersist(t *testing.T) {
 	}
 }
 
+// A read that fails on one copy is served from another and reported for
+// repair (range and the members that failed); the executor itself writes
+// nothing, so it cannot undo a user write racing the repair.
+func TestExecutorReadRepairReported(t *testing.T) {
+	g := Geometry{Level: Level1, Members: 2, ChunkSectors: 8, MemberSectors: 64}
+	arr, _ := NewArray(g)
+	be := &memBackend{done: map[uint16]error{}}
+	for i := range 2 {
+		be.members = append(be.members, &memMember{data: bytes.Repeat([]byte{byte(i + 1)}, 64<<9), badRead: map[uint64]bool{}})
+	}
+	be.members[0].data = bytes.Clone(be.members[1].data) // equal copies
+	be.members[0].badRead[20] = true
+	e := NewExecutor(arr, be, 1, 64<<10)
+	e.Balance().WriteMostly = 1 << 1 // read member 0 first
+	type rep struct {
+		sector  uint64
+		sectors uint32
+		bad     uint64
+	}
+	var got []rep
+	e.ReadRepair = func(sector uint64, sectors uint32, bad uint64) { got = append(got, rep{sector, sectors, bad}) }
+	buf := make([]byte, 16<<9)
+	e.Start(0, ReqRead, 16, 16, false, buf)
+	for len(be.pending) > 0 {
+		o := be.pending[0]
+		be.pending = be.pending[1:]
+		if o.io.Kind != IORead {
+			t.Fatalf("the executor submitted a %v during a read", o.io.Kind)
+		}
+		e.Done(o.tag, o.op, be.run(o))
+	}
+	if err := be.done[0]; err != nil {
+		t.Fatalf("read: %v", err)
+	}
+	if !bytes.Equal(buf, be.members[1].data[16<<9:32<<9]) {
+		t.Fatal("read returned wrong data")
+	}
+	// The first failure does not say which block is bad: every retried
+	// block read from member 1 is reported, with member 0 as bad.
+	covered := false
+	for _, r := range got {
+		if r.bad != 1 || r.sector < 16 || r.sector+uint64(r.sectors) > 32 {
+			t.Fatalf("repair report %+v: outside the read or not naming member 0", r)
+		}
+		covered = covered || (r.sector <= 20 && 20 < r.sector+uint64(r.sectors))
+	}
+	if !covered {
+		t.Fatalf("repair reports %+v do not cover the bad sector 20", got)
+	}
+}
+
 // A flush carries no range: the block layer sends (sector_t)-1 as its
 // sector, and it must still reach every member.
 func TestExecutorFlushIgnoresSector(t *testing.T) {

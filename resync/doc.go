@@ -5,7 +5,8 @@
 //
 // # Threads and lifetimes
 //
-// A Syncer belongs to one array (an *engine.Array, its *engine.Barrier and
+// A Syncer belongs to one array (an *engine.Array, its Barrier (an
+// *engine.Barrier, or a wrapper that lets other goroutines raise it too) and
 // its Members) for the array's lifetime. Run executes one job on the calling
 // goroutine and returns when the job is done, fails, or its context ends; at
 // most one Run is active per Syncer at a time (a second one fails with

@@ -173,10 +173,19 @@ type Result struct {
 	ReadErrors uint64 // member reads that failed and were served by another copy
 }
 
+// Barrier is the side of engine.Barrier a job uses: Raise a range (user
+// writes to it wait), copy, Lower. A caller that shares one
+// engine.Barrier between a Syncer and other raisers wraps it so that one
+// range is raised at a time.
+type Barrier interface {
+	Raise(ctx context.Context, sector, sectors uint64) error
+	Lower()
+}
+
 // Syncer runs sync jobs for one array.
 type Syncer struct {
 	arr     *engine.Array
-	bar     *engine.Barrier
+	bar     Barrier
 	members Members
 	cfg     Config
 	running atomic.Bool
@@ -185,7 +194,7 @@ type Syncer struct {
 }
 
 // New returns a Syncer for arr, whose user writes go through bar.
-func New(arr *engine.Array, bar *engine.Barrier, m Members, cfg Config) *Syncer {
+func New(arr *engine.Array, bar Barrier, m Members, cfg Config) *Syncer {
 	if cfg.MinBytesPerSec == 0 {
 		cfg.MinBytesPerSec = 1000 << 10
 	}

@@ -1,0 +1,130 @@
+package array
+
+import (
+	"context"
+	"sync"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/ublk-raid/ublk-raid/engine"
+)
+
+// exclusiveBarrier shares the array's write barrier between the syncer
+// and the read-repair worker: one range is raised at a time (Raise waits
+// for the other's Lower).
+type exclusiveBarrier struct {
+	b  *engine.Barrier
+	mu sync.Mutex
+}
+
+func (x *exclusiveBarrier) Raise(ctx context.Context, sector, sectors uint64) error {
+	x.mu.Lock()
+	if err := x.b.Raise(ctx, sector, sectors); err != nil { // lowered again
+		x.mu.Unlock()
+		return err
+	}
+	return nil
+}
+
+func (x *exclusiveBarrier) Lower() {
+	x.b.Lower()
+	x.mu.Unlock()
+}
+
+// repairReq is a range a queue read from one copy after other copies (the
+// roles in bad) failed it.
+type repairReq struct {
+	sector  uint64
+	sectors uint32
+	bad     uint64
+}
+
+// repairBytes bounds one repair step (a queue reports ranges of one retry
+// unit, 4 KiB by default).
+const repairBytes = 1 << 20
+
+// requestRepair queues a read repair (engine.Executor.ReadRepair; queue
+// threads). It never blocks: when the queue is full the range is left as
+// it is, and the next read that fails on it reports it again.
+func (a *Array) requestRepair(sector uint64, sectors uint32, bad uint64) {
+	select {
+	case a.repairs <- repairReq{sector, sectors, bad}:
+	default:
+	}
+}
+
+// startRepairs starts the read-repair worker (arrays with redundancy).
+func (a *Array) startRepairs() {
+	a.repairs = make(chan repairReq, 256)
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	a.stopRepairs = func() {
+		cancel()
+		<-done
+	}
+	go func() {
+		defer close(done)
+		// Page-aligned for O_DIRECT.
+		buf, err := unix.Mmap(-1, 0, repairBytes, unix.PROT_READ|unix.PROT_WRITE, unix.MAP_ANON|unix.MAP_PRIVATE)
+		if err != nil {
+			return // no repairs: bad copies stay until rewritten
+		}
+		defer unix.Munmap(buf)
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case r := <-a.repairs:
+				a.repair(ctx, r, buf)
+			}
+		}
+	}()
+}
+
+// repair rewrites the bad copies of r's range from a good one, with the
+// range raised so that no user write to it is in flight or starts: the
+// copy read is the newest data, and nothing overwrites the rewrite with
+// something older. A rewrite that fails fails its member.
+func (a *Array) repair(ctx context.Context, r repairReq, buf []byte) {
+	g := a.Engine.Geo
+	io := memberIO{a}
+	var locs [engine.MaxCopies]engine.Location
+	for s, end := r.sector, r.sector+uint64(r.sectors); s < end; {
+		n := min(end-s, uint64(len(buf)>>9), g.ChunkEnd(s))
+		if err := a.xbar.Raise(ctx, s, n); err != nil {
+			return
+		}
+		st := a.Engine.State()
+		ls := g.Locate(s, locs[:0])
+		p := buf[:n<<9]
+		got := false
+		for _, l := range ls {
+			m := st.Members[l.Member]
+			ok := m.State == engine.MemberActive || (m.State == engine.MemberRebuilding && m.RebuildOffset >= l.Sector+n)
+			if ok && r.bad&(1<<uint(l.Member)) == 0 && io.ReadAt(l.Member, p, l.Sector) == nil {
+				got = true
+				break
+			}
+		}
+		if got {
+			for _, l := range ls {
+				if r.bad&(1<<uint(l.Member)) == 0 || !writable(st.Members[l.Member]) {
+					continue
+				}
+				if err := io.WriteAt(l.Member, p, l.Sector); err != nil {
+					if st, changed := a.Engine.Fail(l.Member); changed {
+						a.persist(st)
+					}
+					continue
+				}
+				a.readRepairs.Add(1)
+			}
+		}
+		a.xbar.Lower()
+		s += n
+	}
+}
+
+// ReadRepairs is how many ranges of a copy were rewritten after a read
+// error.
+func (a *Array) ReadRepairs() uint64 { return a.readRepairs.Load() }
