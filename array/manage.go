@@ -47,7 +47,8 @@ func (a *Array) Status() Status {
 	var sb *engine.Superblock
 	for _, s := range a.SBs {
 		if s != nil {
-			sb = s
+			c := *s // superblock writes update it in place, under a.mu
+			sb = &c
 			break
 		}
 	}

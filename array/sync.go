@@ -616,22 +616,32 @@ func (a *Array) previousRole(m *ublk.Member) int {
 	return int(sb.Role)
 }
 
-// refSB is a current superblock of the array.
+// refSB is a copy of a current superblock of the array (superblock
+// writes update a.SBs in place under a.mu).
 func (a *Array) refSB() *engine.Superblock {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	st := a.Engine.State()
+	var ref *engine.Superblock
 	for r, s := range a.SBs {
 		if s != nil && st.Members[r].State == engine.MemberActive {
-			return s
+			ref = s
+			break
 		}
 	}
-	for _, s := range a.SBs {
-		if s != nil {
-			return s
+	if ref == nil {
+		for _, s := range a.SBs {
+			if s != nil {
+				ref = s
+				break
+			}
 		}
 	}
-	return nil
+	if ref == nil {
+		return nil
+	}
+	c := *ref
+	return &c
 }
 
 // do runs fn on the flusher goroutine and waits for it.
