@@ -548,11 +548,13 @@ func (a *Array) writeSuperblocks(st *engine.ArrayState, clean bool) error {
 	}
 	members := append([]*ublk.Member(nil), a.Members...)
 	werrs := writeAll(len(a.Members), roles, a.MemberTimeout, func(r int) error {
-		return members[r].WriteBlockSync(engine.SuperblockOffset, blocks[r])
+		return writeSuperblock(members[r], blocks[r])
 	})
+	var notWritten []int
 	for _, r := range roles {
 		if werrs[r] != nil {
 			errs = append(errs, fmt.Errorf("superblock of role %d: %w", r, werrs[r]))
+			notWritten = append(notWritten, r)
 			continue
 		}
 		*a.SBs[r] = sbs[r]
@@ -581,7 +583,25 @@ func (a *Array) writeSuperblocks(st *engine.ArrayState, clean bool) error {
 			}
 		}
 	}
+	// A member that did not take the update holds an old state: fail it,
+	// and record that on the others (each round fails at least one more
+	// member, so this ends).
+	failed := false
+	for _, r := range notWritten {
+		if _, changed := a.Engine.Fail(r); changed {
+			failed = true
+		}
+	}
+	if failed {
+		return a.writeSuperblocks(a.Engine.State(), clean)
+	}
 	return errors.Join(errs...)
+}
+
+// writeSuperblock writes a superblock block to m durably (a variable:
+// tests inject failures).
+var writeSuperblock = func(m *ublk.Member, b []byte) error {
+	return m.WriteBlockSync(engine.SuperblockOffset, b)
 }
 
 // Degraded reports whether some member is not active.

@@ -1,9 +1,11 @@
 package array
 
 import (
+	"errors"
 	"testing"
 
 	"github.com/ublk-raid/ublk-raid/engine"
+	"github.com/ublk-raid/ublk-raid/ublk"
 )
 
 func TestFailRemoveStatus(t *testing.T) {
@@ -48,5 +50,35 @@ func TestFailRemoveStatus(t *testing.T) {
 	}
 	if b.RoleOf(paths[0]) != 0 || b.RoleOf(paths[1]) != -1 {
 		t.Fatalf("RoleOf: %d %d", b.RoleOf(paths[0]), b.RoleOf(paths[1]))
+	}
+}
+
+// A member whose superblock write fails is failed, and the survivors'
+// superblocks say so.
+func TestSuperblockWriteFailureFailsMember(t *testing.T) {
+	paths := memberFiles(t, 3, 32<<20)
+	a, err := Open(paths, CreateSpec{Level: engine.Level1}, true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer a.Close()
+	orig := writeSuperblock
+	defer func() { writeSuperblock = orig }()
+	writeSuperblock = func(m *ublk.Member, b []byte) error {
+		if m.Path == paths[2] {
+			return errors.New("injected write error")
+		}
+		return orig(m, b)
+	}
+	if err := a.SetClean(false); err != nil {
+		t.Fatalf("a superblock update that two members took failed: %v", err)
+	}
+	if st := a.Status(); st.Members[2].State != "faulty" || st.FailedDisks != 1 {
+		t.Fatalf("after a failed superblock write: %+v", st)
+	}
+	for _, p := range paths[:2] {
+		if sb := superblockOf(t, p); sb.Roles[2].State != engine.RoleFaulty {
+			t.Fatalf("%s's role table says role 2 is %v", p, sb.Roles[2].State)
+		}
 	}
 }
