@@ -569,7 +569,11 @@ func (a *Array) writeSuperblocks(st *engine.ArrayState, clean bool) error {
 		a.reported = make([]bool, len(st.Members))
 	}
 	for r, m := range st.Members {
-		if m.State == engine.MemberFaulty && !a.reported[r] {
+		if m.State != engine.MemberFaulty {
+			a.reported[r] = false // a failure after a re-add or replace is news again
+			continue
+		}
+		if !a.reported[r] {
 			a.reported[r] = true
 			if a.OnMemberFailed != nil {
 				path := ""

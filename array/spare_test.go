@@ -232,6 +232,15 @@ func TestRemoveReleasesDevice(t *testing.T) {
 	}
 	a.WaitSync()
 	waitFor(t, "the re-added member is active", func() bool { return a.Status().ActiveDisks == 2 })
+	// Its next failure is reported again.
+	var reports int
+	a.OnMemberFailed = func(int, string) { reports++ }
+	if err := a.Fail(1); err != nil {
+		t.Fatal(err)
+	}
+	if reports != 1 {
+		t.Fatalf("a second failure of role 1 was reported %d times", reports)
+	}
 }
 
 // A spare given at creation that is too small fails creation before

@@ -28,6 +28,7 @@ type Queue struct {
 	maxIO     int
 	ring      *Ring
 	char      *os.File
+	charFd    int32 // char's descriptor, for the ublk commands
 	descMem   []byte
 	descs     []ioDesc
 	bufMem    []byte
@@ -122,8 +123,13 @@ func (q *Queue) queueIOCmd(op uint32, tag uint16, res int32) {
 		return
 	}
 	s.Opcode = OpURingCmd
-	s.Flags = SQEFixedFile
-	s.Fd = 0 // fixed file 0: /dev/ublkcN
+	// /dev/ublkcN by its descriptor, not as a fixed file: on kernels
+	// before 6.13 a request on a fixed file pins the ring's file table as
+	// it was when the request was issued, and FETCH commands stay in
+	// flight as long as their tag idles, so a member file swapped out of
+	// the table (SetTargetFile) would never be released.
+	s.Flags = 0
+	s.Fd = q.charFd
 	s.Off = uint64(op)
 	s.UserData = uint64(tag)
 	c := (*ublksrvIOCmd)(s.cmdArea())
@@ -198,7 +204,8 @@ func (q *Queue) setup(s queueSetup) error {
 		return fmt.Errorf("queue %d: %w", q.id, err)
 	}
 	q.ring = ring
-	files := append([]int32{int32(q.char.Fd())}, intsTo32(s.target.Files())...)
+	q.charFd = int32(q.char.Fd())
+	files := append([]int32{q.charFd}, intsTo32(s.target.Files())...)
 	if err := ring.RegisterFiles(files); err != nil {
 		return fmt.Errorf("queue %d: %w", q.id, err)
 	}

@@ -1,6 +1,7 @@
 #!/bin/sh
 # A raid1 member stops answering (its dm device suspended: I/O to it
-# waits) in the middle of fio randrw with crc32c verify. With
+# waits) in the middle of fio randrw with crc32c verify (verify_backlog:
+# writes go on to the end, so some reach the hung member). With
 # --member-timeout 3s the array gives the member up and fails it: fio
 # finishes with no error and its verify passes. When the member answers
 # again (resume), its late results are dropped, and the device deletes
@@ -22,7 +23,7 @@ trap cleanup EXIT
 start_server "$SCRATCH/r1h" run --level 1 --member-timeout 3s /dev/mapper/ubr-h0 "$B"
 N=$(echo "$DEV" | tr -dc 0-9)
 fio --name=h --filename="$DEV" --rw=randrw --bs=8k --iodepth=16 --direct=1 --ioengine=libaio --eta=never \
-	--verify_state_save=0 --size=64M --verify=crc32c --do_verify=1 --verify_fatal=1 \
+	--verify_state_save=0 --size=128M --verify=crc32c --do_verify=1 --verify_fatal=1 --verify_backlog=256 \
 	--output="$SCRATCH/r1h.fio" &
 FIO=$!
 sleep 3

@@ -3,21 +3,24 @@
 # prints the device; detail, list -o json and the metrics endpoint show it;
 # ext4 on it; kill -9 of serve while fio verify writes to the mounted fs,
 # and a new serve re-attaches (state file + user recovery): fio ends with 0
-# errors; fail and remove change what detail, list and the metrics say;
+# errors; fail and remove change what detail, list and the metrics say,
+# and remove lets the device go; re-add copies only dirty regions; a spare
+# added to the array takes a failed member's role and is rebuilt;
 # SIGTERM while the fs is mounted and fio runs (a `systemctl restart`)
 # leaves the device to the next serve, again without an error; files intact;
 # del refuses a mounted array, then deletes it; no I/O error in the kernel
 # log.
 set -eu
 . scripts/vm/scenarios/lib.sh
-set -- ${SERVE_DISKS:-/dev/vdc /dev/vdd}
+set -- ${SERVE_DISKS:-/dev/vdc /dev/vdd /dev/vde}
 A=$1
 B=$2
+C=$3
 STATE=$SCRATCH/serve-state/arrays.json
 METRICS=127.0.0.1:9999
 MNT=/mnt/serve
 rm -rf "$SCRATCH/serve-state"
-for d in $A $B; do dd if=/dev/zero of="$d" bs=1M count=4 oflag=direct 2>/dev/null; done
+for d in $A $B $C; do dd if=/dev/zero of="$d" bs=1M count=4 oflag=direct 2>/dev/null; done
 dmesg_start=$(dmesg | wc -l)
 
 # start_serve LOG: starts serve in the background (SERVER_PID, so that
@@ -40,6 +43,15 @@ has_row() { # has_row FILE FIELDS...: a line of FILE has exactly these fields
 	f=$1
 	shift
 	awk -v want="$*" '{ $1 = $1 } $0 == want { found = 1 } END { exit !found }' "$f"
+}
+# free DEV: nothing holds DEV open exclusively (a member the array let go).
+free() {
+	python3 -c 'import os, sys; os.close(os.open(sys.argv[1], os.O_RDONLY | os.O_EXCL))' "$1" && return 0
+	for f in /proc/[0-9]*/fd/*; do
+		[ "$(readlink "$f" 2>/dev/null)" = "$1" ] && echo "held by $f: $(tr '\0' ' ' <"${f%/fd/*}/cmdline")"
+	done
+	ls /sys/class/block/"$(basename "$(readlink -f "$1")")"/holders
+	return 1
 }
 metrics() { curl -sf "http://$METRICS/metrics" >"$SCRATCH/sv-metrics.txt" || fail "curl $METRICS/metrics"; }
 expect_metric() { # expect_metric SERIES VALUE
@@ -130,7 +142,8 @@ grep -q '"member failed"' "$SCRATCH/sv2.err" || fail "no 'member failed' log lin
 step "remove $B"
 "$BIN" remove -n "$N" "$B" || fail "remove"
 detail
-has_row "$SCRATCH/sv-detail.txt" 1 missing "$B" || { cat "$SCRATCH/sv-detail.txt"; fail "detail after remove"; }
+has_row "$SCRATCH/sv-detail.txt" 1 missing - || { cat "$SCRATCH/sv-detail.txt"; fail "detail after remove"; }
+free "$B" || fail "the removed $B is still held open"
 "$BIN" list -o json | grep -q '"missing_disks": 1' || fail "list after remove"
 metrics
 expect_metric "ublkraid_disks{device=\"$D\",state=\"failed\"}" 0
@@ -162,6 +175,31 @@ grep -q 'last check: ok, mismatch_cnt 0' "$SCRATCH/sv-detail.txt" || { cat "$SCR
 metrics
 expect_metric "ublkraid_disks{device=\"$D\",state=\"active\"}" 2
 expect_metric "ublkraid_degraded{device=\"$D\"}" 0
+
+step "add -n $N --spare $C; fail $B: the spare takes role 1 and is rebuilt, $B is let go"
+"$BIN" add -n "$N" --spare "$C" || fail "add --spare"
+detail
+has_row "$SCRATCH/sv-detail.txt" - spare "$C" && grep -q 'Spare Devices : 1' "$SCRATCH/sv-detail.txt" ||
+	{ cat "$SCRATCH/sv-detail.txt"; fail "detail does not show the spare"; }
+metrics
+expect_metric "ublkraid_disks{device=\"$D\",state=\"spare\"}" 1
+grep -q "$C" "$STATE" || { cat "$STATE"; fail "the state file does not list the spare"; }
+"$BIN" fail -n "$N" "$B" >/dev/null || fail "fail $B"
+i=0
+until grep -q '"spare activated"' "$SCRATCH/sv2.err"; do
+	i=$((i + 1))
+	[ $i -gt 100 ] && fail "no 'spare activated' log line"
+	sleep 0.1
+done
+"$BIN" detail -n "$N" --wait >"$SCRATCH/sv-detail.txt" || fail "detail --wait"
+cat "$SCRATCH/sv-detail.txt"
+has_row "$SCRATCH/sv-detail.txt" 1 active "$C" && grep -q 'Spare Devices : 0' "$SCRATCH/sv-detail.txt" ||
+	fail "detail after the spare's rebuild"
+free "$B" || fail "the failed $B is still held open after the spare replaced it"
+grep -q "$B" "$STATE" && { cat "$STATE"; fail "the state file still lists the replaced $B"; }
+"$BIN" check -n "$N" || fail "check"
+"$BIN" detail -n "$N" --wait >"$SCRATCH/sv-detail.txt" || fail "detail --wait"
+grep -q 'last check: ok, mismatch_cnt 0' "$SCRATCH/sv-detail.txt" || { cat "$SCRATCH/sv-detail.txt"; fail "check after the spare's rebuild"; }
 
 step "SIGTERM serve (systemctl restart) while the fs is mounted and fio runs: the device stays, a new serve recovers it"
 fio_on_fs restart
