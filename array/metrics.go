@@ -66,6 +66,7 @@ func (a *Array) Metrics(device string) metrics.ArrayStats {
 		out.State = metrics.ArrayActive
 	}
 	out.SyncSpeed = sy.SpeedBytes
+	out.ReadRepairs = a.readRepairs.Load()
 	if bm := a.Bitmap; bm != nil {
 		bs := bm.Stats()
 		var data uint64

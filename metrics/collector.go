@@ -21,6 +21,7 @@ type Collector struct {
 
 	info, state, disks, disksRequired, degraded *prometheus.Desc
 	blocks, blocksSynced, syncSpeed             *prometheus.Desc
+	readRepairs                                 *prometheus.Desc
 
 	bitmapRegions, bitmapDirty, bitmapWrites *prometheus.Desc
 	bitmapDataWrites, bitmapWaited           *prometheus.Desc
@@ -60,6 +61,8 @@ func NewCollector(src Source) *Collector {
 			array...),
 		syncSpeed: d("sync_speed_bytes_per_second", "Speed of the running resync, recovery or check in bytes per second; 0 when none runs.",
 			array...),
+		readRepairs: d("read_repairs_total", "Ranges of a copy rewritten from another copy after a read error on it.",
+			array...),
 
 		bitmapRegions: d("bitmap_regions", "Regions tracked by the array's write-intent bitmap.",
 			array...),
@@ -94,7 +97,7 @@ func NewCollector(src Source) *Collector {
 func (c *Collector) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{
 		c.info, c.state, c.disks, c.disksRequired, c.degraded,
-		c.blocks, c.blocksSynced, c.syncSpeed,
+		c.blocks, c.blocksSynced, c.syncSpeed, c.readRepairs,
 		c.bitmapRegions, c.bitmapDirty, c.bitmapWrites,
 		c.bitmapDataWrites, c.bitmapWaited, c.bitmapWait,
 		c.memberState, c.memberOps, c.memberBytes, c.memberErrors, c.memberLatency,
@@ -145,6 +148,7 @@ func (c *Collector) collectArray(ch chan<- prometheus.Metric, a *ArrayStats) {
 	gauge(c.blocks, float64(a.Size)/1024, dev)
 	gauge(c.blocksSynced, float64(synced)/1024, dev)
 	gauge(c.syncSpeed, a.SyncSpeed, dev)
+	counter(c.readRepairs, a.ReadRepairs, dev)
 
 	if b := a.Bitmap; b != nil {
 		gauge(c.bitmapRegions, float64(b.Regions), dev)

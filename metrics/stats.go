@@ -52,6 +52,10 @@ type ArrayStats struct {
 	// runs), averaged as the engine sees fit, like md's sync_speed.
 	SyncSpeed float64
 
+	// ReadRepairs counts ranges of a copy rewritten from another copy
+	// after a read error on it.
+	ReadRepairs uint64
+
 	// Bitmap is the write-intent bitmap's state, nil for an array without
 	// one (then no ublkraid_bitmap_* series are exported for it).
 	Bitmap *BitmapStats

@@ -1,8 +1,8 @@
 #!/bin/sh
 # raid10 (far layout, 4 members + a spare, all dm devices on one disk)
 # under the daemon: a member with a range that fails reads (dm-flakey
-# error_reads) is read around — fio verify passes and the member stays
-# active; then a member dies (dm error) during fio randwrite verify: fio
+# error_reads) is read around — fio verify passes, the member stays
+# active and the ranges are rewritten from the other copy (read repair); then a member dies (dm error) during fio randwrite verify: fio
 # sees no error, the spare takes the role and is rebuilt, check finds no
 # mismatch, and the dead device is let go.
 set -eu
@@ -70,6 +70,9 @@ curl -sf "http://$METRICS/metrics" >"$SCRATCH/r10-metrics.txt" || fail "metrics"
 errs=$(awk -v m="ublkraid_member_errors_total{device=\"$D\",member=\"ubr-t2\",op=\"read\"}" '$1 == m { print $2 }' "$SCRATCH/r10-metrics.txt")
 echo "read errors on ubr-t2: ${errs:-none}"
 [ "${errs:-0}" -gt 0 ] || { grep member_errors "$SCRATCH/r10-metrics.txt"; fail "no read error counted on ubr-t2"; }
+reps=$(awk -v m="ublkraid_read_repairs_total{device=\"$D\"}" '$1 == m { print $2 }' "$SCRATCH/r10-metrics.txt")
+echo "read repairs: ${reps:-none}"
+[ "${reps:-0}" -gt 0 ] || fail "the ranges that failed reads were not rewritten"
 detail
 row 2 active "$M2" || { cat "$SCRATCH/r10-detail.txt"; fail "a read error failed member 2"; }
 dmsetup suspend ubr-t2
