@@ -6,6 +6,7 @@ import (
 	"io"
 	"os"
 	"os/signal"
+	"runtime/pprof"
 	"strings"
 	"syscall"
 	"time"
@@ -37,6 +38,23 @@ type runOptions struct {
 	// writeMostly: members read only when no other copy can serve.
 	writeMostly []string
 	spares      []string
+	cpuProfile  string
+}
+
+// startCPUProfile profiles the process into path until stop is called.
+func startCPUProfile(path string) (stop func(), err error) {
+	f, err := os.Create(path)
+	if err != nil {
+		return nil, err
+	}
+	if err := pprof.StartCPUProfile(f); err != nil {
+		f.Close()
+		return nil, err
+	}
+	return func() {
+		pprof.StopCPUProfile()
+		f.Close()
+	}, nil
 }
 
 func newRunCmd(logLevel *string) *cobra.Command {
@@ -72,10 +90,19 @@ func newRunCmd(logLevel *string) *cobra.Command {
 				return err
 			}
 			defer log.Sync()
+			if o.cpuProfile != "" {
+				stop, err := startCPUProfile(o.cpuProfile)
+				if err != nil {
+					return err
+				}
+				defer stop()
+			}
 			return runArray(o, spec, cfg, cmd.OutOrStdout(), log)
 		},
 	}
 	o.serve.addFlags(c)
+	c.Flags().StringVar(&o.cpuProfile, "cpuprofile", "", "write a Go CPU profile of the server to FILE (development)")
+	_ = c.Flags().MarkHidden("cpuprofile")
 	c.Flags().StringVarP(&o.level, "level", "l", "", "RAID level for a new array: 0, 1 or 10")
 	c.Flags().StringVar(&o.layout, "layout", "", "raid10 layout: n2 (default), f2, o2, n3, f3, o3")
 	c.Flags().StringVarP(&o.chunk, "chunk", "c", "512K", "chunk size for a new array: power of two, 4K..64M")
