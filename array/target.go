@@ -77,7 +77,10 @@ func (a *Array) Files() []int {
 func (a *Array) NewQueue(q *ublk.Queue) (ublk.QueueHandler, error) {
 	h := &queue{q: q, a: a, fixed: make([]*ublk.Member, len(a.Members))}
 	for r := range a.Members {
-		h.fixed[r] = a.current[r].Load() // what Files() registered
+		// Files() registered some member; one swapped in or out since
+		// (a spare activated during assembly, say) would make a guess
+		// wrong, so every slot is set again before its first use.
+		h.fixed[r] = unsynced
 	}
 	h.exec = engine.NewExecutor(a.Engine, h, q.Depth(), q.MaxIOBytes())
 	start := time.Now()
@@ -113,6 +116,9 @@ func (a *Array) NewQueue(q *ublk.Queue) (ublk.QueueHandler, error) {
 	a.qmu.Unlock()
 	return h, nil
 }
+
+// unsynced marks a fixed-file slot whose content the queue has not set.
+var unsynced = new(ublk.Member)
 
 // queue runs one ublk queue's requests through an engine.Executor, with
 // member I/O on the queue's ring. It is the executor's Backend.
