@@ -251,11 +251,11 @@ func (h *queue) Submit(tag uint16, op engine.OpID, io engine.MemberIO, data []by
 	case engine.IORead, engine.IOWrite:
 		kind := ublk.OpRead
 		switch {
-		case io.Kind == engine.IOWrite && h.q.FixedBuffers():
+		case io.Kind == engine.IOWrite && h.q.TagFixed(tag):
 			kind = ublk.OpWriteFixed
 		case io.Kind == engine.IOWrite:
 			kind = ublk.OpWrite
-		case h.q.FixedBuffers():
+		case h.q.TagFixed(tag):
 			kind = ublk.OpReadFixed
 		}
 		ublk.PrepRW(s, kind, file, data, off, ud)

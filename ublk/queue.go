@@ -47,6 +47,8 @@ type Queue struct {
 	// (tag itself until a swap); spares are free buffers beyond depth.
 	bufIdx    []int
 	spares    []int
+	nbuf      int      // buffers in bufMem (registered); more are in extra
+	extra     [][]byte // buffers mapped when the spares ran out (not registered)
 	wake      *os.File // eventfd other goroutines write to wake the queue
 	wakeMem   []byte   // one page off the Go heap
 	wakeBuf   []byte   // its first 8 bytes: the eventfd read's target
@@ -65,6 +67,19 @@ func (q *Queue) MaxIOBytes() int { return q.maxIO }
 // FixedBuffers reports whether the tag buffers are registered with the
 // ring as fixed buffer 0: targets then use OpReadFixed/OpWriteFixed.
 func (q *Queue) FixedBuffers() bool { return q.fixedBufs }
+
+// TagFixed reports whether tag's buffer is in the registered buffer
+// (OpReadFixed/OpWriteFixed may be used on it). It is not after the tag
+// took a buffer mapped when the spares had run out (SwapBuffer).
+func (q *Queue) TagFixed(tag uint16) bool { return q.fixedBufs && q.bufIdx[tag] < q.nbuf }
+
+// buf is tag buffer i.
+func (q *Queue) buf(i int) []byte {
+	if i < q.nbuf {
+		return q.bufMem[i*q.maxIO : (i+1)*q.maxIO : (i+1)*q.maxIO]
+	}
+	return q.extra[i-q.nbuf]
+}
 
 // SQE returns a zeroed submission entry for target I/O whose completion
 // will be delivered to the handler's OnCompletion with userData (which
@@ -136,7 +151,7 @@ func (q *Queue) queueIOCmd(op uint32, tag uint16, res int32) {
 	c.QID = uint16(q.id)
 	c.Tag = tag
 	c.Result = res
-	c.Addr = uint64(uintptr(unsafe.Pointer(&q.bufMem[q.bufIdx[tag]*q.maxIO])))
+	c.Addr = uint64(uintptr(unsafe.Pointer(&q.buf(q.bufIdx[tag])[0])))
 	q.state[tag] = tagFetched
 }
 
@@ -242,7 +257,8 @@ func (q *Queue) setup(s queueSetup) error {
 	for i := range q.bufIdx {
 		q.bufIdx[i] = i
 	}
-	for i := q.depth; i < q.depth+nspare; i++ {
+	q.nbuf = q.depth + nspare
+	for i := q.depth; i < q.nbuf; i++ {
 		q.spares = append(q.spares, i)
 	}
 	q.reqs = make([]Request, q.depth)
@@ -365,12 +381,20 @@ func (q *Queue) onTick() {
 	q.ticker.OnTick()
 }
 
-// ReserveBuffer takes a spare tag buffer for SwapBuffer; false when none
-// is left. Queue thread.
+// ReserveBuffer takes a spare tag buffer for SwapBuffer, mapping a new one
+// when the spares are all taken; false only when that fails. Queue thread.
 func (q *Queue) ReserveBuffer() (int, bool) {
 	n := len(q.spares)
 	if n == 0 {
-		return 0, false
+		// Every spare waits for a late member read (a hung member can
+		// hold as many as the queue is deep): map another buffer rather
+		// than make a request wait for a member that may never answer.
+		b, err := unix.Mmap(-1, 0, q.maxIO, unix.PROT_READ|unix.PROT_WRITE, unix.MAP_ANON|unix.MAP_PRIVATE)
+		if err != nil {
+			return 0, false
+		}
+		q.extra = append(q.extra, b)
+		return q.nbuf + len(q.extra) - 1, true
 	}
 	b := q.spares[n-1]
 	q.spares = q.spares[:n-1]
@@ -382,7 +406,7 @@ func (q *Queue) ReserveBuffer() (int, bool) {
 // ReleaseBuffer once nothing can write to it any more: an abandoned member
 // read may still land there). Queue thread; before the tag completes.
 func (q *Queue) SwapBuffer(tag uint16, spare, n int) (old int) {
-	buf := q.bufMem[spare*q.maxIO : (spare+1)*q.maxIO : (spare+1)*q.maxIO]
+	buf := q.buf(spare)
 	copy(buf[:n], q.reqs[tag].Buf[:n])
 	old = q.bufIdx[tag]
 	q.bufIdx[tag] = spare
@@ -494,6 +518,10 @@ func (q *Queue) close() {
 		unix.Munmap(q.descMem)
 		q.descMem, q.descs = nil, nil
 	}
+	for _, b := range q.extra {
+		unix.Munmap(b)
+	}
+	q.extra = nil
 	if q.bufMem != nil {
 		munmapRaw(q.bufMem)
 		q.bufMem = nil

@@ -271,3 +271,43 @@ func TestMmapAligned(t *testing.T) {
 		}
 	}
 }
+
+// Spare tag buffers: when the registered spares are all taken (a hung
+// member holds their reads), ReserveBuffer maps more; a tag swapped onto
+// one is no longer in the registered buffer.
+func TestQueueSpareBuffersGrow(t *testing.T) {
+	const depth, maxIO, nspare = 2, 8192, 1
+	mem, err := mmapAligned((depth+nspare)*maxIO, 4096)
+	if err != nil {
+		t.Fatal(err)
+	}
+	q := &Queue{depth: depth, maxIO: maxIO, bufMem: mem, nbuf: depth + nspare, fixedBufs: true,
+		bufIdx: []int{0, 1}, spares: []int{2}, reqs: make([]Request, depth)}
+	defer q.close()
+	for i := range q.reqs {
+		q.reqs[i].Buf = q.buf(i)
+	}
+	copy(q.reqs[1].Buf, "tag one data")
+	var got []int
+	for range 3 {
+		b, ok := q.ReserveBuffer()
+		if !ok {
+			t.Fatal("ReserveBuffer failed")
+		}
+		got = append(got, b)
+	}
+	if got[0] != 2 || got[1] != 3 || got[2] != 4 || len(q.extra) != 2 {
+		t.Fatalf("buffers %v, %d mapped", got, len(q.extra))
+	}
+	if !q.TagFixed(1) {
+		t.Fatal("a tag on its own buffer is not fixed")
+	}
+	old := q.SwapBuffer(1, got[1], 12)
+	if old != 1 || q.TagFixed(1) || string(q.reqs[1].Buf[:12]) != "tag one data" || &q.reqs[1].Buf[0] != &q.extra[0][0] {
+		t.Fatalf("after the swap: old %d fixed %v data %q", old, q.TagFixed(1), q.reqs[1].Buf[:12])
+	}
+	q.ReleaseBuffer(old)
+	if b, _ := q.ReserveBuffer(); b != old {
+		t.Fatalf("a released buffer was not reused: got %d", b)
+	}
+}

@@ -20,9 +20,11 @@ cleanup() {
 	dmsetup remove ubr-h0 2>/dev/null || true
 }
 trap cleanup EXIT
-start_server "$SCRATCH/r1h" run --level 1 --member-timeout 3s /dev/mapper/ubr-h0 "$B"
+# One queue, fio 64 deep: more reads hang on the member than the queue has
+# spare buffers (8), so giving them up needs more.
+start_server "$SCRATCH/r1h" run --level 1 -q 1 --member-timeout 3s /dev/mapper/ubr-h0 "$B"
 N=$(echo "$DEV" | tr -dc 0-9)
-fio --name=h --filename="$DEV" --rw=randrw --bs=8k --iodepth=16 --direct=1 --ioengine=libaio --eta=never \
+fio --name=h --filename="$DEV" --rw=randrw --bs=8k --iodepth=64 --direct=1 --ioengine=libaio --eta=never \
 	--verify_state_save=0 --size=128M --verify=crc32c --do_verify=1 --verify_fatal=1 --verify_backlog=256 \
 	--output="$SCRATCH/r1h.fio" &
 FIO=$!
