@@ -37,8 +37,10 @@ type Backend interface {
 	// Persist asks that member state st (a member failed) be made durable
 	// on the surviving members' superblocks; the backend then calls
 	// Executor.Persisted with a generation >= st.Gen (possibly from within
-	// Persist). Writes that exposed the failure wait until then. Several
-	// queues may ask for the same generation; the backend writes it once.
+	// Persist). Writes that exposed the failure, or were planned without a
+	// member whose failure is not known durable (ArrayState.DropGen), wait
+	// until then. Several queues may ask for the same generation; the
+	// backend writes it once.
 	Persist(st *ArrayState)
 	// Abandon asks whether member operation op of request tag, which has
 	// not completed within MemberTimeout, may be given up: the member is
@@ -113,7 +115,8 @@ type request struct {
 // It plans member I/O from the array state at the start of each request,
 // retries failed reads on other copies and rewrites the bad copy (read
 // repair), marks members that fail writes faulty, and acknowledges a write
-// that exposed a failure only after the new state is durable.
+// that exposed a failure, or skipped a member whose failure may not be
+// durable yet, only after the new state is durable.
 type Executor struct {
 	arr       *Array
 	be        Backend
@@ -295,6 +298,11 @@ func (e *Executor) plan(tag uint16) {
 	if err != nil {
 		e.finish(tag, err)
 		return
+	}
+	if r.op != ReqRead && r.op != ReqFlush && st.DropGen > e.persisted {
+		// Planned around a member failure that may not be durable yet:
+		// acknowledged only once it is (see ArrayState.DropGen).
+		r.needGen = max(r.needGen, st.DropGen)
 	}
 	r.planned = len(r.ios)
 	e.submitFrom(tag, 0)

@@ -75,6 +75,22 @@ func (m MemberStatus) writable() bool {
 type ArrayState struct {
 	Gen     uint64
 	Members []MemberStatus
+	// DropGen is the generation at which a member last stopped being
+	// written (failed, or made faulty or missing). A write planned with
+	// this state skips that member, so it must not be acknowledged before
+	// DropGen is durable: a crash in between would bring the member back
+	// as in sync, without the write.
+	DropGen uint64
+}
+
+// dropGen is DropGen for members replacing old's at generation gen.
+func dropGen(old *ArrayState, members []MemberStatus, gen uint64) uint64 {
+	for i, m := range members {
+		if i < len(old.Members) && old.Members[i].writable() && !m.writable() {
+			return gen
+		}
+	}
+	return old.DropGen
 }
 
 // ErrNoCopy means no member holding a copy of the data can serve it: the
@@ -110,6 +126,7 @@ func (a *Array) SetState(members []MemberStatus) *ArrayState {
 	defer a.mu.Unlock()
 	old := a.state.Load()
 	st := &ArrayState{Gen: old.Gen + 1, Members: append([]MemberStatus(nil), members...)}
+	st.DropGen = dropGen(old, st.Members, st.Gen)
 	a.state.Store(st)
 	return st
 }
@@ -123,7 +140,7 @@ func (a *Array) Update(f func(ms []MemberStatus)) *ArrayState {
 	old := a.state.Load()
 	ms := append([]MemberStatus(nil), old.Members...)
 	f(ms)
-	st := &ArrayState{Gen: old.Gen + 1, Members: ms}
+	st := &ArrayState{Gen: old.Gen + 1, Members: ms, DropGen: dropGen(old, ms, old.Gen+1)}
 	a.state.Store(st)
 	return st
 }
@@ -139,7 +156,7 @@ func (a *Array) Fail(m int) (*ArrayState, bool) {
 	}
 	ms := append([]MemberStatus(nil), old.Members...)
 	ms[m] = MemberStatus{State: MemberFaulty}
-	st := &ArrayState{Gen: old.Gen + 1, Members: ms}
+	st := &ArrayState{Gen: old.Gen + 1, Members: ms, DropGen: old.Gen + 1}
 	a.state.Store(st)
 	return st, true
 }
