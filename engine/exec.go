@@ -155,7 +155,9 @@ type Executor struct {
 	// operation with its result and latency (metrics).
 	OpDone func(member int32, kind IOKind, sectors uint32, res int32, latency time.Duration)
 
-	parked, parkedSpare []uint16 // writes the barrier turned away
+	parked, parkedSpare  []uint16 // writes the barrier turned away, or held behind a read repair
+	retrying, retryAgain bool     // RetryParked is running; it was asked again meanwhile
+	repairs              int      // read-repair writes in flight
 }
 
 // NewExecutor makes an executor for depth requests of up to maxBytes each.
@@ -204,6 +206,13 @@ func (e *Executor) Start(tag uint16, op ReqOp, sector uint64, sectors uint32, fu
 // a write held by either is resumed later from the same point.
 func (e *Executor) admit(tag uint16) {
 	r := &e.reqs[tag]
+	if e.repairs > 0 && !r.entered && e.repairOverlaps(r.sector, r.sectors) {
+		// A read repair of the range is in flight, with the data the range
+		// had before this write: the write waits for it, else the repair
+		// could land after the write.
+		e.parked = append(e.parked, tag)
+		return
+	}
 	if e.Barrier != nil && !r.entered {
 		if !e.Barrier.Enter(r.sector, r.sectors) {
 			e.parked = append(e.parked, tag)
@@ -240,17 +249,72 @@ func (e *Executor) Resume(tag uint16) {
 }
 
 // RetryParked retries the writes the barrier turned away (after a sync
-// step lowered it).
+// step lowered it). The executor also calls it when a read repair ends.
 func (e *Executor) RetryParked() {
-	if len(e.parked) == 0 {
+	if e.retrying {
+		// Called again while admitting (a repair ended): go round again.
+		e.retryAgain = true
 		return
 	}
-	old := e.parked
-	e.parked = e.parkedSpare[:0]
-	for _, tag := range old {
-		e.admit(tag)
+	e.retrying = true
+	for len(e.parked) > 0 {
+		e.retryAgain = false
+		old := e.parked
+		e.parked = e.parkedSpare[:0]
+		for _, tag := range old {
+			e.admit(tag)
+		}
+		e.parkedSpare = old[:0]
+		if !e.retryAgain {
+			break
+		}
 	}
-	e.parkedSpare = old[:0]
+	e.retrying = false
+}
+
+// repairOverlaps reports whether a read-repair write in flight overlaps
+// array sectors [sector, sector+sectors).
+func (e *Executor) repairOverlaps(sector uint64, sectors uint32) bool {
+	for t := range e.reqs {
+		r := &e.reqs[t]
+		if !r.active || r.op != ReqRead {
+			continue
+		}
+		for i := r.planned; i < len(r.ios); i++ {
+			io := r.ios[i]
+			s := r.sector + uint64(io.BufOff>>9)
+			if io.Kind == IOWrite && !r.done[i] && s < sector+uint64(sectors) && sector < s+uint64(io.Sectors) {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// writeOverlaps reports whether a write-type request in flight (planned or
+// still waiting) overlaps array sectors [sector, sector+sectors).
+func (e *Executor) writeOverlaps(sector uint64, sectors uint32) bool {
+	for t := range e.reqs {
+		r := &e.reqs[t]
+		if r.active && r.op != ReqRead && r.op != ReqFlush && r.sector < sector+uint64(sectors) && sector < r.sector+uint64(r.sectors) {
+			return true
+		}
+	}
+	return false
+}
+
+// isRepair reports whether operation op of r is a read-repair write.
+func isRepair(r *request, op int) bool {
+	return r.op == ReqRead && op >= r.planned && r.ios[op].Kind == IOWrite
+}
+
+// repairDone accounts for the end of a read-repair write and lets the
+// writes held behind it go.
+func (e *Executor) repairDone() {
+	e.repairs--
+	if len(e.parked) > 0 {
+		e.RetryParked()
+	}
 }
 
 // Parked reports how many writes wait for the barrier.
@@ -347,6 +411,7 @@ func (e *Executor) Done(tag uint16, id OpID, res int32) {
 	}
 	r.done[op] = true
 	io := r.ios[op]
+	repaired := isRepair(r, op)
 	e.bal.Inflight[io.Member] -= int64(io.Sectors)
 	if e.OpDone != nil && op < len(r.times) {
 		e.OpDone(io.Member, io.Kind, io.Sectors, res, e.Now()-r.times[op])
@@ -371,6 +436,9 @@ func (e *Executor) Done(tag uint16, id OpID, res int32) {
 	if r.pending == 0 {
 		e.complete(tag, r)
 	}
+	if repaired {
+		e.repairDone()
+	}
 }
 
 // Tick gives up member operations older than MemberTimeout (queue
@@ -394,6 +462,7 @@ func (e *Executor) Tick() {
 			if !e.be.Abandon(uint16(t), opID(r.seq, i), io.Kind == IORead) {
 				continue
 			}
+			repaired := isRepair(r, i)
 			r.done[i], r.failed[i] = true, true
 			e.bal.Inflight[io.Member] -= int64(io.Sectors)
 			if e.MemberError != nil {
@@ -407,8 +476,14 @@ func (e *Executor) Tick() {
 			}
 			e.memberFailed(uint16(t), r, io)
 			r.pending--
-			if r.pending == 0 {
+			done := r.pending == 0
+			if done {
 				e.complete(uint16(t), r)
+			}
+			if repaired {
+				e.repairDone()
+			}
+			if done {
 				break
 			}
 		}
@@ -469,8 +544,18 @@ func (e *Executor) retryRead(tag uint16, r *request, io MemberIO) {
 
 // repair rewrites the data a retried read just got on the members that
 // failed reading that range (or a range containing it).
+//
+// A write in flight to the range (on this queue) skips the repair: it
+// rewrites the copies itself, and the repair, with the data read before
+// it, could land after it. Writes that arrive while the repair is in
+// flight wait for it (admit). Writes on other queues are not seen (md
+// freezes the whole array for a read repair): a repair can still race a
+// write to the same sectors issued on another queue.
 func (e *Executor) repair(tag uint16, r *request, good MemberIO) {
 	sector := r.sector + uint64(good.BufOff>>9)
+	if e.writeOverlaps(sector, good.Sectors) {
+		return
+	}
 	bad := good.Avoid | good.Deprio
 	st := e.arr.State()
 	first := len(r.ios)
@@ -480,6 +565,7 @@ func (e *Executor) repair(tag uint16, r *request, good MemberIO) {
 		}
 	}
 	if len(r.ios) > first {
+		e.repairs += len(r.ios) - first
 		e.submitFrom(tag, first)
 	}
 }
