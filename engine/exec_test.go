@@ -552,3 +552,30 @@ func TestExecutorReadRepairOrderedWithWrites(t *testing.T) {
 		}
 	})
 }
+
+// MemberStatus.Since is the generation at which the member entered its
+// state: kept across updates that leave the state (rebuild progress), new
+// when it changes, whatever the caller wrote; a member failed and put back
+// has a new one although its state is the same.
+func TestMemberStatusSince(t *testing.T) {
+	g := Geometry{Level: Level1, Members: 2, ChunkSectors: 8, MemberSectors: 64}
+	arr, _ := NewArray(g)
+	st := arr.Update(func(ms []MemberStatus) { ms[1] = MemberStatus{State: MemberRebuilding, Since: 99} })
+	rebuilding := st.Members[1].Since
+	if rebuilding != st.Gen || st.Members[0].Since != 0 {
+		t.Fatalf("after rebuilding: %+v (gen %d)", st.Members, st.Gen)
+	}
+	st = arr.Update(func(ms []MemberStatus) { ms[1].RebuildOffset = 32 })
+	if st.Members[1].Since != rebuilding {
+		t.Fatalf("rebuild progress changed Since: %+v", st.Members[1])
+	}
+	arr.Fail(1)
+	st = arr.Update(func(ms []MemberStatus) { ms[1] = MemberStatus{State: MemberRebuilding} })
+	if st.Members[1].Since == rebuilding || st.Members[1].Since != st.Gen {
+		t.Fatalf("a member failed and put back kept its Since: %+v (gen %d)", st.Members[1], st.Gen)
+	}
+	st = arr.SetState([]MemberStatus{{State: MemberActive}, {State: MemberMissing}})
+	if st.Members[0].Since != 0 || st.Members[1].Since != st.Gen || st.DropGen != st.Gen {
+		t.Fatalf("SetState: %+v, DropGen %d (gen %d)", st.Members, st.DropGen, st.Gen)
+	}
+}

@@ -60,6 +60,11 @@ type MemberStatus struct {
 	// RebuildOffset: a rebuilding member holds current data below this
 	// member sector (data-relative); reads above it go to other copies.
 	RebuildOffset uint64
+	// Since is the generation at which the member entered State, kept by
+	// Array (a value set by the caller is ignored): a member failed and
+	// put back, a new device in its role, has a new one even if its State
+	// is the same as before (a rebuild job tells its target apart so).
+	Since uint64
 }
 
 func (m MemberStatus) readable(end uint64) bool {
@@ -83,14 +88,22 @@ type ArrayState struct {
 	DropGen uint64
 }
 
-// dropGen is DropGen for members replacing old's at generation gen.
-func dropGen(old *ArrayState, members []MemberStatus, gen uint64) uint64 {
-	for i, m := range members {
+// next is the state after old with members (which it keeps): Since and
+// DropGen follow the changes from old.
+func next(old *ArrayState, members []MemberStatus) *ArrayState {
+	st := &ArrayState{Gen: old.Gen + 1, Members: members, DropGen: old.DropGen}
+	for i := range members {
+		m := &members[i]
+		if i < len(old.Members) && m.State == old.Members[i].State {
+			m.Since = old.Members[i].Since
+			continue
+		}
+		m.Since = st.Gen
 		if i < len(old.Members) && old.Members[i].writable() && !m.writable() {
-			return gen
+			st.DropGen = st.Gen
 		}
 	}
-	return old.DropGen
+	return st
 }
 
 // ErrNoCopy means no member holding a copy of the data can serve it: the
@@ -125,8 +138,7 @@ func (a *Array) SetState(members []MemberStatus) *ArrayState {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	old := a.state.Load()
-	st := &ArrayState{Gen: old.Gen + 1, Members: append([]MemberStatus(nil), members...)}
-	st.DropGen = dropGen(old, st.Members, st.Gen)
+	st := next(old, append([]MemberStatus(nil), members...))
 	a.state.Store(st)
 	return st
 }
@@ -140,7 +152,7 @@ func (a *Array) Update(f func(ms []MemberStatus)) *ArrayState {
 	old := a.state.Load()
 	ms := append([]MemberStatus(nil), old.Members...)
 	f(ms)
-	st := &ArrayState{Gen: old.Gen + 1, Members: ms, DropGen: dropGen(old, ms, old.Gen+1)}
+	st := next(old, ms)
 	a.state.Store(st)
 	return st
 }
@@ -156,7 +168,7 @@ func (a *Array) Fail(m int) (*ArrayState, bool) {
 	}
 	ms := append([]MemberStatus(nil), old.Members...)
 	ms[m] = MemberStatus{State: MemberFaulty}
-	st := &ArrayState{Gen: old.Gen + 1, Members: ms, DropGen: old.Gen + 1}
+	st := next(old, ms)
 	a.state.Store(st)
 	return st, true
 }

@@ -42,6 +42,14 @@
 // after a restart). The job flushes every Config.FlushInterval and at the
 // end, and reports durable only after such a flush returned.
 //
+// A target is the member in its role when the job started (its
+// engine.MemberStatus.Since): one failed, removed, or failed and put back
+// (a new device in the role) while the job runs stops it with
+// ErrTargetGone before progress is reported for it. Progress may still be
+// on its way when that happens, so the caller advances RebuildOffset, and
+// makes a target active at the end, only for a target whose Since is what
+// it was when the job started.
+//
 // # Member errors
 //
 // A source copy that fails a read is replaced by another readable copy and

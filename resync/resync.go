@@ -70,7 +70,8 @@ var (
 	ErrNoRedundancy = errors.New("raid0 has no redundancy: nothing to sync")
 	// ErrBusy: another job is running on this array.
 	ErrBusy = errors.New("a sync job is already running on this array")
-	// ErrTargetGone: a rebuild target was failed or removed while it ran.
+	// ErrTargetGone: a rebuild target was failed, removed or replaced (failed
+	// and put back) while it ran.
 	ErrTargetGone = errors.New("rebuild target is no longer in use")
 )
 
@@ -224,6 +225,10 @@ type run struct {
 	durable uint64    // position reached at the last flush
 	thr     throttle
 	res     Result
+	// since is each rebuild target's MemberStatus.Since when the job
+	// started: a target failed and put back meanwhile (a new device in its
+	// role) has another, and the job's work is not on it.
+	since []uint64
 }
 
 // Run executes job and returns what it did. It stops early with ctx's
@@ -260,6 +265,12 @@ func (s *Syncer) Run(ctx context.Context, job Job) (Result, error) {
 	}
 	if job.Start > total {
 		return r.res, fmt.Errorf("%s: start %d is beyond the end (%d)", job.Kind, job.Start, total)
+	}
+	if job.Kind == Rebuild {
+		st := s.arr.State()
+		for _, t := range job.Targets {
+			r.since = append(r.since, st.Members[t].Since)
+		}
 	}
 	nbufs := 1
 	if job.Kind == Check || job.Kind == Repair {
@@ -325,6 +336,11 @@ func (s *Syncer) Run(ctx context.Context, job Job) (Result, error) {
 // report calls Progress, flushing the written members first when the flush
 // interval has passed or force is set.
 func (r *run) report(pos uint64, force bool) error {
+	// A target replaced during the step must not be reported rebuilt up to
+	// pos: only the step's part is on the new device.
+	if err := r.targetsKept(r.arr.State()); err != nil {
+		return err
+	}
 	now := r.cfg.Clock.Now()
 	durable := uint64(0)
 	if force || now.Sub(r.flushed) >= r.cfg.FlushInterval {
@@ -371,6 +387,20 @@ func (r *run) write(role int, p []byte, sector uint64) error {
 	return nil
 }
 
+// targetsKept checks that every rebuild target is still the member the job
+// started on, in use: not failed, removed, or failed and put back (a new
+// device in its role, whose RebuildOffset the job's progress must not
+// move).
+func (r *run) targetsKept(st *engine.ArrayState) error {
+	for i, since := range r.since {
+		t := r.job.Targets[i]
+		if !writable(st, t) || st.Members[t].Since != since {
+			return fmt.Errorf("member %d: %w", t, ErrTargetGone)
+		}
+	}
+	return nil
+}
+
 // readable mirrors engine's rule (plan.go): an active member, or a
 // rebuilding one whose rebuilt part covers the range up to end.
 func readable(st *engine.ArrayState, role int, end uint64) bool {
@@ -392,11 +422,11 @@ func (r *run) rebuildStep(ms uint64) (n uint64, did bool, err error) {
 		n = min(n, g.ChunkSectors-ms&(g.ChunkSectors-1))
 	}
 	st := r.arr.State()
+	if err := r.targetsKept(st); err != nil {
+		return 0, false, err
+	}
 	var doneMask uint64 // targets handled in this step
 	for i, t := range r.job.Targets {
-		if !writable(st, t) {
-			return 0, false, fmt.Errorf("member %d: %w", t, ErrTargetGone)
-		}
 		if doneMask&(1<<uint(i)) != 0 {
 			continue
 		}

@@ -695,3 +695,57 @@ func BenchmarkCheck(b *testing.B) {
 		}
 	}
 }
+
+// TestRebuildTargetReplaced: a rebuild target failed and put back (a new
+// device in its role, rebuilding from 0) while the job runs, between two
+// steps or during one, stops the job with ErrTargetGone before it reports
+// progress for it: the progress would move the new device's RebuildOffset
+// over data it does not hold. Found by TestStackModel (raid10 o3 x5): a
+// running rebuild of member 4 did not notice that member 4 had died and
+// been replaced, reported reaching sector 80, and reads of the new device
+// below that returned garbage.
+func TestRebuildTargetReplaced(t *testing.T) {
+	g := engine.Geometry{Level: engine.Level10, Members: 4, Layout: engine.LayoutN2, ChunkSectors: 16, MemberSectors: 20 * 16}
+	replace := func(arr *engine.Array) {
+		arr.Fail(3)
+		arr.Update(func(ms []engine.MemberStatus) { ms[3] = engine.MemberStatus{State: engine.MemberRebuilding} })
+	}
+	for _, during := range []bool{false, true} {
+		arr := mustArray(t, g)
+		m := newMem(g)
+		m.writeImage(g, randomImage(g, 4), 3)
+		startRebuild(arr, 3)
+		prog := advance(arr, []int{3}, nil)
+		calls, writes := 0, 0
+		if during {
+			m.failWrite = func(role int, _, _ uint64) error {
+				if role == 3 {
+					if writes++; writes == 3 {
+						replace(arr) // between the step's copy and its report
+					}
+				}
+				return nil
+			}
+		}
+		s, _ := newSyncer(arr, m, Config{})
+		_, err := s.Run(context.Background(), Job{Kind: Rebuild, Targets: []int{3}, Progress: func(reached, durable uint64) error {
+			calls++
+			if err := prog(reached, durable); err != nil {
+				return err
+			}
+			if !during && calls == 2 {
+				replace(arr)
+			}
+			return nil
+		}})
+		if !errors.Is(err, ErrTargetGone) {
+			t.Fatalf("during %v: job returned %v, want ErrTargetGone", during, err)
+		}
+		if calls != 2 {
+			t.Fatalf("during %v: %d progress reports, want 2 (none after the replacement)", during, calls)
+		}
+		if st := arr.State().Members[3]; st.State != engine.MemberRebuilding || st.RebuildOffset != 0 {
+			t.Fatalf("during %v: the new member is %+v, want rebuilding from 0", during, st)
+		}
+	}
+}
