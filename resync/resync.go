@@ -408,6 +408,15 @@ func readable(st *engine.ArrayState, role int, end uint64) bool {
 	return m.State == engine.MemberActive || (m.State == engine.MemberRebuilding && end <= m.RebuildOffset)
 }
 
+// readableNow is readable for a copy about to be read with st, the state
+// the step took after raising its range: the member must also still be
+// the one st saw (same Since). One failed and replaced since (a new
+// device in its role, full of anything) must not be read: its data would
+// be copied to the other copies as good.
+func (r *run) readableNow(st *engine.ArrayState, role int, end uint64) bool {
+	return readable(st, role, end) && r.arr.State().Members[role].Since == st.Members[role].Since
+}
+
 func writable(st *engine.ArrayState, role int) bool {
 	m := st.Members[role].State
 	return m == engine.MemberActive || m == engine.MemberRebuilding
@@ -499,7 +508,7 @@ func (r *run) readOne(st *engine.ArrayState, locs []engine.Location, n uint64, b
 	tried := false
 	for _, i := range r.byMember(locs) {
 		l := locs[i]
-		if (exclude != nil && exclude(l.Member)) || !readable(st, l.Member, l.Sector+n) {
+		if (exclude != nil && exclude(l.Member)) || !r.readableNow(st, l.Member, l.Sector+n) {
 			continue
 		}
 		tried = true
@@ -622,7 +631,7 @@ func (r *run) checkRange(st *engine.ArrayState, locs []engine.Location, n uint64
 	src := -1
 	for k, i := range order {
 		l := locs[i]
-		if !readable(st, l.Member, l.Sector+n) {
+		if !r.readableNow(st, l.Member, l.Sector+n) {
 			continue
 		}
 		buf := r.bufs[k][:bytesN]

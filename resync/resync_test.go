@@ -749,3 +749,65 @@ func TestRebuildTargetReplaced(t *testing.T) {
 		}
 	}
 }
+
+// TestSyncSourceReplaced: a member failed and replaced by a new device
+// during a step, after the step took its state, is not read as a source:
+// the new device's contents would be copied as good data onto the target
+// and, as read repair, over the other copies. Found by TestStackModel
+// (raid10 n3 x3): during a rebuild of member 2, member 1 died and was
+// replaced; the step's read of member 0 failed on a bad sector, the job
+// fell back to member 1 as its state said, read the new device and wrote
+// its garbage over member 2 and over member 0, an active member.
+func TestSyncSourceReplaced(t *testing.T) {
+	g := engine.Geometry{Level: engine.Level1, Members: 3, ChunkSectors: 128, MemberSectors: 4096}
+	for _, kind := range []Kind{Rebuild, Repair} {
+		arr := mustArray(t, g)
+		m := newMem(g)
+		img := randomImage(g, 9)
+		var job Job
+		if kind == Rebuild {
+			m.writeImage(g, img, 2)
+			startRebuild(arr, 2)
+			job = Job{Kind: Rebuild, Targets: []int{2}, Progress: advance(arr, []int{2}, nil)}
+		} else {
+			m.writeImage(g, img)
+			job = Job{Kind: Repair}
+		}
+		replaced := false
+		m.failRead = func(role int, sector, _ uint64) error {
+			if role == 0 && sector == 0 && !replaced {
+				// Member 1 fails and a new device takes its role.
+				replaced = true
+				arr.Fail(1)
+				arr.Update(func(ms []engine.MemberStatus) { ms[1] = engine.MemberStatus{State: engine.MemberRebuilding} })
+				fillBytes(m.cache[1], 77)
+				return errInjected
+			}
+			return nil
+		}
+		s, _ := newSyncer(arr, m, Config{})
+		_, err := s.Run(context.Background(), job)
+		if kind == Rebuild && !errors.Is(err, engine.ErrNoCopy) {
+			t.Fatalf("%v: job returned %v, want ErrNoCopy (no copy left to read the first step from)", kind, err)
+		}
+		for _, role := range []int{0, 2} {
+			for sec := range uint64(8) {
+				if bytes.Equal(m.sector(role, sec), m.sector(1, sec)) {
+					t.Fatalf("%v: the new device's data was copied to member %d (sector %d)", kind, role, sec)
+				}
+			}
+		}
+		if kind == Repair {
+			if err != nil {
+				t.Fatalf("repair: %v", err)
+			}
+			for sec := range g.MemberSectors {
+				for _, role := range []int{0, 2} {
+					if !bytes.Equal(m.sector(role, sec), img[sec<<9:(sec+1)<<9]) {
+						t.Fatalf("repair: member %d sector %d is not the array's data", role, sec)
+					}
+				}
+			}
+		}
+	}
+}
