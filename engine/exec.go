@@ -508,15 +508,28 @@ func (e *Executor) memberFailed(tag uint16, r *request, io MemberIO) {
 // retry unit does not say which block is bad, so the range is re-read
 // block by block, preferring other members but not ruling the failed one
 // out; a failed single block rules its member out for that block.
+//
+// In a range awaiting resync the copies may differ and reads answer from
+// the chosen copy (LowestMember): the blocks are re-read from it first,
+// not from other members, so that only a block it cannot read comes from
+// another copy (and is repaired onto it), and answers stay stable.
 func (e *Executor) retryRead(tag uint16, r *request, io MemberIO) {
 	bit := uint64(1) << uint(io.Member)
 	first := len(r.ios)
 	st := e.arr.State()
 	unit := max(e.RetryUnit, 1)
+	var bal Balancer = &e.bal
+	stable := e.Intent != nil && e.needsSync(r.sector+uint64(io.BufOff>>9), io.Sectors)
+	if stable {
+		bal = LowestMember{}
+	}
 	var err error
 	for done := uint32(0); done < io.Sectors && err == nil; {
 		n := io.Sectors - done
 		avoid, deprio := io.Avoid, io.Deprio|bit
+		if stable {
+			deprio = io.Deprio
+		}
 		if io.Sectors <= unit {
 			avoid, deprio = io.Avoid|bit, io.Deprio
 		} else {
@@ -526,7 +539,7 @@ func (e *Executor) retryRead(tag uint16, r *request, io MemberIO) {
 		}
 		sector := r.sector + uint64(io.BufOff>>9) + uint64(done)
 		start := len(r.ios)
-		r.ios, err = e.arr.PlanRead(&e.sc, st, sector, n, avoid, deprio, &e.bal, r.ios)
+		r.ios, err = e.arr.PlanRead(&e.sc, st, sector, n, avoid, deprio, bal, r.ios)
 		for i := start; i < len(r.ios); i++ {
 			r.ios[i].BufOff += io.BufOff + done<<9 // PlanRead counts from its first sector
 		}

@@ -579,3 +579,38 @@ func TestMemberStatusSince(t *testing.T) {
 		t.Fatalf("SetState: %+v, DropGen %d (gen %d)", st.Members, st.DropGen, st.Gen)
 	}
 }
+
+// In a range awaiting resync, a read that fails on the chosen copy (the
+// lowest-numbered readable member) and is narrowed takes from it every
+// block it can read: only the bad block comes from another copy (and is
+// repaired onto it). Taking the good blocks from another copy, whose data
+// may differ, changed answers that earlier reads had given. Found by
+// resync's TestStackModel (raid1 x3 after a crash, a write in flight had
+// reached member 0 only, member 0 had a bad sector next to it).
+func TestExecutorRetryInResyncRangeKeepsChosenCopy(t *testing.T) {
+	g := Geometry{Level: Level1, Members: 2, ChunkSectors: 8, MemberSectors: 64}
+	arr, _ := NewArray(g)
+	be := &memBackend{done: map[uint16]error{}}
+	be.members = append(be.members, &memMember{data: bytes.Repeat([]byte{'n'}, 64<<9), badRead: map[uint64]bool{1: true}})
+	be.members = append(be.members, &memMember{data: bytes.Repeat([]byte{'o'}, 64<<9), badRead: map[uint64]bool{}})
+	fi := &fakeIntent{t: t, durable: map[int]bool{}, inflight: map[int]int{}, needSync: map[int]bool{0: true}}
+	e := NewExecutor(arr, be, 2, 4096)
+	e.Intent = fi
+	e.RetryUnit = 1
+	buf := make([]byte, 1024)
+	e.Start(0, ReqRead, 0, 2, false, buf)
+	for len(be.pending) > 0 {
+		o := be.pending[0]
+		be.pending = be.pending[1:]
+		e.Done(o.tag, o.op, be.run(o))
+	}
+	if err, ok := be.done[0]; !ok || err != nil {
+		t.Fatalf("read: done %v err %v", ok, err)
+	}
+	if buf[0] != 'n' || buf[512] != 'o' {
+		t.Fatalf("read %q %q, want member 0's sector 0 and member 1's sector 1", buf[0], buf[512])
+	}
+	if be.members[0].badRead[1] || be.members[0].data[512] != 'o' {
+		t.Fatal("the bad sector was not repaired from the copy the read returned")
+	}
+}
