@@ -52,9 +52,12 @@
 //
 // # Member errors
 //
-// A source copy that fails a read is replaced by another readable copy and
-// then rewritten with the good data (read repair, as the executor does for
-// user reads). A failed write or flush, or a range that no copy can be read
+// A source copy that fails a read is read again block by block
+// (Config.RetryUnit): the blocks it can read keep its data, each block it
+// cannot read comes from the next readable copy, and the copies that
+// failed are then rewritten with the result (read repair, as the executor
+// does for user reads). A member failed and replaced by a new device
+// during a step is not read. A failed write or flush, or a range that no copy can be read
 // from, calls Job.OnMemberError for each member involved and stops the job
 // with an error wrapping a *MemberError (and, for reads, engine.ErrNoCopy).
 // Failing the member is the caller's decision.

@@ -134,6 +134,11 @@ type Config struct {
 	FlushInterval time.Duration
 	// Clock defaults to the real one.
 	Clock Clock
+	// RetryUnit is the block size, in sectors, to which a failed read of
+	// the chosen copy is narrowed (the logical block size, as
+	// engine.Executor's; default 8, 4 KiB): the blocks it can read keep
+	// its data, only the others come from another copy.
+	RetryUnit uint32
 }
 
 // Job describes one run.
@@ -202,6 +207,9 @@ func New(arr *engine.Array, bar *engine.Barrier, m Members, cfg Config) *Syncer 
 	if cfg.Clock == nil {
 		cfg.Clock = realClock{}
 	}
+	if cfg.RetryUnit == 0 {
+		cfg.RetryUnit = 8
+	}
 	return &Syncer{arr: arr, bar: bar, members: m, cfg: cfg}
 }
 
@@ -219,6 +227,7 @@ type run struct {
 	job     Job
 	g       engine.Geometry
 	bufs    [][]byte // one per copy (check, repair); bufs[0] otherwise
+	unitBuf []byte   // one retry unit (readOne)
 	locs    [engine.MaxCopies]engine.Location
 	written uint64    // members written since the last flush
 	flushed time.Time // when
@@ -280,6 +289,7 @@ func (s *Syncer) Run(ctx context.Context, job Job) (Result, error) {
 	for i := range r.bufs {
 		r.bufs[i] = alignedBuf(StepSectors << 9)
 	}
+	r.unitBuf = alignedBuf(int(s.cfg.RetryUnit) << 9)
 	s.total.Store(total)
 	s.done.Store(job.Start)
 	now := s.cfg.Clock.Now()
@@ -410,11 +420,17 @@ func readable(st *engine.ArrayState, role int, end uint64) bool {
 
 // readableNow is readable for a copy about to be read with st, the state
 // the step took after raising its range: the member must also still be
-// the one st saw (same Since). One failed and replaced since (a new
-// device in its role, full of anything) must not be read: its data would
-// be copied to the other copies as good.
+// the one st saw.
 func (r *run) readableNow(st *engine.ArrayState, role int, end uint64) bool {
-	return readable(st, role, end) && r.arr.State().Members[role].Since == st.Members[role].Since
+	return readable(st, role, end) && r.unchanged(st, role)
+}
+
+// unchanged reports whether role still holds the member st saw (same
+// Since). One failed and replaced since (a new device in its role, full
+// of anything) must not be read: its data would be copied to the other
+// copies as good.
+func (r *run) unchanged(st *engine.ArrayState, role int) bool {
+	return r.arr.State().Members[role].Since == st.Members[role].Since
 }
 
 func writable(st *engine.ArrayState, role int) bool {
@@ -500,30 +516,65 @@ func (r *run) rebuildRange(a, n, ms uint64, group uint64) error {
 	return r.rewriteFailed(st, locs, failed, buf)
 }
 
-// readOne reads the range from the first readable copy in locs (skipping
-// excluded roles) that succeeds, into buf. It returns the index of that
-// copy and the mask of copies (indexes into locs) that failed reading.
+// readOne reads the range into buf from the chosen copy: the first
+// readable copy in locs in member order (skipping excluded roles). If that
+// read fails, the range is read again block by block (RetryUnit), each
+// block from the chosen copy if it can and else from the next copy that
+// can: the data is the chosen copy's wherever it is readable, as user
+// reads of a range awaiting resync return it. It returns the index of the
+// chosen copy if it read the whole range (-1 otherwise) and the mask of
+// copies (indexes into locs) that failed some read.
 func (r *run) readOne(st *engine.ArrayState, locs []engine.Location, n uint64, buf []byte, exclude func(int) bool) (src int, failed uint32, err error) {
-	var lastErr error
-	tried := false
+	var order [engine.MaxCopies]int
+	cands := order[:0]
 	for _, i := range r.byMember(locs) {
 		l := locs[i]
-		if (exclude != nil && exclude(l.Member)) || !r.readableNow(st, l.Member, l.Sector+n) {
-			continue
+		if (exclude == nil || !exclude(l.Member)) && readable(st, l.Member, l.Sector+n) {
+			cands = append(cands, i)
 		}
-		tried = true
-		if e := r.members.ReadAt(l.Member, buf, l.Sector); e != nil {
-			failed |= 1 << uint(i)
-			lastErr = &MemberError{Role: l.Member, Op: "read", Sector: l.Sector, Err: e}
-			continue
-		}
-		r.res.ReadErrors += uint64(bits.OnesCount32(failed))
-		return i, failed, nil
 	}
-	if !tried {
+	if len(cands) == 0 {
 		return -1, 0, fmt.Errorf("array sectors %d+%d: %w", r.arrSector(locs), n, engine.ErrNoCopy)
 	}
-	return -1, failed, r.unreadable(locs, failed, n, lastErr)
+	l := locs[cands[0]]
+	var lastErr error
+	if r.unchanged(st, l.Member) {
+		e := r.members.ReadAt(l.Member, buf, l.Sector)
+		if e == nil {
+			return cands[0], 0, nil
+		}
+		failed = 1 << uint(cands[0])
+		lastErr = &MemberError{Role: l.Member, Op: "read", Sector: l.Sector, Err: e}
+	}
+	unit := uint64(r.cfg.RetryUnit)
+	for off := uint64(0); off < n; {
+		k := min(unit-(l.Sector+off)%unit, n-off)
+		p := r.unitBuf[:k<<9]
+		got := false
+		for _, i := range cands {
+			c := locs[i]
+			if !r.unchanged(st, c.Member) {
+				if lastErr == nil {
+					lastErr = fmt.Errorf("member %d was replaced", c.Member)
+				}
+				continue
+			}
+			if e := r.members.ReadAt(c.Member, p, c.Sector+off); e != nil {
+				failed |= 1 << uint(i)
+				lastErr = &MemberError{Role: c.Member, Op: "read", Sector: c.Sector + off, Err: e}
+				continue
+			}
+			got = true
+			break
+		}
+		if !got {
+			return -1, failed, r.unreadable(locs, failed, n, lastErr)
+		}
+		copy(buf[off<<9:], p)
+		off += k
+	}
+	r.res.ReadErrors += uint64(bits.OnesCount32(failed))
+	return -1, failed, nil
 }
 
 // unreadable reports every copy that failed reading a range no copy could
@@ -602,7 +653,8 @@ func (r *run) arrayStep(a uint64) (n uint64, did bool, err error) {
 	return n, true, r.checkRange(st, locs, n)
 }
 
-// resyncRange copies the chosen copy to the other readable copies.
+// resyncRange copies the chosen copy to the other readable copies (and
+// to the chosen copy too where it failed some block).
 func (r *run) resyncRange(st *engine.ArrayState, locs []engine.Location, n uint64) error {
 	buf := r.bufs[0][:n<<9]
 	src, _, err := r.readOne(st, locs, n, buf, nil) // copies that failed are rewritten with the others

@@ -775,12 +775,14 @@ func TestSyncSourceReplaced(t *testing.T) {
 		}
 		replaced := false
 		m.failRead = func(role int, sector, _ uint64) error {
-			if role == 0 && sector == 0 && !replaced {
-				// Member 1 fails and a new device takes its role.
-				replaced = true
-				arr.Fail(1)
-				arr.Update(func(ms []engine.MemberStatus) { ms[1] = engine.MemberStatus{State: engine.MemberRebuilding} })
-				fillBytes(m.cache[1], 77)
+			if role == 0 && sector < 8 { // a bad block on member 0
+				if !replaced {
+					// Member 1 fails and a new device takes its role.
+					replaced = true
+					arr.Fail(1)
+					arr.Update(func(ms []engine.MemberStatus) { ms[1] = engine.MemberStatus{State: engine.MemberRebuilding} })
+					fillBytes(m.cache[1], 77)
+				}
 				return errInjected
 			}
 			return nil
@@ -808,6 +810,56 @@ func TestSyncSourceReplaced(t *testing.T) {
 					}
 				}
 			}
+		}
+	}
+}
+
+// TestResyncKeepsChosenCopy: a resync whose chosen copy (the lowest
+// readable member, the one reads of a range awaiting resync answer from)
+// fails to read a step takes only the blocks it cannot read from another
+// copy: everything else keeps the chosen copy's data, which readers may
+// have seen already. Found by TestStackModel (raid1 x3): after a crash,
+// member 0 alone held a write that had been in flight, reads returned it,
+// and a bad sector elsewhere in the step made the resync copy member 1's
+// whole step over it.
+func TestResyncKeepsChosenCopy(t *testing.T) {
+	g := engine.Geometry{Level: engine.Level1, Members: 2, ChunkSectors: 8, MemberSectors: 64}
+	for _, unit := range []uint32{1, 8} {
+		arr := mustArray(t, g)
+		m := newMem(g)
+		m.fillRandom(uint64(unit)) // the copies differ everywhere
+		want := make([]byte, 0, 64<<9)
+		want = append(want, m.cache[0]...)
+		const bad = 9 // member 0's bad sector
+		blk := uint64(bad) / uint64(unit) * uint64(unit)
+		copy(want[blk<<9:(blk+uint64(unit))<<9], m.cache[1][blk<<9:])
+		repaired := false
+		m.failWrite = func(role int, sector, n uint64) error {
+			if role == 0 && sector <= bad && bad < sector+n {
+				repaired = true
+			}
+			return nil
+		}
+		m.failRead = func(role int, sector, n uint64) error {
+			if role == 0 && !repaired && sector <= bad && bad < sector+n {
+				return errInjected
+			}
+			return nil
+		}
+		s, _ := newSyncer(arr, m, Config{RetryUnit: unit})
+		res, err := s.Run(context.Background(), Job{Kind: Resync})
+		if err != nil {
+			t.Fatalf("unit %d: %v", unit, err)
+		}
+		for sec := range g.MemberSectors {
+			for role := range 2 {
+				if !bytes.Equal(m.sector(role, sec), want[sec<<9:(sec+1)<<9]) {
+					t.Fatalf("unit %d: member %d sector %d is not the chosen copy's data (or, for the bad block, member 1's)", unit, role, sec)
+				}
+			}
+		}
+		if !repaired || res.ReadErrors != 1 {
+			t.Fatalf("unit %d: repaired %v, %d read errors", unit, repaired, res.ReadErrors)
 		}
 	}
 }
