@@ -103,6 +103,9 @@ type request struct {
 	planned int           // len(ios) of the first plan; later entries are retries and repairs
 	sent    time.Duration // when a timed read's first plan was submitted (Now)
 	active  bool
+	// abandoned: a member read of this request was given up (Tick); its
+	// late result may still land in the buffer.
+	abandoned bool
 	// Write gating: entered the barrier; started in the bitmap (regions
 	// first..last); waiting for the bitmap since waitSince.
 	entered, started, waiting bool
@@ -464,6 +467,9 @@ func (e *Executor) Tick() {
 			}
 			repaired := isRepair(r, i)
 			r.done[i], r.failed[i] = true, true
+			if io.Kind == IORead {
+				r.abandoned = true
+			}
 			e.bal.Inflight[io.Member] -= int64(io.Sectors)
 			if e.MemberError != nil {
 				e.MemberError(int(io.Member), io.Kind, -int32(errnoTimedOut))
@@ -564,9 +570,13 @@ func (e *Executor) retryRead(tag uint16, r *request, io MemberIO) {
 // flight wait for it (admit). Writes on other queues are not seen (md
 // freezes the whole array for a read repair): a repair can still race a
 // write to the same sectors issued on another queue.
+//
+// A request that gave up a member read (Tick) does not repair: the repair
+// writes the request's buffer, in which the late result of that read may
+// still land, with data the member had when it hung.
 func (e *Executor) repair(tag uint16, r *request, good MemberIO) {
 	sector := r.sector + uint64(good.BufOff>>9)
-	if e.writeOverlaps(sector, good.Sectors) {
+	if r.abandoned || e.writeOverlaps(sector, good.Sectors) {
 		return
 	}
 	bad := good.Avoid | good.Deprio

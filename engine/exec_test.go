@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"testing"
+	"time"
 
 	"pgregory.net/rapid"
 )
@@ -612,5 +613,54 @@ func TestExecutorRetryInResyncRangeKeepsChosenCopy(t *testing.T) {
 	}
 	if be.members[0].badRead[1] || be.members[0].data[512] != 'o' {
 		t.Fatal("the bad sector was not repaired from the copy the read returned")
+	}
+}
+
+// A read that gave up a member read after the member timeout does not
+// repair other copies from its buffer: the late result of the abandoned
+// read may land in that buffer, with the data the hung member had, before
+// the repair is written. Found by resync's TestStackModel (raid10 f3 x4):
+// a read's operation on a member that hung was abandoned, its retry hit a
+// bad sector on a second member and succeeded on a third, and the late
+// result landed before the repair of the second member, which was given
+// the hung member's old data after a newer write had been acknowledged.
+func TestExecutorNoRepairFromAbandonedRead(t *testing.T) {
+	g := Geometry{Level: Level1, Members: 3, ChunkSectors: 8, MemberSectors: 64}
+	arr, _ := NewArray(g)
+	be := &memBackend{done: map[uint16]error{}}
+	for _, c := range []byte{'a', 'b', 'b'} { // member 0 hung before the last write
+		be.members = append(be.members, &memMember{data: bytes.Repeat([]byte{c}, 64<<9), badRead: map[uint64]bool{}})
+	}
+	be.members[1].badRead[0] = true
+	var now time.Duration
+	e := NewExecutor(arr, be, 2, 4096)
+	e.Now = func() time.Duration { return now }
+	e.MemberTimeout = 10 * time.Second
+	e.RetryUnit = 1
+	e.bal.Inflight[2] = 1 << 30 // member 0 first, then member 1
+	buf := make([]byte, 512)
+	e.Start(0, ReqRead, 0, 1, false, buf)
+	if len(be.pending) != 1 || be.pending[0].io.Member != 0 {
+		t.Fatalf("read planned as %+v", be.pending)
+	}
+	hung := be.pending[0]
+	be.pending = nil
+	now = 11 * time.Second
+	e.Tick() // abandoned; retried on member 1
+	for len(be.pending) > 0 {
+		o := be.pending[0]
+		be.pending = be.pending[1:]
+		if o.io.Kind == IOWrite {
+			// A repair: the late result lands in the buffer first.
+			copy(hung.data, be.members[0].data[:512])
+			e.Done(hung.tag, hung.op, 512)
+		}
+		e.Done(o.tag, o.op, be.run(o))
+	}
+	if err, ok := be.done[0]; !ok || err != nil {
+		t.Fatalf("read: done %v err %v", ok, err)
+	}
+	if be.members[1].data[0] == 'a' {
+		t.Fatal("member 1 was repaired with the hung member's data")
 	}
 }
