@@ -106,6 +106,9 @@ type request struct {
 	// abandoned: a member read of this request was given up (Tick); its
 	// late result may still land in the buffer.
 	abandoned bool
+	// Reads that retried: raced is set when a write to an overlapping
+	// range was in flight at some point since the first retry.
+	retried, raced bool
 	// Write gating: entered the barrier; started in the bitmap (regions
 	// first..last); waiting for the bitmap since waitSince.
 	entered, started, waiting bool
@@ -161,6 +164,7 @@ type Executor struct {
 	parked, parkedSpare  []uint16 // writes the barrier turned away, or held behind a read repair
 	retrying, retryAgain bool     // RetryParked is running; it was asked again meanwhile
 	repairs              int      // read-repair writes in flight
+	retriedReads         int      // active reads that retried (request.retried)
 }
 
 // NewExecutor makes an executor for depth requests of up to maxBytes each.
@@ -209,6 +213,9 @@ func (e *Executor) Start(tag uint16, op ReqOp, sector uint64, sectors uint32, fu
 // a write held by either is resumed later from the same point.
 func (e *Executor) admit(tag uint16) {
 	r := &e.reqs[tag]
+	if e.retriedReads > 0 {
+		e.raceReads(r.sector, r.sectors)
+	}
 	if e.repairs > 0 && !r.entered && e.repairOverlaps(r.sector, r.sectors) {
 		// A read repair of the range is in flight, with the data the range
 		// had before this write: the write waits for it, else the repair
@@ -292,6 +299,18 @@ func (e *Executor) repairOverlaps(sector uint64, sectors uint32) bool {
 		}
 	}
 	return false
+}
+
+// raceReads marks the reads that retried and overlap array sectors
+// [sector, sector+sectors), where a write is going: what their retries
+// read may be older than that write, so they must not repair with it.
+func (e *Executor) raceReads(sector uint64, sectors uint32) {
+	for t := range e.reqs {
+		r := &e.reqs[t]
+		if r.active && r.retried && r.sector < sector+uint64(sectors) && sector < r.sector+uint64(r.sectors) {
+			r.raced = true
+		}
+	}
 }
 
 // writeOverlaps reports whether a write-type request in flight (planned or
@@ -520,6 +539,11 @@ func (e *Executor) memberFailed(tag uint16, r *request, io MemberIO) {
 // not from other members, so that only a block it cannot read comes from
 // another copy (and is repaired onto it), and answers stay stable.
 func (e *Executor) retryRead(tag uint16, r *request, io MemberIO) {
+	if !r.retried {
+		r.retried = true
+		e.retriedReads++
+		r.raced = e.writeOverlaps(r.sector, r.sectors)
+	}
 	bit := uint64(1) << uint(io.Member)
 	first := len(r.ios)
 	st := e.arr.State()
@@ -562,24 +586,27 @@ func (e *Executor) retryRead(tag uint16, r *request, io MemberIO) {
 }
 
 // repair rewrites the data a retried read just got on the members that
-// failed reading that range (or a range containing it).
+// failed reading that range (or a range containing it), other than the
+// member it came from.
 //
-// A write in flight to the range (on this queue) skips the repair: it
-// rewrites the copies itself, and the repair, with the data read before
-// it, could land after it. Writes that arrive while the repair is in
-// flight wait for it (admit). Writes on other queues are not seen (md
-// freezes the whole array for a read repair): a repair can still race a
-// write to the same sectors issued on another queue.
+// A write to the range in flight (on this queue) at any time since the
+// request's first retry skips the repair (request.raced): the retry may
+// have read the data before that write, even if it completed after it
+// ended, and the repair would put the old data back; the write rewrites
+// the copies itself. Writes that arrive while the repair is in flight
+// wait for it (admit). Writes on other queues are not seen (md freezes
+// the whole array for a read repair): a repair can still race a write to
+// the same sectors issued on another queue.
 //
 // A request that gave up a member read (Tick) does not repair: the repair
 // writes the request's buffer, in which the late result of that read may
 // still land, with data the member had when it hung.
 func (e *Executor) repair(tag uint16, r *request, good MemberIO) {
 	sector := r.sector + uint64(good.BufOff>>9)
-	if r.abandoned || e.writeOverlaps(sector, good.Sectors) {
+	if r.abandoned || r.raced {
 		return
 	}
-	bad := good.Avoid | good.Deprio
+	bad := (good.Avoid | good.Deprio) &^ (1 << uint(good.Member))
 	st := e.arr.State()
 	first := len(r.ios)
 	for _, l := range e.arr.Geo.Locate(sector, e.sc.locs[:0]) {
@@ -642,6 +669,10 @@ func (e *Executor) writeOutcome(r *request) error {
 func (e *Executor) finish(tag uint16, err error) {
 	r := &e.reqs[tag]
 	r.active = false
+	if r.retried {
+		r.retried = false
+		e.retriedReads--
+	}
 	if r.started {
 		r.started = false
 		e.Intent.EndWrite(r.first, r.last)

@@ -664,3 +664,75 @@ func TestExecutorNoRepairFromAbandonedRead(t *testing.T) {
 		t.Fatal("member 1 was repaired with the hung member's data")
 	}
 }
+
+// Read repair only writes data that no write can have overtaken, and
+// never onto the member the data came from. Found by resync's
+// TestStackModel (raid0 x3): a read failed on a bad sector and was retried
+// block by block on the same member; one retry read sector 0 before a
+// write of sector 0 was issued and completed after that write was
+// acknowledged, and its "repair" wrote the old data back over it onto the
+// only copy.
+func TestExecutorRepairNotOvertaken(t *testing.T) {
+	t.Run("write during the retry", func(t *testing.T) {
+		g := Geometry{Level: Level1, Members: 2, ChunkSectors: 8, MemberSectors: 64}
+		arr, _ := NewArray(g)
+		be := &memBackend{done: map[uint16]error{}}
+		for range 2 {
+			be.members = append(be.members, &memMember{data: bytes.Repeat([]byte{'o'}, 64<<9), badRead: map[uint64]bool{}})
+		}
+		be.members[0].badRead[0] = true
+		e := NewExecutor(arr, be, 2, 4096)
+		e.RetryUnit = 1
+		e.bal.Inflight[1] = 1 << 30
+		e.Start(0, ReqRead, 0, 1, false, make([]byte, 512))
+		o := be.pending[0]
+		be.pending = nil
+		e.Done(o.tag, o.op, be.run(o)) // bad: retried on member 1
+		retry := be.pending[0]
+		be.pending = nil
+		res := be.run(retry) // the data moves now, the completion comes later
+		e.Start(1, ReqWrite, 0, 1, false, bytes.Repeat([]byte{'n'}, 512))
+		for len(be.pending) > 0 {
+			o := be.pending[0]
+			be.pending = be.pending[1:]
+			e.Done(o.tag, o.op, be.run(o))
+		}
+		if err, ok := be.done[1]; !ok || err != nil {
+			t.Fatalf("write: done %v err %v", ok, err)
+		}
+		e.Done(retry.tag, retry.op, res)
+		for len(be.pending) > 0 {
+			o := be.pending[0]
+			be.pending = be.pending[1:]
+			e.Done(o.tag, o.op, be.run(o))
+		}
+		for m := range 2 {
+			if be.members[m].data[0] != 'n' {
+				t.Fatalf("member %d lost the acknowledged write to a repair with older data", m)
+			}
+		}
+	})
+	t.Run("raid0", func(t *testing.T) {
+		g := Geometry{Level: Level0, Members: 2, ChunkSectors: 8, MemberSectors: 64}
+		arr, _ := NewArray(g)
+		be := &memBackend{done: map[uint16]error{}}
+		for range 2 {
+			be.members = append(be.members, &memMember{data: make([]byte, 64<<9), badRead: map[uint64]bool{}})
+		}
+		be.members[0].badRead[1] = true
+		e := NewExecutor(arr, be, 1, 4096)
+		e.RetryUnit = 1
+		e.Start(0, ReqRead, 0, 2, false, make([]byte, 1024))
+		for len(be.pending) > 0 {
+			o := be.pending[0]
+			be.pending = be.pending[1:]
+			if o.io.Kind == IOWrite {
+				t.Fatalf("a block read from member %d was written back onto it: %+v", o.io.Member, o.io)
+			}
+			e.Done(o.tag, o.op, be.run(o))
+		}
+		if err := be.done[0]; !errors.Is(err, ErrNoCopy) {
+			t.Fatalf("read of a bad sector of raid0: %v", err)
+		}
+	})
+}
