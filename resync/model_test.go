@@ -197,14 +197,26 @@ func (r *request) String() string {
 	return fmt.Sprintf("tag %d %s %d+%d (id %d)", r.tag, op, r.sector, r.n, r.id)
 }
 
-// memOp is a member operation submitted and not yet completed.
+// memOp is a member operation submitted and not yet completed. A device
+// carries an operation out (the data moves) and then completes it: the
+// model may do the two at different times.
 type memOp struct {
-	tag  uint16
-	op   engine.OpID
-	io   engine.MemberIO
-	data []byte
-	dev  *device // the member's device when it was submitted
-	r    *request
+	tag      uint16
+	op       engine.OpID
+	io       engine.MemberIO
+	data     []byte
+	dev      *device // the member's device when it was submitted
+	r        *request
+	executed bool  // carried out; res is its result, not delivered yet
+	res      int32 // (executed)
+}
+
+// execute carries o out on its device, once.
+func (o *memOp) execute() int32 {
+	if !o.executed {
+		o.res, o.executed = exec(o), true
+	}
+	return o.res
 }
 
 // flight is a bitmap batch being written: one write per present member
@@ -941,9 +953,18 @@ func (m *model) deliver(i int) {
 	w := m.w
 	o := w.pending[i]
 	w.pending = slices.Delete(w.pending, i, i+1)
-	res := exec(o)
+	res := o.execute()
 	m.logf("  %v op %d: %v member %d %d+%d -> %d", o.r, o.op.Index(), o.io.Kind, o.io.Member, o.io.Sector, o.io.Sectors, res)
 	w.ex.Done(o.tag, o.op, res)
+}
+
+// carryOut carries pending operation i out without completing it: its
+// data moves now, its completion comes later.
+func (m *model) carryOut(i int) {
+	o := m.w.pending[i]
+	res := o.execute()
+	m.logf("  %v op %d: %v member %d %d+%d carried out (%d), not completed", o.r, o.op.Index(), o.io.Kind, o.io.Member, o.io.Sector, o.io.Sectors, res)
+	m.count("member op carried out before its completion")
 }
 
 // deliverLate delivers the result of an abandoned operation: a read lands
@@ -953,14 +974,14 @@ func (m *model) deliverLate(i int) {
 	o := w.late[i]
 	w.late = slices.Delete(w.late, i, i+1)
 	res := eio
-	switch o.io.Kind {
-	case engine.IORead:
-		res = exec(o)
-	case engine.IOFlush:
+	switch {
+	case o.executed || o.io.Kind == engine.IORead:
+		res = o.execute()
+	case o.io.Kind == engine.IOFlush:
 		res = 0
 	default:
 		if m.quiet || rapid.Bool().Draw(m.t, "late write lands") {
-			res = exec(o)
+			res = o.execute()
 		}
 	}
 	m.logf("  late %v op %d: %v member %d -> %d", o.r, o.op.Index(), o.io.Kind, o.io.Member, res)
@@ -1418,6 +1439,9 @@ func (m *model) crash() {
 	w := m.w
 	m.logf("  crash")
 	for _, o := range append(slices.Clone(w.pending), w.late...) {
+		if o.executed {
+			continue // it landed already
+		}
 		switch o.io.Kind {
 		case engine.IOWrite:
 			m.tear(o.dev, o.io.Sector, o.data, "in-flight write")
@@ -1469,10 +1493,29 @@ type action struct {
 	do     func(t *rapid.T)
 }
 
+// profiles reweight the actions of a run: besides the balanced weights of
+// actions(), runs with many crashes and no member faults, and runs with
+// many member faults, timeouts and replacements.
+var profiles = map[string]map[string]int{
+	"balanced": {},
+	"crashes":  {"fail member": 0, "hang member": 0, "bad sectors": 0, "crash": 3, "sync": 8},
+	"faults": {"hang member": 2, "bad sectors": 4, "time": 4, "late result": 5, "replace member": 4,
+		"spare buffer": 2},
+}
+
 // run draws and runs a sequence of actions (rapid shrinks both the length
 // and the choices).
 func (m *model) run(t *rapid.T) {
 	acts := m.actions()
+	profile := rapid.SampledFrom(slices.Sorted(maps.Keys(profiles))).Draw(t, "profile")
+	for name, w := range profiles[profile] {
+		i := slices.IndexFunc(acts, func(a action) bool { return a.name == name })
+		if i < 0 {
+			panic("profile " + profile + " weighs an unknown action " + name)
+		}
+		acts[i].weight = w
+	}
+	m.count("profile " + profile)
 	steps := rapid.IntRange(0, 150).Draw(t, "steps")
 	m.settle()
 	for range steps {
@@ -1537,6 +1580,10 @@ func (m *model) actions() []action {
 				}
 				m.deliver(idx[rapid.IntRange(0, len(idx)-1).Draw(t, "op")])
 			}
+		}},
+		{"carry out", 2, func() bool { return len(m.deliverable()) > 0 }, func(t *rapid.T) {
+			idx := m.deliverable()
+			m.carryOut(idx[rapid.IntRange(0, len(idx)-1).Draw(t, "op")])
 		}},
 		{"metadata", 5, func() bool { return m.w.bm != nil || len(m.w.persists) > 0 }, func(t *rapid.T) {
 			w := m.w
