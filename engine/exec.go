@@ -79,7 +79,8 @@ type IntentLog interface {
 }
 
 // WriteBarrier keeps user writes out of the range a background sync is
-// copying (*Barrier). Enter never blocks: false means the write must be
+// copying (*Barrier), and with them read repairs and reads of ranges
+// awaiting resync. Enter never blocks: false means the request must be
 // retried after a wake-up (Executor.RetryParked).
 type WriteBarrier interface {
 	Enter(sector uint64, sectors uint32) bool
@@ -161,7 +162,7 @@ type Executor struct {
 	// operation with its result and latency (metrics).
 	OpDone func(member int32, kind IOKind, sectors uint32, res int32, latency time.Duration)
 
-	parked, parkedSpare  []uint16 // writes the barrier turned away, or held behind a read repair
+	parked, parkedSpare  []uint16 // requests the barrier turned away, or writes held behind a read repair
 	retrying, retryAgain bool     // RetryParked is running; it was asked again meanwhile
 	repairs              int      // read-repair writes in flight
 	retriedReads         int      // active reads that retried (request.retried)
@@ -206,17 +207,29 @@ func (e *Executor) Start(tag uint16, op ReqOp, sector uint64, sectors uint32, fu
 		e.admit(tag)
 		return
 	}
+	if op == ReqRead && e.Barrier != nil && e.Intent != nil && e.needsSync(sector, sectors) {
+		// A read of a range awaiting resync answers from the chosen copy,
+		// and a sync step of the range writes the copies with what it read
+		// from it: the read goes through the barrier like a write, so that
+		// it comes before or after a step, never during one (a failure of
+		// the chosen copy would make it answer other data than the step
+		// then writes).
+		e.admit(tag)
+		return
+	}
 	e.plan(tag)
 }
 
 // admit passes a write through the barrier and the bitmap, then plans it;
-// a write held by either is resumed later from the same point.
+// a write held by either is resumed later from the same point. A read
+// (Start says which) passes the barrier only.
 func (e *Executor) admit(tag uint16) {
 	r := &e.reqs[tag]
-	if e.retriedReads > 0 {
+	write := r.op != ReqRead
+	if write && e.retriedReads > 0 {
 		e.raceReads(r.sector, r.sectors)
 	}
-	if e.repairs > 0 && !r.entered && e.repairOverlaps(r.sector, r.sectors) {
+	if write && e.repairs > 0 && !r.entered && e.repairOverlaps(r.sector, r.sectors) {
 		// A read repair of the range is in flight, with the data the range
 		// had before this write: the write waits for it, else the repair
 		// could land after the write.
@@ -230,7 +243,7 @@ func (e *Executor) admit(tag uint16) {
 		}
 		r.entered = true
 	}
-	if e.Intent != nil && !r.started {
+	if write && e.Intent != nil && !r.started {
 		r.first, r.last = e.Intent.Regions(r.sector, uint64(r.sectors))
 		r.started = true
 		if !e.Intent.StartWrite(r.first, r.last, bitmap.Waiter(uint64(e.Token)<<32|uint64(tag))) {
@@ -258,7 +271,7 @@ func (e *Executor) Resume(tag uint16) {
 	e.plan(tag)
 }
 
-// RetryParked retries the writes the barrier turned away (after a sync
+// RetryParked retries the requests the barrier turned away (after a sync
 // step lowered it). The executor also calls it when a read repair ends.
 func (e *Executor) RetryParked() {
 	if e.retrying {
@@ -330,16 +343,21 @@ func isRepair(r *request, op int) bool {
 	return r.op == ReqRead && op >= r.planned && r.ios[op].Kind == IOWrite
 }
 
-// repairDone accounts for the end of a read-repair write and lets the
-// writes held behind it go.
-func (e *Executor) repairDone() {
+// repairDone accounts for the end of read-repair write io of r (taken
+// before r can be reused): it leaves the barrier and lets the writes held
+// behind it go.
+func (e *Executor) repairDone(sector uint64, sectors uint32) {
 	e.repairs--
+	if e.Barrier != nil {
+		e.Barrier.Exit(sector, sectors)
+	}
 	if len(e.parked) > 0 {
 		e.RetryParked()
 	}
 }
 
-// Parked reports how many writes wait for the barrier.
+// Parked reports how many requests wait for the barrier (or for a read
+// repair).
 func (e *Executor) Parked() int { return len(e.parked) }
 
 // needsSync reports whether some region of the range needs resync.
@@ -433,7 +451,7 @@ func (e *Executor) Done(tag uint16, id OpID, res int32) {
 	}
 	r.done[op] = true
 	io := r.ios[op]
-	repaired := isRepair(r, op)
+	repaired, repSector := isRepair(r, op), r.sector+uint64(io.BufOff>>9)
 	e.bal.Inflight[io.Member] -= int64(io.Sectors)
 	if e.OpDone != nil && op < len(r.times) {
 		e.OpDone(io.Member, io.Kind, io.Sectors, res, e.Now()-r.times[op])
@@ -459,7 +477,7 @@ func (e *Executor) Done(tag uint16, id OpID, res int32) {
 		e.complete(tag, r)
 	}
 	if repaired {
-		e.repairDone()
+		e.repairDone(repSector, io.Sectors)
 	}
 }
 
@@ -484,7 +502,7 @@ func (e *Executor) Tick() {
 			if !e.be.Abandon(uint16(t), opID(r.seq, i), io.Kind == IORead) {
 				continue
 			}
-			repaired := isRepair(r, i)
+			repaired, repSector := isRepair(r, i), r.sector+uint64(io.BufOff>>9)
 			r.done[i], r.failed[i] = true, true
 			if io.Kind == IORead {
 				r.abandoned = true
@@ -506,7 +524,7 @@ func (e *Executor) Tick() {
 				e.complete(uint16(t), r)
 			}
 			if repaired {
-				e.repairDone()
+				e.repairDone(repSector, io.Sectors)
 			}
 			if done {
 				break
@@ -601,6 +619,10 @@ func (e *Executor) retryRead(tag uint16, r *request, io MemberIO) {
 // A request that gave up a member read (Tick) does not repair: the repair
 // writes the request's buffer, in which the late result of that read may
 // still land, with data the member had when it hung.
+//
+// Each repair write enters the Barrier like a user write, so a sync step
+// never reads or writes the range while it is in flight; a range a sync
+// step holds is not repaired (the step rewrites the copies).
 func (e *Executor) repair(tag uint16, r *request, good MemberIO) {
 	sector := r.sector + uint64(good.BufOff>>9)
 	if r.abandoned || r.raced {
@@ -612,6 +634,17 @@ func (e *Executor) repair(tag uint16, r *request, good MemberIO) {
 	for _, l := range e.arr.Geo.Locate(sector, e.sc.locs[:0]) {
 		if bad&(1<<uint(l.Member)) != 0 && st.Members[l.Member].writable() {
 			r.ios = append(r.ios, MemberIO{Member: int32(l.Member), Kind: IOWrite, Sector: l.Sector, Sectors: good.Sectors, BufOff: good.BufOff})
+		}
+	}
+	if e.Barrier != nil {
+		for i := first; i < len(r.ios); i++ {
+			if !e.Barrier.Enter(sector, good.Sectors) {
+				for ; i > first; i-- {
+					e.Barrier.Exit(sector, good.Sectors)
+				}
+				r.ios = r.ios[:first]
+				return
+			}
 		}
 	}
 	if len(r.ios) > first {
