@@ -306,7 +306,7 @@ type world struct {
 	durable  uint64 // newest state generation persisted by this world
 	spares   int
 	wake     atomic.Bool
-	exits    int // write-type requests finished (barrier exits)
+	exits    int // requests and member operations finished: barrier counts may have dropped
 	// Stale must come exactly for late results.
 	expectStale, sawStale bool
 }
@@ -644,9 +644,7 @@ func (w *world) Complete(tag uint16, err error) {
 			r.quarantined = true
 		}
 	}
-	if r.writes() {
-		w.exits++
-	}
+	w.exits++
 	m.completed(r, err)
 }
 
@@ -955,6 +953,7 @@ func (m *model) deliver(i int) {
 	w.pending = slices.Delete(w.pending, i, i+1)
 	res := o.execute()
 	m.logf("  %v op %d: %v member %d %d+%d -> %d", o.r, o.op.Index(), o.io.Kind, o.io.Member, o.io.Sector, o.io.Sectors, res)
+	w.exits++ // a repair write leaves the barrier when it ends
 	w.ex.Done(o.tag, o.op, res)
 }
 
@@ -1623,6 +1622,7 @@ func (m *model) actions() []action {
 		{"time", 2, always, func(t *rapid.T) {
 			d := time.Duration(rapid.IntRange(1, 20).Draw(t, "seconds")) * time.Second
 			m.now.Add(int64(d))
+			m.w.exits++ // abandoned repair writes leave the barrier
 			m.w.ex.Tick()
 		}},
 		{"late result", 3, func() bool { return len(m.w.late) > 0 }, func(t *rapid.T) {
@@ -1750,6 +1750,7 @@ func (m *model) quiesce() {
 		}
 		if len(w.pending) > 0 {
 			m.now.Add(int64(modelTimeout))
+			w.exits++
 			w.ex.Tick()
 			continue
 		}
