@@ -450,9 +450,28 @@ func (r *run) rebuildStep(ms uint64) (n uint64, did bool, err error) {
 	if err := r.targetsKept(st); err != nil {
 		return 0, false, err
 	}
+	// A target rebuilt past ms already (a job for several targets starts
+	// at the lowest RebuildOffset) holds current data there, which reads
+	// may be answering from (the chosen copy of a range awaiting resync):
+	// it is not copied again, from a source whose data may differ. Steps
+	// end at such offsets, so that a target is rebuilt or not over the
+	// whole step.
+	for _, t := range r.job.Targets {
+		if m := st.Members[t]; m.State == engine.MemberRebuilding && m.RebuildOffset > ms && m.RebuildOffset < ms+n {
+			n = m.RebuildOffset - ms
+		}
+	}
+	rebuilt := func(t int) bool {
+		m := st.Members[t]
+		return m.State == engine.MemberRebuilding && m.RebuildOffset >= ms+n
+	}
 	var doneMask uint64 // targets handled in this step
 	for i, t := range r.job.Targets {
 		if doneMask&(1<<uint(i)) != 0 {
+			continue
+		}
+		if rebuilt(t) {
+			r.res.Skipped += n
 			continue
 		}
 		a, ok := g.ArraySectorOf(t, ms)
@@ -464,7 +483,7 @@ func (r *run) rebuildStep(ms uint64) (n uint64, did bool, err error) {
 		// sector (all of them for raid1) gets the same data.
 		var group uint64
 		for j := i; j < len(r.job.Targets); j++ {
-			if b, ok := g.ArraySectorOf(r.job.Targets[j], ms); ok && b == a {
+			if b, ok := g.ArraySectorOf(r.job.Targets[j], ms); ok && b == a && !rebuilt(r.job.Targets[j]) {
 				group |= 1 << uint(j)
 			}
 		}
