@@ -37,8 +37,10 @@ type Backend interface {
 	// Persist asks that member state st (a member failed) be made durable
 	// on the surviving members' superblocks; the backend then calls
 	// Executor.Persisted with a generation >= st.Gen (possibly from within
-	// Persist). Writes that exposed the failure wait until then. Several
-	// queues may ask for the same generation; the backend writes it once.
+	// Persist). Writes that exposed the failure, or were planned without a
+	// member whose failure is not known durable (ArrayState.DropGen), wait
+	// until then. Several queues may ask for the same generation; the
+	// backend writes it once.
 	Persist(st *ArrayState)
 	// Abandon asks whether member operation op of request tag, which has
 	// not completed within MemberTimeout, may be given up: the member is
@@ -77,7 +79,7 @@ type IntentLog interface {
 }
 
 // WriteBarrier keeps user writes out of the range a background sync is
-// copying (*Barrier). Enter never blocks: false means the write must be
+// copying (*Barrier), and with them reads of ranges awaiting resync. Enter never blocks: false means the request must be
 // retried after a wake-up (Executor.RetryParked).
 type WriteBarrier interface {
 	Enter(sector uint64, sectors uint32) bool
@@ -111,9 +113,10 @@ type request struct {
 // Executor runs requests of one queue against an Array through a Backend.
 // It is single-threaded: every method must be called on the queue's thread.
 // It plans member I/O from the array state at the start of each request,
-// retries failed reads on other copies and rewrites the bad copy (read
-// repair), marks members that fail writes faulty, and acknowledges a write
-// that exposed a failure only after the new state is durable.
+// retries failed reads on other copies and reports the bad copies for
+// repair (ReadRepair), marks members that fail writes faulty, and acknowledges a write
+// that exposed a failure, or skipped a member whose failure may not be
+// durable yet, only after the new state is durable.
 type Executor struct {
 	arr       *Array
 	be        Backend
@@ -153,12 +156,14 @@ type Executor struct {
 	OpDone func(member int32, kind IOKind, sectors uint32, res int32, latency time.Duration)
 	// ReadRepair, if set, is told of a range a retried read got from one
 	// copy after others (the members in bad) failed it: the caller
-	// rewrites those copies from a good one, under the write barrier. The
-	// executor does not rewrite them itself: a user write to the range
-	// between this read and the rewrite would be undone on those members.
+	// rewrites those copies from a good one with the range raised in the
+	// write barrier (no write in flight on any queue). The executor does
+	// not rewrite them itself: a user write to the range between this read
+	// and the rewrite, on any queue, would be undone on those members.
 	ReadRepair func(sector uint64, sectors uint32, bad uint64)
 
-	parked, parkedSpare []uint16 // writes the barrier turned away
+	parked, parkedSpare  []uint16 // requests the barrier turned away
+	retrying, retryAgain bool     // RetryParked is running; it was asked again meanwhile
 }
 
 // NewExecutor makes an executor for depth requests of up to maxBytes each.
@@ -200,13 +205,25 @@ func (e *Executor) Start(tag uint16, op ReqOp, sector uint64, sectors uint32, fu
 		e.admit(tag)
 		return
 	}
+	if op == ReqRead && e.Barrier != nil && e.Intent != nil && e.needsSync(sector, sectors) {
+		// A read of a range awaiting resync answers from the chosen copy,
+		// and a sync step of the range writes the copies with what it read
+		// from it: the read goes through the barrier like a write, so that
+		// it comes before or after a step, never during one (a failure of
+		// the chosen copy would make it answer other data than the step
+		// then writes).
+		e.admit(tag)
+		return
+	}
 	e.plan(tag)
 }
 
 // admit passes a write through the barrier and the bitmap, then plans it;
-// a write held by either is resumed later from the same point.
+// a write held by either is resumed later from the same point. A read
+// (Start says which) passes the barrier only.
 func (e *Executor) admit(tag uint16) {
 	r := &e.reqs[tag]
+	write := r.op != ReqRead
 	if e.Barrier != nil && !r.entered {
 		if !e.Barrier.Enter(r.sector, r.sectors) {
 			e.parked = append(e.parked, tag)
@@ -214,7 +231,7 @@ func (e *Executor) admit(tag uint16) {
 		}
 		r.entered = true
 	}
-	if e.Intent != nil && !r.started {
+	if write && e.Intent != nil && !r.started {
 		r.first, r.last = e.Intent.Regions(r.sector, uint64(r.sectors))
 		r.started = true
 		if !e.Intent.StartWrite(r.first, r.last, bitmap.Waiter(uint64(e.Token)<<32|uint64(tag))) {
@@ -242,21 +259,31 @@ func (e *Executor) Resume(tag uint16) {
 	e.plan(tag)
 }
 
-// RetryParked retries the writes the barrier turned away (after a sync
+// RetryParked retries the requests the barrier turned away (after a sync
 // step lowered it).
 func (e *Executor) RetryParked() {
-	if len(e.parked) == 0 {
+	if e.retrying {
+		// Called again while admitting: go round again.
+		e.retryAgain = true
 		return
 	}
-	old := e.parked
-	e.parked = e.parkedSpare[:0]
-	for _, tag := range old {
-		e.admit(tag)
+	e.retrying = true
+	for len(e.parked) > 0 {
+		e.retryAgain = false
+		old := e.parked
+		e.parked = e.parkedSpare[:0]
+		for _, tag := range old {
+			e.admit(tag)
+		}
+		e.parkedSpare = old[:0]
+		if !e.retryAgain {
+			break
+		}
 	}
-	e.parkedSpare = old[:0]
+	e.retrying = false
 }
 
-// Parked reports how many writes wait for the barrier.
+// Parked reports how many requests wait for the barrier.
 func (e *Executor) Parked() int { return len(e.parked) }
 
 // needsSync reports whether some region of the range needs resync.
@@ -301,6 +328,11 @@ func (e *Executor) plan(tag uint16) {
 	if err != nil {
 		e.finish(tag, err)
 		return
+	}
+	if r.op != ReqRead && r.op != ReqFlush && st.DropGen > e.persisted {
+		// Planned around a member failure that may not be durable yet:
+		// acknowledged only once it is (see ArrayState.DropGen).
+		r.needGen = max(r.needGen, st.DropGen)
 	}
 	r.planned = len(r.ios)
 	e.submitFrom(tag, 0)
@@ -362,9 +394,11 @@ func (e *Executor) Done(tag uint16, id OpID, res int32) {
 			e.MemberError(int(io.Member), io.Kind, res)
 		}
 		e.memberFailed(tag, r, io)
-	} else if io.Kind == IORead && op >= r.planned && e.ReadRepair != nil && io.Avoid|io.Deprio != 0 {
+	} else if io.Kind == IORead && op >= r.planned && e.ReadRepair != nil {
 		// A retried read succeeded: the copies that failed need a rewrite.
-		e.ReadRepair(r.sector+uint64(io.BufOff>>9), io.Sectors, io.Avoid|io.Deprio)
+		if bad := (io.Avoid | io.Deprio) &^ (1 << uint(io.Member)); bad != 0 {
+			e.ReadRepair(r.sector+uint64(io.BufOff>>9), io.Sectors, bad)
+		}
 	}
 	r.pending--
 	if r.pending == 0 {
@@ -432,15 +466,28 @@ func (e *Executor) memberFailed(tag uint16, r *request, io MemberIO) {
 // retry unit does not say which block is bad, so the range is re-read
 // block by block, preferring other members but not ruling the failed one
 // out; a failed single block rules its member out for that block.
+//
+// In a range awaiting resync the copies may differ and reads answer from
+// the chosen copy (LowestMember): the blocks are re-read from it first,
+// not from other members, so that only a block it cannot read comes from
+// another copy (and is reported for repair), and answers stay stable.
 func (e *Executor) retryRead(tag uint16, r *request, io MemberIO) {
 	bit := uint64(1) << uint(io.Member)
 	first := len(r.ios)
 	st := e.arr.State()
 	unit := max(e.RetryUnit, 1)
+	var bal Balancer = &e.bal
+	stable := e.Intent != nil && e.needsSync(r.sector+uint64(io.BufOff>>9), io.Sectors)
+	if stable {
+		bal = LowestMember{}
+	}
 	var err error
 	for done := uint32(0); done < io.Sectors && err == nil; {
 		n := io.Sectors - done
 		avoid, deprio := io.Avoid, io.Deprio|bit
+		if stable {
+			deprio = io.Deprio
+		}
 		if io.Sectors <= unit {
 			avoid, deprio = io.Avoid|bit, io.Deprio
 		} else {
@@ -450,7 +497,7 @@ func (e *Executor) retryRead(tag uint16, r *request, io MemberIO) {
 		}
 		sector := r.sector + uint64(io.BufOff>>9) + uint64(done)
 		start := len(r.ios)
-		r.ios, err = e.arr.PlanRead(&e.sc, st, sector, n, avoid, deprio, &e.bal, r.ios)
+		r.ios, err = e.arr.PlanRead(&e.sc, st, sector, n, avoid, deprio, bal, r.ios)
 		for i := start; i < len(r.ios); i++ {
 			r.ios[i].BufOff += io.BufOff + done<<9 // PlanRead counts from its first sector
 		}

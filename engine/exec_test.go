@@ -415,3 +415,153 @@ func (b *memBackend) Abandon(tag uint16, op OpID, read bool) bool {
 
 // Stale implements Backend.
 func (b *memBackend) Stale(tag uint16, op OpID) { b.stale = append(b.stale, memOp{tag: tag, op: op}) }
+
+// A write planned without a member whose failure is not durable yet (failed
+// by another request, by a read timeout, by the bitmap flusher or a sync
+// job through Array.Fail) is acknowledged only once the failure is: a
+// crash in between would bring the member back as in sync without the
+// write. Found by resync's TestStackModel: a member failed writing the
+// bitmap, a write then went to the other member only and was acknowledged,
+// the crash came before the superblocks recorded the failure, and after
+// the restart the stale member served the sector.
+func TestExecutorWriteAroundUnpersistedFailure(t *testing.T) {
+	g := Geometry{Level: Level1, Members: 2, ChunkSectors: 8, MemberSectors: 64}
+	newExec := func() (*Array, *memBackend, *Executor) {
+		arr, _ := NewArray(g)
+		be := &memBackend{done: map[uint16]error{}}
+		for range 2 {
+			be.members = append(be.members, &memMember{data: make([]byte, 64<<9), badRead: map[uint64]bool{}})
+		}
+		return arr, be, NewExecutor(arr, be, 2, 4096)
+	}
+	deliver := func(be *memBackend, e *Executor) {
+		for len(be.pending) > 0 {
+			o := be.pending[0]
+			be.pending = be.pending[1:]
+			e.Done(o.tag, o.op, be.run(o))
+		}
+	}
+	buf := bytes.Repeat([]byte{7}, 4096)
+
+	// Member 1 is failed from outside the executor (the bitmap flusher, a
+	// sync job): the next write waits for that state to be durable.
+	arr, be, e := newExec()
+	st, _ := arr.Fail(1)
+	e.Start(0, ReqWrite, 0, 8, false, buf)
+	deliver(be, e)
+	if _, done := be.done[0]; done {
+		t.Fatal("a write that skipped a member failed but not persisted was acknowledged")
+	}
+	if len(be.persists) != 1 || be.persists[0].Gen < st.Gen {
+		t.Fatalf("persist requests %v, want one for gen %d", be.persists, st.Gen)
+	}
+	e.Persisted(be.persists[0].Gen)
+	if err, done := be.done[0]; !done || err != nil {
+		t.Fatalf("after the persist: done %v err %v", done, err)
+	}
+	// Once durable, writes go at once; so do writes after state changes
+	// that drop no member (rebuild progress).
+	delete(be.done, 0)
+	arr.Update(func(ms []MemberStatus) {})
+	e.Start(0, ReqWrite, 8, 8, false, buf)
+	deliver(be, e)
+	if err, done := be.done[0]; !done || err != nil || len(be.persists) != 1 {
+		t.Fatalf("write after the durable failure: done %v err %v, %d persists", done, err, len(be.persists))
+	}
+
+	// Member 1 fails under another request (tag 0, waiting for the
+	// persist): a write planned meanwhile (tag 1) waits too.
+	arr, be, e = newExec()
+	be.members[1].failed = true
+	e.Start(0, ReqWrite, 0, 8, false, buf)
+	deliver(be, e)
+	e.Start(1, ReqWrite, 8, 8, false, buf)
+	for _, o := range be.pending {
+		if o.io.Member == 1 {
+			t.Fatal("a faulty member got I/O")
+		}
+	}
+	deliver(be, e)
+	if len(be.done) != 0 {
+		t.Fatalf("acknowledged before the failure was persisted: %v", be.done)
+	}
+	e.Persisted(arr.State().Gen)
+	if len(be.done) != 2 || be.done[0] != nil || be.done[1] != nil {
+		t.Fatalf("after the persist: %v", be.done)
+	}
+
+	// A member made missing by Update (removal) counts too.
+	arr, be, e = newExec()
+	arr.Update(func(ms []MemberStatus) { ms[0] = MemberStatus{State: MemberMissing} })
+	e.Start(0, ReqWrite, 0, 8, false, buf)
+	deliver(be, e)
+	if _, done := be.done[0]; done || len(be.persists) != 1 {
+		t.Fatalf("write around a removed member: acknowledged %v, %d persists", done, len(be.persists))
+	}
+}
+
+// MemberStatus.Since is the generation at which the member entered its
+// state: kept across updates that leave the state (rebuild progress), new
+// when it changes, whatever the caller wrote; a member failed and put back
+// has a new one although its state is the same.
+func TestMemberStatusSince(t *testing.T) {
+	g := Geometry{Level: Level1, Members: 2, ChunkSectors: 8, MemberSectors: 64}
+	arr, _ := NewArray(g)
+	st := arr.Update(func(ms []MemberStatus) { ms[1] = MemberStatus{State: MemberRebuilding, Since: 99} })
+	rebuilding := st.Members[1].Since
+	if rebuilding != st.Gen || st.Members[0].Since != 0 {
+		t.Fatalf("after rebuilding: %+v (gen %d)", st.Members, st.Gen)
+	}
+	st = arr.Update(func(ms []MemberStatus) { ms[1].RebuildOffset = 32 })
+	if st.Members[1].Since != rebuilding {
+		t.Fatalf("rebuild progress changed Since: %+v", st.Members[1])
+	}
+	arr.Fail(1)
+	st = arr.Update(func(ms []MemberStatus) { ms[1] = MemberStatus{State: MemberRebuilding} })
+	if st.Members[1].Since == rebuilding || st.Members[1].Since != st.Gen {
+		t.Fatalf("a member failed and put back kept its Since: %+v (gen %d)", st.Members[1], st.Gen)
+	}
+	st = arr.SetState([]MemberStatus{{State: MemberActive}, {State: MemberMissing}})
+	if st.Members[0].Since != 0 || st.Members[1].Since != st.Gen || st.DropGen != st.Gen {
+		t.Fatalf("SetState: %+v, DropGen %d (gen %d)", st.Members, st.DropGen, st.Gen)
+	}
+}
+
+// In a range awaiting resync, a read that fails on the chosen copy (the
+// lowest-numbered readable member) and is narrowed takes from it every
+// block it can read: only the bad block comes from another copy (and is
+// reported for repair). Taking the good blocks from another copy, whose data
+// may differ, changed answers that earlier reads had given. Found by
+// resync's TestStackModel (raid1 x3 after a crash, a write in flight had
+// reached member 0 only, member 0 had a bad sector next to it).
+func TestExecutorRetryInResyncRangeKeepsChosenCopy(t *testing.T) {
+	g := Geometry{Level: Level1, Members: 2, ChunkSectors: 8, MemberSectors: 64}
+	arr, _ := NewArray(g)
+	be := &memBackend{done: map[uint16]error{}}
+	be.members = append(be.members, &memMember{data: bytes.Repeat([]byte{'n'}, 64<<9), badRead: map[uint64]bool{1: true}})
+	be.members = append(be.members, &memMember{data: bytes.Repeat([]byte{'o'}, 64<<9), badRead: map[uint64]bool{}})
+	fi := &fakeIntent{t: t, durable: map[int]bool{}, inflight: map[int]int{}, needSync: map[int]bool{0: true}}
+	e := NewExecutor(arr, be, 2, 4096)
+	e.Intent = fi
+	e.RetryUnit = 1
+	var repairs [][3]uint64
+	e.ReadRepair = func(sector uint64, sectors uint32, bad uint64) {
+		repairs = append(repairs, [3]uint64{sector, uint64(sectors), bad})
+	}
+	buf := make([]byte, 1024)
+	e.Start(0, ReqRead, 0, 2, false, buf)
+	for len(be.pending) > 0 {
+		o := be.pending[0]
+		be.pending = be.pending[1:]
+		e.Done(o.tag, o.op, be.run(o))
+	}
+	if err, ok := be.done[0]; !ok || err != nil {
+		t.Fatalf("read: done %v err %v", ok, err)
+	}
+	if buf[0] != 'n' || buf[512] != 'o' {
+		t.Fatalf("read %q %q, want member 0's sector 0 and member 1's sector 1", buf[0], buf[512])
+	}
+	if len(repairs) != 1 || repairs[0] != [3]uint64{1, 1, 1} {
+		t.Fatalf("repair reports %v, want sector 1 of member 0 only", repairs)
+	}
+}

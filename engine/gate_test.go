@@ -1,6 +1,7 @@
 package engine
 
 import (
+	"bytes"
 	"testing"
 
 	"github.com/ublk-raid/ublk-raid/bitmap"
@@ -178,4 +179,57 @@ func TestExecutorGatingAllocs(t *testing.T) {
 	if allocs != 0 {
 		t.Fatalf("a write to a durable-dirty region allocates %.1f times", allocs)
 	}
+}
+
+// Reads of ranges awaiting resync are ordered with sync steps through the
+// barrier, as writes are (read repairs are not the executor's: it reports
+// them, and the array rewrites under the raised barrier). Found by resync's
+// TestStackModel (raid1 x3 after a crash, sector 0 awaiting resync, the
+// copies differing): a resync step read member 0, the chosen copy; member
+// 0's sector 0 then went bad; reads during the step answered member 1's
+// data and repaired member 0 with it, and the step then wrote member 0's
+// old data over members 1 and 2: the repair left the copies different,
+// and without it the reads' answer still changed under them.
+func TestExecutorOrderedWithSyncSteps(t *testing.T) {
+	g := Geometry{Level: Level1, Members: 2, ChunkSectors: 128, MemberSectors: 1024}
+	setup := func(needSync bool) (*memBackend, *Executor, *fakeBarrier) {
+		arr, _ := NewArray(g)
+		be := &memBackend{done: map[uint16]error{}}
+		for _, c := range []byte{'a', 'b'} {
+			be.members = append(be.members, &memMember{data: bytes.Repeat([]byte{c}, 1024<<9), badRead: map[uint64]bool{}})
+		}
+		fi := &fakeIntent{t: t, durable: map[int]bool{}, inflight: map[int]int{}, needSync: map[int]bool{0: needSync}}
+		fb := &fakeBarrier{}
+		e := NewExecutor(arr, be, 2, 4096)
+		e.Intent, e.Barrier = fi, fb
+		e.RetryUnit = 1
+		e.bal.Inflight[1] = 1 << 30
+		return be, e, fb
+	}
+	deliver := func(be *memBackend, e *Executor) {
+		for len(be.pending) > 0 {
+			o := be.pending[0]
+			be.pending = be.pending[1:]
+			e.Done(o.tag, o.op, be.run(o))
+		}
+	}
+
+	// A read of a range awaiting resync waits while a step holds it.
+	be, e, fb := setup(true)
+	fb.lo, fb.hi = 0, 8
+	buf := make([]byte, 512)
+	e.Start(0, ReqRead, 0, 1, false, buf)
+	if len(be.pending) != 0 || e.Parked() != 1 {
+		t.Fatalf("a read of a range awaiting resync went ahead during a sync step: %d member ops", len(be.pending))
+	}
+	fb.lo, fb.hi = 0, 0
+	e.RetryParked()
+	if fb.entered != 1 || len(be.pending) != 1 {
+		t.Fatalf("after the step: entered %d, %d member ops", fb.entered, len(be.pending))
+	}
+	deliver(be, e)
+	if err, ok := be.done[0]; !ok || err != nil || buf[0] != 'a' || fb.entered != 0 {
+		t.Fatalf("read: done %v err %v data %q, entered %d", ok, err, buf[0], fb.entered)
+	}
+
 }

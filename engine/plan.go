@@ -60,6 +60,11 @@ type MemberStatus struct {
 	// RebuildOffset: a rebuilding member holds current data below this
 	// member sector (data-relative); reads above it go to other copies.
 	RebuildOffset uint64
+	// Since is the generation at which the member entered State, kept by
+	// Array (a value set by the caller is ignored): a member failed and
+	// put back, a new device in its role, has a new one even if its State
+	// is the same as before (a rebuild job tells its target apart so).
+	Since uint64
 }
 
 func (m MemberStatus) readable(end uint64) bool {
@@ -75,6 +80,30 @@ func (m MemberStatus) writable() bool {
 type ArrayState struct {
 	Gen     uint64
 	Members []MemberStatus
+	// DropGen is the generation at which a member last stopped being
+	// written (failed, or made faulty or missing). A write planned with
+	// this state skips that member, so it must not be acknowledged before
+	// DropGen is durable: a crash in between would bring the member back
+	// as in sync, without the write.
+	DropGen uint64
+}
+
+// next is the state after old with members (which it keeps): Since and
+// DropGen follow the changes from old.
+func next(old *ArrayState, members []MemberStatus) *ArrayState {
+	st := &ArrayState{Gen: old.Gen + 1, Members: members, DropGen: old.DropGen}
+	for i := range members {
+		m := &members[i]
+		if i < len(old.Members) && m.State == old.Members[i].State {
+			m.Since = old.Members[i].Since
+			continue
+		}
+		m.Since = st.Gen
+		if i < len(old.Members) && old.Members[i].writable() && !m.writable() {
+			st.DropGen = st.Gen
+		}
+	}
+	return st
 }
 
 // ErrNoCopy means no member holding a copy of the data can serve it: the
@@ -109,7 +138,7 @@ func (a *Array) SetState(members []MemberStatus) *ArrayState {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	old := a.state.Load()
-	st := &ArrayState{Gen: old.Gen + 1, Members: append([]MemberStatus(nil), members...)}
+	st := next(old, append([]MemberStatus(nil), members...))
 	a.state.Store(st)
 	return st
 }
@@ -123,7 +152,7 @@ func (a *Array) Update(f func(ms []MemberStatus)) *ArrayState {
 	old := a.state.Load()
 	ms := append([]MemberStatus(nil), old.Members...)
 	f(ms)
-	st := &ArrayState{Gen: old.Gen + 1, Members: ms}
+	st := next(old, ms)
 	a.state.Store(st)
 	return st
 }
@@ -139,7 +168,7 @@ func (a *Array) Fail(m int) (*ArrayState, bool) {
 	}
 	ms := append([]MemberStatus(nil), old.Members...)
 	ms[m] = MemberStatus{State: MemberFaulty}
-	st := &ArrayState{Gen: old.Gen + 1, Members: ms}
+	st := next(old, ms)
 	a.state.Store(st)
 	return st, true
 }

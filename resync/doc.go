@@ -43,11 +43,22 @@
 // after a restart). The job flushes every Config.FlushInterval and at the
 // end, and reports durable only after such a flush returned.
 //
+// A target is the member in its role when the job started (its
+// engine.MemberStatus.Since): one failed, removed, or failed and put back
+// (a new device in the role) while the job runs stops it with
+// ErrTargetGone before progress is reported for it. Progress may still be
+// on its way when that happens, so the caller advances RebuildOffset, and
+// makes a target active at the end, only for a target whose Since is what
+// it was when the job started.
+//
 // # Member errors
 //
-// A source copy that fails a read is replaced by another readable copy and
-// then rewritten with the good data (read repair, as the executor does for
-// user reads). A failed write or flush, or a range that no copy can be read
+// A source copy that fails a read is read again block by block
+// (Config.RetryUnit): the blocks it can read keep its data, each block it
+// cannot read comes from the next readable copy, and the copies that
+// failed are then rewritten with the result (read repair, as the executor
+// does for user reads). A member failed and replaced by a new device
+// during a step is not read. A failed write or flush, or a range that no copy can be read
 // from, calls Job.OnMemberError for each member involved and stops the job
 // with an error wrapping a *MemberError (and, for reads, engine.ErrNoCopy).
 // Failing the member is the caller's decision.

@@ -70,7 +70,8 @@ var (
 	ErrNoRedundancy = errors.New("raid0 has no redundancy: nothing to sync")
 	// ErrBusy: another job is running on this array.
 	ErrBusy = errors.New("a sync job is already running on this array")
-	// ErrTargetGone: a rebuild target was failed or removed while it ran.
+	// ErrTargetGone: a rebuild target was failed, removed or replaced (failed
+	// and put back) while it ran.
 	ErrTargetGone = errors.New("rebuild target is no longer in use")
 )
 
@@ -133,6 +134,11 @@ type Config struct {
 	FlushInterval time.Duration
 	// Clock defaults to the real one.
 	Clock Clock
+	// RetryUnit is the block size, in sectors, to which a failed read of
+	// the chosen copy is narrowed (the logical block size, as
+	// engine.Executor's; default 8, 4 KiB): the blocks it can read keep
+	// its data, only the others come from another copy.
+	RetryUnit uint32
 }
 
 // Job describes one run.
@@ -210,6 +216,9 @@ func New(arr *engine.Array, bar Barrier, m Members, cfg Config) *Syncer {
 	if cfg.Clock == nil {
 		cfg.Clock = realClock{}
 	}
+	if cfg.RetryUnit == 0 {
+		cfg.RetryUnit = 8
+	}
 	return &Syncer{arr: arr, bar: bar, members: m, cfg: cfg}
 }
 
@@ -227,12 +236,17 @@ type run struct {
 	job     Job
 	g       engine.Geometry
 	bufs    [][]byte // one per copy (check, repair); bufs[0] otherwise
+	unitBuf []byte   // one retry unit (readOne)
 	locs    [engine.MaxCopies]engine.Location
 	written uint64    // members written since the last flush
 	flushed time.Time // when
 	durable uint64    // position reached at the last flush
 	thr     throttle
 	res     Result
+	// since is each rebuild target's MemberStatus.Since when the job
+	// started: a target failed and put back meanwhile (a new device in its
+	// role) has another, and the job's work is not on it.
+	since []uint64
 }
 
 // Run executes job and returns what it did. It stops early with ctx's
@@ -270,6 +284,12 @@ func (s *Syncer) Run(ctx context.Context, job Job) (Result, error) {
 	if job.Start > total {
 		return r.res, fmt.Errorf("%s: start %d is beyond the end (%d)", job.Kind, job.Start, total)
 	}
+	if job.Kind == Rebuild {
+		st := s.arr.State()
+		for _, t := range job.Targets {
+			r.since = append(r.since, st.Members[t].Since)
+		}
+	}
 	nbufs := 1
 	if job.Kind == Check || job.Kind == Repair {
 		nbufs = g.Copies()
@@ -278,6 +298,7 @@ func (s *Syncer) Run(ctx context.Context, job Job) (Result, error) {
 	for i := range r.bufs {
 		r.bufs[i] = alignedBuf(StepSectors << 9)
 	}
+	r.unitBuf = alignedBuf(int(s.cfg.RetryUnit) << 9)
 	s.total.Store(total)
 	s.done.Store(job.Start)
 	now := s.cfg.Clock.Now()
@@ -334,6 +355,11 @@ func (s *Syncer) Run(ctx context.Context, job Job) (Result, error) {
 // report calls Progress, flushing the written members first when the flush
 // interval has passed or force is set.
 func (r *run) report(pos uint64, force bool) error {
+	// A target replaced during the step must not be reported rebuilt up to
+	// pos: only the step's part is on the new device.
+	if err := r.targetsKept(r.arr.State()); err != nil {
+		return err
+	}
 	now := r.cfg.Clock.Now()
 	durable := uint64(0)
 	if force || now.Sub(r.flushed) >= r.cfg.FlushInterval {
@@ -380,11 +406,40 @@ func (r *run) write(role int, p []byte, sector uint64) error {
 	return nil
 }
 
+// targetsKept checks that every rebuild target is still the member the job
+// started on, in use: not failed, removed, or failed and put back (a new
+// device in its role, whose RebuildOffset the job's progress must not
+// move).
+func (r *run) targetsKept(st *engine.ArrayState) error {
+	for i, since := range r.since {
+		t := r.job.Targets[i]
+		if !writable(st, t) || st.Members[t].Since != since {
+			return fmt.Errorf("member %d: %w", t, ErrTargetGone)
+		}
+	}
+	return nil
+}
+
 // readable mirrors engine's rule (plan.go): an active member, or a
 // rebuilding one whose rebuilt part covers the range up to end.
 func readable(st *engine.ArrayState, role int, end uint64) bool {
 	m := st.Members[role]
 	return m.State == engine.MemberActive || (m.State == engine.MemberRebuilding && end <= m.RebuildOffset)
+}
+
+// readableNow is readable for a copy about to be read with st, the state
+// the step took after raising its range: the member must also still be
+// the one st saw.
+func (r *run) readableNow(st *engine.ArrayState, role int, end uint64) bool {
+	return readable(st, role, end) && r.unchanged(st, role)
+}
+
+// unchanged reports whether role still holds the member st saw (same
+// Since). One failed and replaced since (a new device in its role, full
+// of anything) must not be read: its data would be copied to the other
+// copies as good.
+func (r *run) unchanged(st *engine.ArrayState, role int) bool {
+	return r.arr.State().Members[role].Since == st.Members[role].Since
 }
 
 func writable(st *engine.ArrayState, role int) bool {
@@ -401,12 +456,31 @@ func (r *run) rebuildStep(ms uint64) (n uint64, did bool, err error) {
 		n = min(n, g.ChunkSectors-ms&(g.ChunkSectors-1))
 	}
 	st := r.arr.State()
+	if err := r.targetsKept(st); err != nil {
+		return 0, false, err
+	}
+	// A target rebuilt past ms already (a job for several targets starts
+	// at the lowest RebuildOffset) holds current data there, which reads
+	// may be answering from (the chosen copy of a range awaiting resync):
+	// it is not copied again, from a source whose data may differ. Steps
+	// end at such offsets, so that a target is rebuilt or not over the
+	// whole step.
+	for _, t := range r.job.Targets {
+		if m := st.Members[t]; m.State == engine.MemberRebuilding && m.RebuildOffset > ms && m.RebuildOffset < ms+n {
+			n = m.RebuildOffset - ms
+		}
+	}
+	rebuilt := func(t int) bool {
+		m := st.Members[t]
+		return m.State == engine.MemberRebuilding && m.RebuildOffset >= ms+n
+	}
 	var doneMask uint64 // targets handled in this step
 	for i, t := range r.job.Targets {
-		if !writable(st, t) {
-			return 0, false, fmt.Errorf("member %d: %w", t, ErrTargetGone)
-		}
 		if doneMask&(1<<uint(i)) != 0 {
+			continue
+		}
+		if rebuilt(t) {
+			r.res.Skipped += n
 			continue
 		}
 		a, ok := g.ArraySectorOf(t, ms)
@@ -418,7 +492,7 @@ func (r *run) rebuildStep(ms uint64) (n uint64, did bool, err error) {
 		// sector (all of them for raid1) gets the same data.
 		var group uint64
 		for j := i; j < len(r.job.Targets); j++ {
-			if b, ok := g.ArraySectorOf(r.job.Targets[j], ms); ok && b == a {
+			if b, ok := g.ArraySectorOf(r.job.Targets[j], ms); ok && b == a && !rebuilt(r.job.Targets[j]) {
 				group |= 1 << uint(j)
 			}
 		}
@@ -470,30 +544,65 @@ func (r *run) rebuildRange(a, n, ms uint64, group uint64) error {
 	return r.rewriteFailed(st, locs, failed, buf)
 }
 
-// readOne reads the range from the first readable copy in locs (skipping
-// excluded roles) that succeeds, into buf. It returns the index of that
-// copy and the mask of copies (indexes into locs) that failed reading.
+// readOne reads the range into buf from the chosen copy: the first
+// readable copy in locs in member order (skipping excluded roles). If that
+// read fails, the range is read again block by block (RetryUnit), each
+// block from the chosen copy if it can and else from the next copy that
+// can: the data is the chosen copy's wherever it is readable, as user
+// reads of a range awaiting resync return it. It returns the index of the
+// chosen copy if it read the whole range (-1 otherwise) and the mask of
+// copies (indexes into locs) that failed some read.
 func (r *run) readOne(st *engine.ArrayState, locs []engine.Location, n uint64, buf []byte, exclude func(int) bool) (src int, failed uint32, err error) {
-	var lastErr error
-	tried := false
+	var order [engine.MaxCopies]int
+	cands := order[:0]
 	for _, i := range r.byMember(locs) {
 		l := locs[i]
-		if (exclude != nil && exclude(l.Member)) || !readable(st, l.Member, l.Sector+n) {
-			continue
+		if (exclude == nil || !exclude(l.Member)) && readable(st, l.Member, l.Sector+n) {
+			cands = append(cands, i)
 		}
-		tried = true
-		if e := r.members.ReadAt(l.Member, buf, l.Sector); e != nil {
-			failed |= 1 << uint(i)
-			lastErr = &MemberError{Role: l.Member, Op: "read", Sector: l.Sector, Err: e}
-			continue
-		}
-		r.res.ReadErrors += uint64(bits.OnesCount32(failed))
-		return i, failed, nil
 	}
-	if !tried {
+	if len(cands) == 0 {
 		return -1, 0, fmt.Errorf("array sectors %d+%d: %w", r.arrSector(locs), n, engine.ErrNoCopy)
 	}
-	return -1, failed, r.unreadable(locs, failed, n, lastErr)
+	l := locs[cands[0]]
+	var lastErr error
+	if r.unchanged(st, l.Member) {
+		e := r.members.ReadAt(l.Member, buf, l.Sector)
+		if e == nil {
+			return cands[0], 0, nil
+		}
+		failed = 1 << uint(cands[0])
+		lastErr = &MemberError{Role: l.Member, Op: "read", Sector: l.Sector, Err: e}
+	}
+	unit := uint64(r.cfg.RetryUnit)
+	for off := uint64(0); off < n; {
+		k := min(unit-(l.Sector+off)%unit, n-off)
+		p := r.unitBuf[:k<<9]
+		got := false
+		for _, i := range cands {
+			c := locs[i]
+			if !r.unchanged(st, c.Member) {
+				if lastErr == nil {
+					lastErr = fmt.Errorf("member %d was replaced", c.Member)
+				}
+				continue
+			}
+			if e := r.members.ReadAt(c.Member, p, c.Sector+off); e != nil {
+				failed |= 1 << uint(i)
+				lastErr = &MemberError{Role: c.Member, Op: "read", Sector: c.Sector + off, Err: e}
+				continue
+			}
+			got = true
+			break
+		}
+		if !got {
+			return -1, failed, r.unreadable(locs, failed, n, lastErr)
+		}
+		copy(buf[off<<9:], p)
+		off += k
+	}
+	r.res.ReadErrors += uint64(bits.OnesCount32(failed))
+	return -1, failed, nil
 }
 
 // unreadable reports every copy that failed reading a range no copy could
@@ -572,7 +681,8 @@ func (r *run) arrayStep(a uint64) (n uint64, did bool, err error) {
 	return n, true, r.checkRange(st, locs, n)
 }
 
-// resyncRange copies the chosen copy to the other readable copies.
+// resyncRange copies the chosen copy to the other readable copies (and
+// to the chosen copy too where it failed some block).
 func (r *run) resyncRange(st *engine.ArrayState, locs []engine.Location, n uint64) error {
 	buf := r.bufs[0][:n<<9]
 	src, _, err := r.readOne(st, locs, n, buf, nil) // copies that failed are rewritten with the others
@@ -601,7 +711,7 @@ func (r *run) checkRange(st *engine.ArrayState, locs []engine.Location, n uint64
 	src := -1
 	for k, i := range order {
 		l := locs[i]
-		if !readable(st, l.Member, l.Sector+n) {
+		if !r.readableNow(st, l.Member, l.Sector+n) {
 			continue
 		}
 		buf := r.bufs[k][:bytesN]

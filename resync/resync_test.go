@@ -695,3 +695,210 @@ func BenchmarkCheck(b *testing.B) {
 		}
 	}
 }
+
+// TestRebuildTargetReplaced: a rebuild target failed and put back (a new
+// device in its role, rebuilding from 0) while the job runs, between two
+// steps or during one, stops the job with ErrTargetGone before it reports
+// progress for it: the progress would move the new device's RebuildOffset
+// over data it does not hold. Found by TestStackModel (raid10 o3 x5): a
+// running rebuild of member 4 did not notice that member 4 had died and
+// been replaced, reported reaching sector 80, and reads of the new device
+// below that returned garbage.
+func TestRebuildTargetReplaced(t *testing.T) {
+	g := engine.Geometry{Level: engine.Level10, Members: 4, Layout: engine.LayoutN2, ChunkSectors: 16, MemberSectors: 20 * 16}
+	replace := func(arr *engine.Array) {
+		arr.Fail(3)
+		arr.Update(func(ms []engine.MemberStatus) { ms[3] = engine.MemberStatus{State: engine.MemberRebuilding} })
+	}
+	for _, during := range []bool{false, true} {
+		arr := mustArray(t, g)
+		m := newMem(g)
+		m.writeImage(g, randomImage(g, 4), 3)
+		startRebuild(arr, 3)
+		prog := advance(arr, []int{3}, nil)
+		calls, writes := 0, 0
+		if during {
+			m.failWrite = func(role int, _, _ uint64) error {
+				if role == 3 {
+					if writes++; writes == 3 {
+						replace(arr) // between the step's copy and its report
+					}
+				}
+				return nil
+			}
+		}
+		s, _ := newSyncer(arr, m, Config{})
+		_, err := s.Run(context.Background(), Job{Kind: Rebuild, Targets: []int{3}, Progress: func(reached, durable uint64) error {
+			calls++
+			if err := prog(reached, durable); err != nil {
+				return err
+			}
+			if !during && calls == 2 {
+				replace(arr)
+			}
+			return nil
+		}})
+		if !errors.Is(err, ErrTargetGone) {
+			t.Fatalf("during %v: job returned %v, want ErrTargetGone", during, err)
+		}
+		if calls != 2 {
+			t.Fatalf("during %v: %d progress reports, want 2 (none after the replacement)", during, calls)
+		}
+		if st := arr.State().Members[3]; st.State != engine.MemberRebuilding || st.RebuildOffset != 0 {
+			t.Fatalf("during %v: the new member is %+v, want rebuilding from 0", during, st)
+		}
+	}
+}
+
+// TestSyncSourceReplaced: a member failed and replaced by a new device
+// during a step, after the step took its state, is not read as a source:
+// the new device's contents would be copied as good data onto the target
+// and, as read repair, over the other copies. Found by TestStackModel
+// (raid10 n3 x3): during a rebuild of member 2, member 1 died and was
+// replaced; the step's read of member 0 failed on a bad sector, the job
+// fell back to member 1 as its state said, read the new device and wrote
+// its garbage over member 2 and over member 0, an active member.
+func TestSyncSourceReplaced(t *testing.T) {
+	g := engine.Geometry{Level: engine.Level1, Members: 3, ChunkSectors: 128, MemberSectors: 4096}
+	for _, kind := range []Kind{Rebuild, Repair} {
+		arr := mustArray(t, g)
+		m := newMem(g)
+		img := randomImage(g, 9)
+		var job Job
+		if kind == Rebuild {
+			m.writeImage(g, img, 2)
+			startRebuild(arr, 2)
+			job = Job{Kind: Rebuild, Targets: []int{2}, Progress: advance(arr, []int{2}, nil)}
+		} else {
+			m.writeImage(g, img)
+			job = Job{Kind: Repair}
+		}
+		replaced := false
+		m.failRead = func(role int, sector, _ uint64) error {
+			if role == 0 && sector < 8 { // a bad block on member 0
+				if !replaced {
+					// Member 1 fails and a new device takes its role.
+					replaced = true
+					arr.Fail(1)
+					arr.Update(func(ms []engine.MemberStatus) { ms[1] = engine.MemberStatus{State: engine.MemberRebuilding} })
+					fillBytes(m.cache[1], 77)
+				}
+				return errInjected
+			}
+			return nil
+		}
+		s, _ := newSyncer(arr, m, Config{})
+		_, err := s.Run(context.Background(), job)
+		if kind == Rebuild && !errors.Is(err, engine.ErrNoCopy) {
+			t.Fatalf("%v: job returned %v, want ErrNoCopy (no copy left to read the first step from)", kind, err)
+		}
+		for _, role := range []int{0, 2} {
+			for sec := range uint64(8) {
+				if bytes.Equal(m.sector(role, sec), m.sector(1, sec)) {
+					t.Fatalf("%v: the new device's data was copied to member %d (sector %d)", kind, role, sec)
+				}
+			}
+		}
+		if kind == Repair {
+			if err != nil {
+				t.Fatalf("repair: %v", err)
+			}
+			for sec := range g.MemberSectors {
+				for _, role := range []int{0, 2} {
+					if !bytes.Equal(m.sector(role, sec), img[sec<<9:(sec+1)<<9]) {
+						t.Fatalf("repair: member %d sector %d is not the array's data", role, sec)
+					}
+				}
+			}
+		}
+	}
+}
+
+// TestResyncKeepsChosenCopy: a resync whose chosen copy (the lowest
+// readable member, the one reads of a range awaiting resync answer from)
+// fails to read a step takes only the blocks it cannot read from another
+// copy: everything else keeps the chosen copy's data, which readers may
+// have seen already. Found by TestStackModel (raid1 x3): after a crash,
+// member 0 alone held a write that had been in flight, reads returned it,
+// and a bad sector elsewhere in the step made the resync copy member 1's
+// whole step over it.
+func TestResyncKeepsChosenCopy(t *testing.T) {
+	g := engine.Geometry{Level: engine.Level1, Members: 2, ChunkSectors: 8, MemberSectors: 64}
+	for _, unit := range []uint32{1, 8} {
+		arr := mustArray(t, g)
+		m := newMem(g)
+		m.fillRandom(uint64(unit)) // the copies differ everywhere
+		want := make([]byte, 0, 64<<9)
+		want = append(want, m.cache[0]...)
+		const bad = 9 // member 0's bad sector
+		blk := uint64(bad) / uint64(unit) * uint64(unit)
+		copy(want[blk<<9:(blk+uint64(unit))<<9], m.cache[1][blk<<9:])
+		repaired := false
+		m.failWrite = func(role int, sector, n uint64) error {
+			if role == 0 && sector <= bad && bad < sector+n {
+				repaired = true
+			}
+			return nil
+		}
+		m.failRead = func(role int, sector, n uint64) error {
+			if role == 0 && !repaired && sector <= bad && bad < sector+n {
+				return errInjected
+			}
+			return nil
+		}
+		s, _ := newSyncer(arr, m, Config{RetryUnit: unit})
+		res, err := s.Run(context.Background(), Job{Kind: Resync})
+		if err != nil {
+			t.Fatalf("unit %d: %v", unit, err)
+		}
+		for sec := range g.MemberSectors {
+			for role := range 2 {
+				if !bytes.Equal(m.sector(role, sec), want[sec<<9:(sec+1)<<9]) {
+					t.Fatalf("unit %d: member %d sector %d is not the chosen copy's data (or, for the bad block, member 1's)", unit, role, sec)
+				}
+			}
+		}
+		if !repaired || res.ReadErrors != 1 {
+			t.Fatalf("unit %d: repaired %v, %d read errors", unit, repaired, res.ReadErrors)
+		}
+	}
+}
+
+// TestRebuildSkipsRebuiltPart: a rebuild of several targets starts at the
+// lowest RebuildOffset; a target already rebuilt further holds current
+// data below its offset, which reads may be answering from, and it is not
+// copied again there (from a source whose data may differ: the copies of
+// a range awaiting resync). Found by TestStackModel (raid10 o3 x5 after a
+// crash): member 0 was rebuilding at 16 and the chosen copy of sector 3,
+// member 1 at 0; the rebuild of both from 0 copied member 2's other
+// candidate over member 0's sector 3, and its answer changed.
+func TestRebuildSkipsRebuiltPart(t *testing.T) {
+	g := engine.Geometry{Level: engine.Level1, Members: 3, ChunkSectors: 128, MemberSectors: 3000}
+	const off = 100 // member 0's rebuild offset: inside the first step
+	arr := mustArray(t, g)
+	m := newMem(g)
+	m.fillRandom(12) // the copies differ
+	before := bytes.Clone(m.cache[0])
+	arr.Update(func(ms []engine.MemberStatus) {
+		ms[0] = engine.MemberStatus{State: engine.MemberRebuilding, RebuildOffset: off}
+		ms[1] = engine.MemberStatus{State: engine.MemberRebuilding}
+	})
+	s, _ := newSyncer(arr, m, Config{})
+	if _, err := s.Run(context.Background(), Job{Kind: Rebuild, Targets: []int{0, 1}, Progress: advance(arr, []int{0, 1}, nil)}); err != nil {
+		t.Fatal(err)
+	}
+	// Below the offset member 0 is the lowest readable copy: member 1 is
+	// rebuilt from it there, from member 2 above.
+	for sec := range g.MemberSectors {
+		want := m.sector(2, sec)
+		if sec < off {
+			want = before[sec<<9 : (sec+1)<<9]
+		}
+		if !bytes.Equal(m.sector(0, sec), want) {
+			t.Fatalf("member 0 sector %d: rebuilt part rewritten, or rest not rebuilt (offset %d)", sec, off)
+		}
+		if !bytes.Equal(m.sector(1, sec), want) {
+			t.Fatalf("member 1 sector %d not rebuilt from the lowest readable copy", sec)
+		}
+	}
+}
