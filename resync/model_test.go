@@ -46,9 +46,10 @@ import (
 // flight at a crash. Every read returns, for every sector, one of its
 // candidates (or, while a write overlaps it, that write's data), and once
 // a read has seen a candidate, later reads see the same one until a fault
-// could legitimately change which copy answers; a read fails (ErrNoCopy)
-// only if some sector had, at some point during the read, no copy left
-// that could serve it. After every resync and at the end, all readable
+// could legitimately change which copy answers (reads in flight together
+// agree too); a read fails (ErrNoCopy) only if some sector had, at some
+// point during the read, no copy left that could serve it, and succeeds
+// only if every sector had one at some point. After every resync and at the end, all readable
 // copies of every written sector are equal; at the end every sector is
 // read back.
 //
@@ -175,6 +176,8 @@ type request struct {
 	// a flush, the members.
 	seen  []uint64
 	seenM uint64
+	// alive: per sector (reads), some copy could serve it at some point.
+	alive []bool
 	// Abandoned reads: the tag holds a spare buffer; outstanding late
 	// results; the old buffer waits for them.
 	spare       bool
@@ -709,7 +712,7 @@ func (m *model) drawRange(t *rapid.T) (uint64, uint32) {
 // newRead makes a read request, with what it may return.
 func (m *model) newRead(tag uint16, sector uint64, n uint32) *request {
 	r := &request{tag: tag, op: engine.ReqRead, sector: sector, n: n, buf: make([]byte, n<<9), epoch: m.epoch,
-		acc: make([][]uint64, n), accFull: make([][]uint64, n), any: make([]bool, n), conc: make([]bool, n), pinnedAt: make([]bool, n), seen: make([]uint64, n)}
+		acc: make([][]uint64, n), accFull: make([][]uint64, n), any: make([]bool, n), alive: make([]bool, n), conc: make([]bool, n), pinnedAt: make([]bool, n), seen: make([]uint64, n)}
 	for i := range uint64(n) {
 		r.pinnedAt[i] = m.pinned[sector+i]
 		r.acc[i] = m.acceptable(sector + i)
@@ -801,6 +804,8 @@ func (m *model) observeReq(r *request) {
 			}
 			if !ok {
 				r.seen[i] |= 1 << j
+			} else if r.alive != nil {
+				r.alive[i] = true
 			}
 		}
 	}
@@ -847,6 +852,9 @@ func (m *model) completed(r *request, err error) {
 		}
 		for i := range uint64(r.n) {
 			s := r.sector + i
+			if !r.alive[i] {
+				m.fatalf("%v succeeded though array sector %d had no copy that could serve it", r, s)
+			}
 			if r.any[i] {
 				continue
 			}
@@ -860,6 +868,12 @@ func (m *model) completed(r *request, err error) {
 			if !ok || !slices.Contains(acc, id) {
 				m.fatalf("%v: array sector %d reads as %s; acceptable: writes %v (candidates %v, pinned %v)\ncopies: %s",
 					r, s, describe(got, s), acc, m.full[s], m.pinned[s], m.copies(s))
+			}
+			if m.pinned[s] && !r.conc[i] && r.epoch == m.epoch && id != m.pin[s] {
+				// Another read pinned the sector while this one was in
+				// flight, and no fault came: they must agree.
+				m.fatalf("%v: array sector %d reads as write %d, but a read during this one answered write %d\ncopies: %s",
+					r, s, id, m.pin[s], m.copies(s))
 			}
 			if len(r.acc[i]) > 1 {
 				m.count("read sector with several candidates")
