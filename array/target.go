@@ -297,10 +297,16 @@ func (h *queue) Complete(tag uint16, err error) {
 	if sp := h.spare[tag]; sp >= 0 {
 		h.spare[tag] = -1
 		old := h.q.SwapBuffer(tag, sp, h.bytes[tag])
+		held := false
 		for i := range h.quarantine {
 			if q := &h.quarantine[i]; q.tag == tag && q.buf < 0 {
-				q.buf = old
+				q.buf, held = old, true
 			}
+		}
+		if !held {
+			// Every given-up read came back before the request ended
+			// (Stale): nothing can write to the old buffer any more.
+			h.q.ReleaseBuffer(old)
 		}
 	}
 	h.q.Complete(tag, err)
