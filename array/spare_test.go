@@ -264,3 +264,35 @@ func TestCreateWithBadSpareWritesNothing(t *testing.T) {
 		}
 	}
 }
+
+// A replacement while another rebuild runs is refused before anything
+// changes (the new member would otherwise sit in its role with no job to
+// rebuild it).
+func TestReplaceRefusedWhileRebuilding(t *testing.T) {
+	paths := memberFiles(t, 5, 32<<20)
+	a, err := Open(paths[:3], CreateSpec{Level: engine.Level1, AssumeClean: true,
+		SyncMinBytes: 1 << 20, SyncMaxBytes: 1 << 20}, true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer a.Close()
+	if err := a.Fail(2); err != nil {
+		t.Fatal(err)
+	}
+	if err := a.Replace(2, paths[3]); err != nil {
+		t.Fatal(err)
+	}
+	if s := a.SyncStatus(); s.Action != "rebuild" {
+		t.Fatalf("no rebuild running: %+v", s)
+	}
+	if err := a.Fail(1); err != nil {
+		t.Fatal(err)
+	}
+	if err := a.Replace(1, paths[4]); err == nil || !strings.Contains(err.Error(), "rebuild is running") {
+		t.Fatalf("replace during a rebuild: %v", err)
+	}
+	if st := a.Status(); st.Members[1].State != "faulty" || st.Members[1].Path != paths[1] || heldOpen(t, paths[4]) {
+		t.Fatalf("a refused replace changed the array: %+v", st.Members[1])
+	}
+	a.StopSync()
+}

@@ -210,9 +210,15 @@ func (a *Array) StartBackground() {
 
 // busy reports whether a job runs.
 func (y *syncer) busy() bool {
+	_, b := y.active()
+	return b
+}
+
+// active reports the job that runs, if one does.
+func (y *syncer) active() (resync.Kind, bool) {
 	y.mu.Lock()
 	defer y.mu.Unlock()
-	return y.running
+	return y.kind, y.running
 }
 
 // neededResync is a resync's Need: some region of the range awaits resync.
@@ -335,9 +341,16 @@ func (y *syncer) start(job resync.Job, regions int) error {
 			a.persist(st)
 		}
 	}
+	// The targets as the job starts: a target failed and given a new
+	// device meanwhile (Since changes) is not the job's any more.
+	st0 := a.Engine.State()
+	since := make([]uint64, len(job.Targets))
+	for i, t := range job.Targets {
+		since[i] = st0.Members[t].Since
+	}
 	switch job.Kind {
 	case resync.Rebuild:
-		job.Progress = a.rebuildProgress(job.Targets)
+		job.Progress = a.rebuildProgress(job.Targets, since)
 	case resync.Resync:
 		job.Progress = a.resyncProgress
 	}
@@ -349,7 +362,7 @@ func (y *syncer) start(job resync.Job, regions int) error {
 		defer cancel()
 		res, err := y.s.Run(ctx, job)
 		if err == nil {
-			err = a.finishJob(job, res)
+			err = a.finishJob(job, since)
 		}
 		y.mu.Lock()
 		y.running, y.cancel, y.last, y.lastHad = false, nil, job.Kind, true
@@ -374,12 +387,12 @@ func (y *syncer) start(job resync.Job, regions int) error {
 
 // rebuildProgress advances the targets' rebuild offset as the job goes
 // and checkpoints the durable position in the superblocks now and then.
-func (a *Array) rebuildProgress(targets []int) func(reached, durable uint64) error {
+func (a *Array) rebuildProgress(targets []int, since []uint64) func(reached, durable uint64) error {
 	var last time.Time
 	return func(reached, durable uint64) error {
 		a.Engine.Update(func(ms []engine.MemberStatus) {
-			for _, t := range targets {
-				if ms[t].State == engine.MemberRebuilding && reached > ms[t].RebuildOffset {
+			for i, t := range targets {
+				if ms[t].State == engine.MemberRebuilding && ms[t].Since == since[i] && reached > ms[t].RebuildOffset {
 					ms[t].RebuildOffset = reached
 				}
 			}
@@ -414,7 +427,7 @@ func (a *Array) resyncProgress(_, durable uint64) error {
 }
 
 // finishJob records a finished job: rebuilt targets become active.
-func (a *Array) finishJob(job resync.Job, _ resync.Result) error {
+func (a *Array) finishJob(job resync.Job, since []uint64) error {
 	switch job.Kind {
 	case resync.Resync:
 		if a.Bitmap != nil {
@@ -422,8 +435,8 @@ func (a *Array) finishJob(job resync.Job, _ resync.Result) error {
 		}
 	case resync.Rebuild:
 		st := a.Engine.Update(func(ms []engine.MemberStatus) {
-			for _, t := range job.Targets {
-				if ms[t].State == engine.MemberRebuilding {
+			for i, t := range job.Targets {
+				if ms[t].State == engine.MemberRebuilding && ms[t].Since == since[i] {
 					ms[t] = engine.MemberStatus{State: engine.MemberActive}
 				}
 			}
@@ -522,6 +535,12 @@ func (a *Array) addOpen(m *ublk.Member, role int, readd bool, uuid [16]byte) err
 	if s := st.Members[role].State; s != engine.MemberFaulty && s != engine.MemberMissing {
 		drop()
 		return fmt.Errorf("role %d is %s: fail and remove it first", role, s)
+	}
+	if k, busy := a.sync.active(); busy {
+		// Refused before anything changes: a member put in the role now
+		// would have no job to rebuild it.
+		drop()
+		return fmt.Errorf("a %s is running: the new member can be added when it ends", k)
 	}
 	ref := a.refSB()
 	need := ref.DataOffset + g.MemberSectors<<9
