@@ -256,7 +256,9 @@ func (a *Array) Check(repair bool) error {
 	if repair {
 		k = resync.Repair
 	}
-	return a.sync.start(resync.Job{Kind: k}, 0)
+	// Never-written regions are skipped: the array was not synced when it
+	// was created, so their copies hold whatever the devices held.
+	return a.sync.start(resync.Job{Kind: k, Need: a.neededWritten}, 0)
 }
 
 // StopSync stops the background job, if any, and waits for it (its
