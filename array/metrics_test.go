@@ -52,7 +52,10 @@ func TestMetricsMembers(t *testing.T) {
 		t.Fatal(err)
 	}
 	a.WaitSync()
-	waitFor(t, "the spare takes role 1", func() bool { return a.Status().Members[1].Path == sp })
+	waitFor(t, "the spare takes role 1 and is rebuilt", func() bool {
+		m := a.Status().Members[1]
+		return m.Path == sp && m.State == "active"
+	})
 	a.WaitSync()
 	if err := a.Fail(1); err != nil {
 		t.Fatal(err)
