@@ -182,10 +182,9 @@ func (a *Array) returnSpare(s spareMember) {
 	a.spares = append([]spareMember{s}, a.spares...)
 }
 
-// removeSpare drops a spare (mdadm --remove of a spare): the role tables
-// stop listing it and the device is closed. It reports false when path is
-// not a spare.
-func (a *Array) removeSpare(path string) (bool, error) {
+// RemoveSpare drops the spare at path (mdadm --remove of a spare): the
+// role tables stop listing it and the device is closed.
+func (a *Array) RemoveSpare(path string) error {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	for i, s := range a.spares {
@@ -195,16 +194,7 @@ func (a *Array) removeSpare(path string) (bool, error) {
 		a.spares = append(a.spares[:i:i], a.spares[i+1:]...)
 		err := a.writeSuperblocks(a.Engine.State(), false)
 		s.m.Close()
-		return true, err
+		return err
 	}
-	return false, nil
-}
-
-// RemoveSpare drops the spare at path.
-func (a *Array) RemoveSpare(path string) error {
-	ok, err := a.removeSpare(path)
-	if !ok {
-		return fmt.Errorf("%s is not a spare of this array", path)
-	}
-	return err
+	return fmt.Errorf("%s is not a spare of this array", path)
 }

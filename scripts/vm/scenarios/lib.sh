@@ -61,6 +61,26 @@ assert_no_devices() {
 	done
 }
 
+# wait_log FILE MSG: waits up to 10 s for a log line with "msg":"MSG" in FILE.
+wait_log() {
+	i=0
+	until grep -q "\"msg\":\"$2\"" "$1"; do
+		i=$((i + 1))
+		[ $i -gt 100 ] && fail "no '$2' log line in $1"
+		sleep 0.1
+	done
+}
+
+# released DEV: nothing holds DEV open exclusively (a member the array let
+# go); otherwise says which processes have it open and fails.
+released() {
+	python3 -c 'import os, sys; os.close(os.open(sys.argv[1], os.O_RDONLY | os.O_EXCL))' "$1" && return 0
+	for f in /proc/[0-9]*/fd/*; do
+		[ "$(readlink "$f" 2>/dev/null)" = "$1" ] && echo "held by $f: $(tr '\0' ' ' <"${f%/fd/*}/cmdline")"
+	done
+	fail "$1 is still held open"
+}
+
 # fio_errors OUTPUT_FILE: prints the total error count fio reported.
 fio_errors() {
 	awk -F'err=' '/err=/{split($2,a," "); s+=a[1]} END{print s+0}' "$1"

@@ -89,17 +89,11 @@ dmsetup suspend ubr-t1 && dmsetup reload ubr-t1 --table "0 $SZ error" && dmsetup
 wait $FIO || { cat "$SCRATCH/r10-rw.fio"; fail "fio failed"; }
 [ "$(fio_errors "$SCRATCH/r10-rw.fio")" = 0 ] || { cat "$SCRATCH/r10-rw.fio"; fail "fio reported errors"; }
 grep -q '"member failed"' "$SCRATCH/r10.err" || fail "no 'member failed' log line"
-i=0
-until grep -q '"spare activated"' "$SCRATCH/r10.err"; do
-	i=$((i + 1))
-	[ $i -gt 100 ] && fail "no 'spare activated' log line"
-	sleep 0.1
-done
+wait_log "$SCRATCH/r10.err" "spare activated"
 "$BIN" detail -n "$N" --wait >"$SCRATCH/r10-detail.txt" || fail "detail --wait"
 cat "$SCRATCH/r10-detail.txt"
 row 1 active "$SP" && grep -q 'State : active' "$SCRATCH/r10-detail.txt" || fail "detail after the spare's rebuild"
-python3 -c 'import os, sys; os.close(os.open(sys.argv[1], os.O_RDONLY | os.O_EXCL))' "$M1" ||
-	fail "the dead $M1 is still held open"
+released "$M1"
 
 step "check: the copies agree; the data verifies"
 "$BIN" check -n "$N" || fail "check"

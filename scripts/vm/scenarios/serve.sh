@@ -44,15 +44,6 @@ has_row() { # has_row FILE FIELDS...: a line of FILE has exactly these fields
 	shift
 	awk -v want="$*" '{ $1 = $1 } $0 == want { found = 1 } END { exit !found }' "$f"
 }
-# free DEV: nothing holds DEV open exclusively (a member the array let go).
-free() {
-	python3 -c 'import os, sys; os.close(os.open(sys.argv[1], os.O_RDONLY | os.O_EXCL))' "$1" && return 0
-	for f in /proc/[0-9]*/fd/*; do
-		[ "$(readlink "$f" 2>/dev/null)" = "$1" ] && echo "held by $f: $(tr '\0' ' ' <"${f%/fd/*}/cmdline")"
-	done
-	ls /sys/class/block/"$(basename "$(readlink -f "$1")")"/holders
-	return 1
-}
 metrics() { curl -sf "http://$METRICS/metrics" >"$SCRATCH/sv-metrics.txt" || fail "curl $METRICS/metrics"; }
 expect_metric() { # expect_metric SERIES VALUE
 	grep -qxF "$1 $2" "$SCRATCH/sv-metrics.txt" ||
@@ -143,7 +134,7 @@ step "remove $B"
 "$BIN" remove -n "$N" "$B" || fail "remove"
 detail
 has_row "$SCRATCH/sv-detail.txt" 1 missing - || { cat "$SCRATCH/sv-detail.txt"; fail "detail after remove"; }
-free "$B" || fail "the removed $B is still held open"
+released "$B"
 "$BIN" list -o json | grep -q '"missing_disks": 1' || fail "list after remove"
 metrics
 expect_metric "ublkraid_disks{device=\"$D\",state=\"failed\"}" 0
@@ -185,17 +176,12 @@ metrics
 expect_metric "ublkraid_disks{device=\"$D\",state=\"spare\"}" 1
 grep -q "$C" "$STATE" || { cat "$STATE"; fail "the state file does not list the spare"; }
 "$BIN" fail -n "$N" "$B" >/dev/null || fail "fail $B"
-i=0
-until grep -q '"spare activated"' "$SCRATCH/sv2.err"; do
-	i=$((i + 1))
-	[ $i -gt 100 ] && fail "no 'spare activated' log line"
-	sleep 0.1
-done
+wait_log "$SCRATCH/sv2.err" "spare activated"
 "$BIN" detail -n "$N" --wait >"$SCRATCH/sv-detail.txt" || fail "detail --wait"
 cat "$SCRATCH/sv-detail.txt"
 has_row "$SCRATCH/sv-detail.txt" 1 active "$C" && grep -q 'Spare Devices : 0' "$SCRATCH/sv-detail.txt" ||
 	fail "detail after the spare's rebuild"
-free "$B" || fail "the failed $B is still held open after the spare replaced it"
+released "$B"
 grep -q "$B" "$STATE" && { cat "$STATE"; fail "the state file still lists the replaced $B"; }
 "$BIN" check -n "$N" || fail "check"
 "$BIN" detail -n "$N" --wait >"$SCRATCH/sv-detail.txt" || fail "detail --wait"
