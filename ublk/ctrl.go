@@ -273,7 +273,7 @@ func (c *Control) DevInfo(id uint32) (DevInfo, error) {
 func (c *Control) QueueAffinity(id uint32, q uint16) (unix.CPUSet, error) {
 	var set unix.CPUSet
 	out, err := c.do(ctrlCmd{name: "GET_QUEUE_AFFINITY", op: cmdGetQueueAffinity, devID: id, queueID: q,
-		outLen: int(unsafe.Sizeof(set)), data0: 0})
+		outLen: int(unsafe.Sizeof(set)), data0: uint64(q)}) // the kernel reads the queue from data[0]
 	if err != nil {
 		return set, err
 	}

@@ -60,6 +60,7 @@ type Device struct {
 	mu       sync.Mutex
 	queueErr []error
 	queues   []*Queue
+	cpus     []int // CPU each queue thread is pinned to (-1: not pinned); set before the queues start
 	done     chan struct{}
 	stopOnce sync.Once
 }
@@ -210,6 +211,7 @@ func (d *Device) startQueues(cfg Config) error {
 	n := int(d.info.NrHwQueues)
 	d.queueErr = make([]error, n)
 	d.queues = make([]*Queue, n)
+	d.cpus = make([]int, n)
 	readies := make([]chan error, n)
 	for i := range n {
 		cpu := -1
@@ -218,6 +220,7 @@ func (d *Device) startQueues(cfg Config) error {
 				cpu = firstCPU(&set)
 			}
 		}
+		d.cpus[i] = cpu
 		readies[i] = make(chan error, 1)
 		d.wg.Add(1)
 		go func() {

@@ -309,3 +309,50 @@ func TestVMBadMembers(t *testing.T) {
 		t.Error("a refused member was written to")
 	}
 }
+
+// TestVMQueueAffinity checks that each queue thread is pinned to a CPU the
+// kernel maps to that queue: with a queue per CPU the maps are disjoint and
+// cover every CPU, so requests never cross CPUs between the submitter and
+// the queue thread. (GET_QUEUE_AFFINITY reads the queue from data[0]; with
+// the queue only in queue_id every thread was pinned to queue 0's CPU.)
+func TestVMQueueAffinity(t *testing.T) {
+	disk, ctrl := vmControl(t)
+	n := min(runtime.NumCPU(), MaxDefaultQueues)
+	d, m := createPassthrough(t, ctrl, disk, n)
+	defer m.Close()
+	defer d.Delete()
+	var seen unix.CPUSet
+	for q := range n {
+		set, err := ctrl.QueueAffinity(d.ID(), uint16(q))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if set.Count() == 0 {
+			t.Fatalf("queue %d: empty affinity", q)
+		}
+		for c := range len(set) * 64 {
+			if set.IsSet(c) && seen.IsSet(c) {
+				t.Errorf("CPU %d is mapped to queue %d and an earlier queue", c, q)
+			}
+			if set.IsSet(c) {
+				seen.Set(c)
+			}
+		}
+		if pinned := d.cpus[q]; pinned < 0 || !set.IsSet(pinned) {
+			t.Errorf("queue %d: thread pinned to CPU %d, kernel maps CPUs %v to it", q, d.cpus[q], cpuList(&set))
+		}
+	}
+	if seen.Count() != runtime.NumCPU() {
+		t.Errorf("queues' affinities cover %d CPUs, the machine has %d", seen.Count(), runtime.NumCPU())
+	}
+}
+
+func cpuList(set *unix.CPUSet) []int {
+	var l []int
+	for c := range len(set) * 64 {
+		if set.IsSet(c) {
+			l = append(l, c)
+		}
+	}
+	return l
+}
