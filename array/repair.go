@@ -70,12 +70,13 @@ func (a *Array) startRepairs() {
 			return // no repairs: bad copies stay until rewritten
 		}
 		defer unix.Munmap(buf)
+		io := newMemberIO(a)
 		for {
 			select {
 			case <-ctx.Done():
 				return
 			case r := <-a.repairs:
-				a.repair(ctx, r, buf)
+				a.repair(ctx, r, buf, io)
 			}
 		}
 	}()
@@ -85,9 +86,8 @@ func (a *Array) startRepairs() {
 // range raised so that no user write to it is in flight or starts: the
 // copy read is the newest data, and nothing overwrites the rewrite with
 // something older. A rewrite that fails fails its member.
-func (a *Array) repair(ctx context.Context, r repairReq, buf []byte) {
+func (a *Array) repair(ctx context.Context, r repairReq, buf []byte, io memberIO) {
 	g := a.Engine.Geo
-	io := memberIO{a}
 	var locs [engine.MaxCopies]engine.Location
 	for s, end := r.sector, r.sector+uint64(r.sectors); s < end; {
 		n := min(end-s, uint64(len(buf)>>9), g.ChunkEnd(s))

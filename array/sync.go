@@ -87,8 +87,44 @@ func (a *Array) SetSyncLog(f func(msg string, r SyncReport, err error)) {
 }
 
 // memberIO is resync.Members over the array's member files (pread/pwrite
-// at the data offset; p is aligned by the syncer).
-type memberIO struct{ a *Array }
+// at the data offset; p is aligned by the syncer). With a member timeout
+// (Array.MemberTimeout), an operation that has not returned by then fails
+// with errMemberTimeout, which fails the member (the job's OnMemberError),
+// and is left behind: a hung member must not hang the job, and with it
+// StopSync, del and replace. The I/O then runs on a bounce buffer of its
+// own, so a late completion can neither land in memory the syncer has
+// reused (read) nor take its data from it (write).
+type memberIO struct {
+	a *Array
+	// rw does the I/O (pread, pwrite; p nil: fdatasync); tests replace it.
+	rw func(fd int, p []byte, off int64, write bool) error
+	// bounce holds bounce buffers of bounceSize bytes for reuse.
+	bounce *bouncePool
+}
+
+func newMemberIO(a *Array) memberIO {
+	return memberIO{a: a, rw: memberRW, bounce: &bouncePool{}}
+}
+
+// memberRW is the I/O of new memberIOs (tests replace it).
+var memberRW = fileRW
+
+func fileRW(fd int, p []byte, off int64, write bool) error {
+	var n int
+	var err error
+	switch {
+	case p == nil:
+		return unix.Fdatasync(fd)
+	case write:
+		n, err = unix.Pwrite(fd, p, off)
+	default:
+		n, err = unix.Pread(fd, p, off)
+	}
+	if err == nil && n != len(p) {
+		err = ublk.ErrShortIO
+	}
+	return err
+}
 
 func (m memberIO) file(role int) (*ublk.Member, error) {
 	m.a.mu.Lock()
@@ -100,35 +136,101 @@ func (m memberIO) file(role int) (*ublk.Member, error) {
 }
 
 func (m memberIO) ReadAt(role int, p []byte, sector uint64) error {
-	f, err := m.file(role)
-	if err != nil {
-		return err
-	}
-	n, err := unix.Pread(f.Fd(), p, int64(m.a.dataOffset+sector<<9))
-	if err == nil && n != len(p) {
-		err = ublk.ErrShortIO
-	}
-	return err
+	return m.do(role, p, sector, false)
 }
 
 func (m memberIO) WriteAt(role int, p []byte, sector uint64) error {
-	f, err := m.file(role)
-	if err != nil {
-		return err
-	}
-	n, err := unix.Pwrite(f.Fd(), p, int64(m.a.dataOffset+sector<<9))
-	if err == nil && n != len(p) {
-		err = ublk.ErrShortIO
-	}
-	return err
+	return m.do(role, p, sector, true)
 }
 
-func (m memberIO) Flush(role int) error {
+func (m memberIO) Flush(role int) error { return m.do(role, nil, 0, false) }
+
+func (m memberIO) do(role int, p []byte, sector uint64, write bool) error {
 	f, err := m.file(role)
 	if err != nil {
 		return err
 	}
-	return unix.Fdatasync(f.Fd())
+	off := int64(m.a.dataOffset + sector<<9)
+	timeout := m.a.MemberTimeout
+	if timeout <= 0 {
+		return m.rw(f.Fd(), p, off, write)
+	}
+	var b []byte
+	if p != nil {
+		if b, err = m.bounce.get(len(p)); err != nil {
+			return err
+		}
+		if write {
+			copy(b, p)
+		}
+	}
+	rc, err := f.File.SyscallConn()
+	if err != nil {
+		return err
+	}
+	done := make(chan error, 1) // buffered: a late answer never blocks
+	go func() {
+		// Control holds a reference on the file for the call: closing the
+		// member meanwhile cannot free its descriptor for reuse under the
+		// late I/O (and takes no lock that a hung call would keep).
+		var ioErr error
+		if err := rc.Control(func(fd uintptr) { ioErr = m.rw(int(fd), b, off, write) }); err != nil {
+			ioErr = err
+		}
+		done <- ioErr
+	}()
+	t := time.NewTimer(timeout)
+	defer t.Stop()
+	select {
+	case err := <-done:
+		if err == nil && p != nil && !write {
+			copy(p, b)
+		}
+		m.bounce.put(b)
+		return err
+	case <-t.C:
+		// b stays with the I/O: never reused, never unmapped.
+		return fmt.Errorf("after %v: %w", timeout, errMemberTimeout)
+	}
+}
+
+// bounceSize is the size of the pooled bounce buffers (a sync step).
+const bounceSize = resync.StepSectors << 9
+
+// bouncePool keeps page-aligned bounce buffers (anonymous mappings, off
+// the Go heap) for memberIO; a buffer left behind with a timed-out I/O is
+// simply never returned.
+type bouncePool struct {
+	mu   sync.Mutex
+	free [][]byte
+}
+
+func (bp *bouncePool) get(n int) ([]byte, error) {
+	if n > bounceSize {
+		return nil, fmt.Errorf("sync I/O of %d bytes exceeds %d", n, bounceSize)
+	}
+	bp.mu.Lock()
+	if k := len(bp.free); k > 0 {
+		b := bp.free[k-1]
+		bp.free = bp.free[:k-1]
+		bp.mu.Unlock()
+		return b[:n], nil
+	}
+	bp.mu.Unlock()
+	b, err := unix.Mmap(-1, 0, bounceSize, unix.PROT_READ|unix.PROT_WRITE, unix.MAP_ANON|unix.MAP_PRIVATE)
+	if err != nil {
+		return nil, fmt.Errorf("map a sync bounce buffer: %w", err)
+	}
+	return b[:n], nil
+}
+
+func (bp *bouncePool) put(b []byte) {
+	if b == nil {
+		return
+	}
+	bp.mu.Lock()
+	bp.free = append(bp.free, b[:cap(b)])
+	bp.mu.Unlock()
 }
 
 // initSync sets up the barrier and the syncer (arrays with redundancy).
@@ -139,7 +241,7 @@ func (a *Array) initSync(spec CreateSpec) {
 	a.barrier = engine.NewBarrier(barrierShift, a.wakeQueues)
 	a.xbar = &exclusiveBarrier{b: a.barrier}
 	a.startRepairs()
-	a.sync = &syncer{a: a, s: resync.New(a.Engine, a.xbar, memberIO{a}, resync.Config{
+	a.sync = &syncer{a: a, s: resync.New(a.Engine, a.xbar, newMemberIO(a), resync.Config{
 		MinBytesPerSec: spec.SyncMinBytes, MaxBytesPerSec: spec.SyncMaxBytes, Busy: a.busy})}
 }
 
