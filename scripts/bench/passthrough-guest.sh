@@ -4,7 +4,9 @@
 # loop device with direct I/O over it. All three exist at once and each job
 # runs on them in turn, ROUNDS times (interleaved, so drift in the emulator
 # hits all three alike); the table shows medians. fio is pinned to the last
-# vCPU; the ublk server runs with its defaults (a queue per CPU).
+# vCPU; the ublk server runs one queue (-q 1: the kernel maps every CPU to it
+# and its thread is pinned to vCPU 0), so fio and the queue thread do not
+# share a vCPU, as loop's worker threads do not either.
 set -eu
 DISK=${1:-/dev/vda}
 RUNTIME=${BENCH_RUNTIME:-8}
@@ -18,7 +20,7 @@ fio --name=fill --filename="$DISK" --rw=write --bs=1M --iodepth=8 --direct=1 --i
 
 rm -f $OUT/pt.out
 : >$OUT/pt.out
-"$BIN" passthrough "$DISK" >$OUT/pt.out 2>$OUT/pt.err &
+"$BIN" passthrough -q 1 "$DISK" >$OUT/pt.out 2>$OUT/pt.err &
 PT=$!
 i=0
 while [ ! -s $OUT/pt.out ]; do

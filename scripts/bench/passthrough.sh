@@ -9,26 +9,45 @@ cd "$(dirname "${BASH_SOURCE[0]}")/../.."
 out=
 [ "${1:-}" = -o ] && out=$2
 go build -o .build/ublk-raid ./cmd/ublk-raid
+# BENCH_DISKS=ram (default): the disk files live in /dev/shm and qemu uses the
+# host page cache (cache=writeback), so member I/O costs the host no disk
+# time and the ratios measure CPU per I/O, not the host disk's latency
+# (which varies run to run). BENCH_DISKS=file: sparse files under .build,
+# cache=none (O_DIRECT on the host's disk).
+disks=${BENCH_DISKS:-ram}
+disk_args=()
+case $disks in
+ram)
+	ddir=$(mktemp -d /dev/shm/ublk-raid-bench.XXXXXX)
+	trap 'rm -rf "$ddir"' EXIT
+	disk_args=(--disk-dir "$ddir" --disk-opt cache=writeback,aio=io_uring)
+	;;
+file) ;;
+*) echo "BENCH_DISKS must be ram or file" >&2; exit 2 ;;
+esac
 log=$(mktemp)
-scripts/vm/run.sh --cpus 2 --mem 2048 --disk 2G --env "BENCH_RUNTIME=${BENCH_RUNTIME:-8}" --env "BENCH_ROUNDS=${BENCH_ROUNDS:-3}" \
+scripts/vm/run.sh --cpus 2 --mem 2048 "${disk_args[@]}" --disk 2G --env "BENCH_RUNTIME=${BENCH_RUNTIME:-8}" --env "BENCH_ROUNDS=${BENCH_ROUNDS:-3}" \
 	-- scripts/bench/passthrough-guest.sh /dev/vda | tee "$log"
 if [ -n "$out" ]; then
+	disk_desc="in /dev/shm, cache=writeback: no host disk time"
+	[ "$disks" = file ] && disk_desc="on the host's disk, cache=none"
 	{
 		echo "# Passthrough benchmark"
 		echo
-		echo "Command: \`scripts/bench/passthrough.sh -o $out\` (BENCH_RUNTIME=${BENCH_RUNTIME:-8} s per job after 2 s ramp,"
+		echo "Command: \`BENCH_DISKS=$disks scripts/bench/passthrough.sh -o $out\` (BENCH_RUNTIME=${BENCH_RUNTIME:-8} s per job after 2 s ramp,"
 		echo "BENCH_ROUNDS=${BENCH_ROUNDS:-3} interleaved rounds, medians shown; the last column lists every round's ratio)."
 		echo "Run on $(date -u +%Y-%m-%d), commit $(git rev-parse --short HEAD), in the project's VM: Debian 6.12.95 kernel,"
-		echo "qemu TCG, 2 vCPUs, one 2 GiB virtio disk (sparse file, cache=none). raw, ublk and loop exist at once and"
-		echo "take turns per job. fio (io_uring engine) is pinned to vCPU 1; the ublk server runs with its defaults:"
-		echo "one queue per CPU (2, depth 128), each thread pinned to its CPU, queue rings with DEFER_TASKRUN. TCG"
-		echo "timings are not hardware timings: read the ratios. The guest idles with HLT (scripts/vm/run.sh: with MWAIT"
-		echo "idle, TCG delays cross-CPU wake-ups to the next tick). With one queue pinned to the other vCPU than fio's"
-		echo "(the previous table), ublk reached 0.64x loop at QD32 randread: each request then crosses vCPUs twice"
-		echo "(fio -> queue thread -> fio), each an emulated IPI; with a queue per CPU the request stays on fio's vCPU,"
-		echo "and DEFER_TASKRUN runs the ring's completions in batches when the queue thread waits. The 1 MiB rows add"
+		echo "qemu TCG, 2 vCPUs, one 2 GiB virtio disk (sparse file; $disk_desc). raw, ublk and loop exist at once and"
+		echo "take turns per job. fio (io_uring engine) is pinned to vCPU 1; the ublk server runs one queue (\`-q 1\`,"
+		echo "depth 128), its thread pinned to vCPU 0, its ring with DEFER_TASKRUN. TCG timings are not hardware"
+		echo "timings: read the ratios. Under TCG every I/O path is CPU-bound, so a queue thread sharing fio's vCPU"
+		echo "halves the CPU either gets, while loop's worker threads run on the other vCPU; one queue on vCPU 0 gives"
+		echo "ublk the same two vCPUs. The guest idles with HLT (scripts/vm/run.sh: with MWAIT idle, TCG delays"
+		echo "cross-CPU wake-ups to the next tick). The 1 MiB rows add"
 		echo "the copy between the request and the server's buffer that ublk does on 6.12 (zero copy is masked off in"
-		echo "that driver), which TCG emulates slowly; loop with direct I/O copies nothing."
+		echo "that driver), which TCG emulates slowly; loop with direct I/O copies nothing. Tables before commit 1ac75ce"
+		echo "said the server ran a queue per CPU; a bug (GET_QUEUE_AFFINITY asked for queue 0 every time) pinned every"
+		echo "queue thread to vCPU 0, so they measured this same placement."
 		echo
 		sed -n '/^| job/,$p' "$log" | tr -d '\r'
 	} >"$out"

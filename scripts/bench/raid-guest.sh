@@ -2,9 +2,11 @@
 # Runs in the VM (scripts/bench/raid.sh boots it): the same fio jobs on md and
 # on ublk-raid over the same disks, for raid0 (4 disks), raid1 (2 disks) and
 # raid10 n2 (4 disks), 64 KiB chunks, no bitmap (md: --bitmap=none where md
-# allows it). md and ublk-raid take turns per level; prints a markdown table.
+# allows it). md and ublk-raid take turns per level, ROUNDS times (each round
+# creates both afresh); prints a markdown table of medians.
 set -eu
 RUNTIME=${BENCH_RUNTIME:-8}
+ROUNDS=${BENCH_ROUNDS:-3}
 BIN=.build/ublk-raid
 OUT=/tmp/bench
 mkdir -p $OUT
@@ -22,6 +24,8 @@ jobs() { # jobs LABEL DEVICE
 			--output="$OUT/$1-$name.json" "$a1" "$a2" "$a3" >/dev/null
 	done
 }
+r=1
+while [ $r -le "$ROUNDS" ]; do
 for cfg in raid0:0:4 raid1:1:2 raid10:10:4; do
 	name=${cfg%%:*}
 	rest=${cfg#*:}
@@ -35,7 +39,7 @@ for cfg in raid0:0:4 raid1:1:2 raid10:10:4; do
 	# shellcheck disable=SC2086
 	mdadm --create /dev/md0 --run --assume-clean --metadata=1.2 --level="$level" $opts \
 		--raid-devices="$n" $disks >/dev/null
-	jobs "md-$name" /dev/md0
+	jobs "md-$name-$r" /dev/md0
 	mdadm --stop /dev/md0 >/dev/null
 	# shellcheck disable=SC2086
 	mdadm --zero-superblock $disks
@@ -47,24 +51,29 @@ for cfg in raid0:0:4 raid1:1:2 raid10:10:4; do
 	U=$!
 	while [ ! -s $OUT/u.out ]; do sleep 0.1; done
 	dev=$(cat $OUT/u.out)
-	jobs "ublk-$name" "$dev"
+	jobs "ublk-$name-$r" "$dev"
 	"$BIN" del -n "$(echo "$dev" | tr -dc 0-9)" >/dev/null
 	wait $U
 done
+r=$((r + 1))
+done
 echo
-JOBS="$JOBS" OUT="$OUT" python3 - <<'PY'
-import json, os
-out = os.environ["OUT"]
+JOBS="$JOBS" ROUNDS="$ROUNDS" OUT="$OUT" python3 - <<'PY'
+import json, os, statistics
+out, rounds = os.environ["OUT"], int(os.environ["ROUNDS"])
 def val(path, kind):
     j = json.load(open(path))["jobs"][0]
     r, w = j["read"], j["write"]
     return r["iops"] + w["iops"] if kind == "iops" else (r["bw"] + w["bw"]) / 1024
-print("| level | job | unit | md | ublk-raid | ublk-raid / md |")
-print("| --- | --- | --- | ---: | ---: | ---: |")
+print("| level | job | unit | md | ublk-raid | ublk-raid / md | ublk-raid / md per round |")
+print("| --- | --- | --- | ---: | ---: | ---: | --- |")
 for level in ("raid0", "raid1", "raid10"):
     for line in os.environ["JOBS"].splitlines():
         name, kind = line.split(":")[:2]
-        m, u = val(f"{out}/md-{level}-{name}.json", kind), val(f"{out}/ublk-{level}-{name}.json", kind)
+        ms = [val(f"{out}/md-{level}-{name}-{r}.json", kind) for r in range(1, rounds + 1)]
+        us = [val(f"{out}/ublk-{level}-{name}-{r}.json", kind) for r in range(1, rounds + 1)]
+        m, u = statistics.median(ms), statistics.median(us)
         fmt = "{:.0f}" if kind == "iops" else "{:.1f}"
-        print(f"| {level} | {name} | {'IOPS' if kind == 'iops' else 'MiB/s'} | {fmt.format(m)} | {fmt.format(u)} | {u / m:.2f} |")
+        per = " ".join(f"{b / a:.2f}" for a, b in zip(ms, us))
+        print(f"| {level} | {name} | {'IOPS' if kind == 'iops' else 'MiB/s'} | {fmt.format(m)} | {fmt.format(u)} | {u / m:.2f} | {per} |")
 PY

@@ -3,22 +3,41 @@
 # run: raid0 and raid10 n2 over four disks, raid1 over two, 64 KiB chunks, no
 # bitmap; 4k random QD1/QD32 and 1 MiB sequential QD8. Prints a markdown
 # table; -o FILE also writes it with the command and environment.
-#   BENCH_RUNTIME=8 (seconds per job)
+#   BENCH_RUNTIME=8 (seconds per job), BENCH_ROUNDS=3 (rounds; medians)
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/../.."
 out=
 [ "${1:-}" = -o ] && out=$2
 go build -o .build/ublk-raid ./cmd/ublk-raid
+# BENCH_DISKS=ram (default): the disk files live in /dev/shm and qemu uses the
+# host page cache (cache=writeback), so member I/O costs the host no disk
+# time and the ratios measure CPU per I/O, not the host disk's latency
+# (which varies run to run). BENCH_DISKS=file: sparse files under .build,
+# cache=none (O_DIRECT on the host's disk).
+disks=${BENCH_DISKS:-ram}
+disk_args=()
+case $disks in
+ram)
+	ddir=$(mktemp -d /dev/shm/ublk-raid-bench.XXXXXX)
+	trap 'rm -rf "$ddir"' EXIT
+	disk_args=(--disk-dir "$ddir" --disk-opt cache=writeback,aio=io_uring)
+	;;
+file) ;;
+*) echo "BENCH_DISKS must be ram or file" >&2; exit 2 ;;
+esac
 log=$(mktemp)
-scripts/vm/run.sh --cpus 2 --mem 2048 --disk 1G --disk 1G --disk 1G --disk 1G \
-	--env "BENCH_RUNTIME=${BENCH_RUNTIME:-8}" -- scripts/bench/raid-guest.sh | tee "$log"
+scripts/vm/run.sh --cpus 2 --mem 2048 "${disk_args[@]}" --disk 1G --disk 1G --disk 1G --disk 1G \
+	--env "BENCH_RUNTIME=${BENCH_RUNTIME:-8}" --env "BENCH_ROUNDS=${BENCH_ROUNDS:-3}" -- scripts/bench/raid-guest.sh | tee "$log"
 if [ -n "$out" ]; then
+	disk_desc="in /dev/shm, cache=writeback: no host disk time"
+	[ "$disks" = file ] && disk_desc="on the host's disk, cache=none"
 	{
 		echo "# ublk-raid vs md"
 		echo
-		echo "Command: \`scripts/bench/raid.sh -o $out\` (BENCH_RUNTIME=${BENCH_RUNTIME:-8} s per job after 2 s ramp, one round)."
+		echo "Command: \`BENCH_DISKS=$disks scripts/bench/raid.sh -o $out\` (BENCH_RUNTIME=${BENCH_RUNTIME:-8} s per job after 2 s ramp,"
+		echo "BENCH_ROUNDS=${BENCH_ROUNDS:-3} rounds, each creating both arrays afresh; medians shown, the last column lists every round's ratio)."
 		echo "Run on $(date -u +%Y-%m-%d), commit $(git rev-parse --short HEAD), in the project's VM: Debian 6.12.95 kernel,"
-		echo "qemu TCG, 2 vCPUs, four 1 GiB virtio disks (sparse files, cache=none, filled first). md (mdadm 4.2,"
+		echo "qemu TCG, 2 vCPUs, four 1 GiB virtio disks (sparse files, filled first; $disk_desc). md (mdadm 4.2,"
 		echo "metadata 1.2, --assume-clean, --bitmap=none except raid0) and ublk-raid (\`run -q 1 --no-bitmap\`, one queue pinned"
 		echo "to vCPU 0) take turns on the same disks per level; fio (io_uring engine, 512 MiB range) is pinned to"
 		echo "vCPU 1. TCG timings are not hardware timings: read the ratios (see docs/bench/passthrough.md for why"
