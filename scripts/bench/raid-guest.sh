@@ -70,8 +70,8 @@ print("| --- | --- | --- | ---: | ---: | ---: | --- |")
 for level in ("raid0", "raid1", "raid10"):
     for line in os.environ["JOBS"].splitlines():
         name, kind = line.split(":")[:2]
-        ms = [val(f"{out}/md-{level}-{name}-{r}.json", kind) for r in range(1, rounds + 1)]
-        us = [val(f"{out}/ublk-{level}-{name}-{r}.json", kind) for r in range(1, rounds + 1)]
+        ms = [val(f"{out}/md-{level}-{r}-{name}.json", kind) for r in range(1, rounds + 1)]
+        us = [val(f"{out}/ublk-{level}-{r}-{name}.json", kind) for r in range(1, rounds + 1)]
         m, u = statistics.median(ms), statistics.median(us)
         fmt = "{:.0f}" if kind == "iops" else "{:.1f}"
         per = " ".join(f"{b / a:.2f}" for a, b in zip(ms, us))
