@@ -43,6 +43,10 @@ type repairReq struct {
 // unit, 4 KiB by default).
 const repairBytes = 1 << 20
 
+// A repair step's I/O goes through memberIO's bounce buffers: it must fit
+// one (this constant overflows, and the build fails, if it does not).
+const _ = uint(bounceSize - repairBytes)
+
 // requestRepair queues a read repair (engine.Executor.ReadRepair; queue
 // threads). It never blocks: when the queue is full the range is left as
 // it is, and the next read that fails on it reports it again.
