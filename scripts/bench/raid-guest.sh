@@ -2,8 +2,8 @@
 # Runs in the VM (scripts/bench/raid.sh boots it): the same fio jobs on md and
 # on ublk-raid over the same disks, for raid0 (4 disks), raid1 (2 disks) and
 # raid10 n2 (4 disks), 64 KiB chunks, no bitmap (md: --bitmap=none where md
-# allows it). md and ublk-raid take turns per level, ROUNDS times (each round
-# creates both afresh); prints a markdown table of medians.
+# allows it). md and ublk-raid take turns per job, each created afresh on the
+# same disks, ROUNDS times; prints a markdown table of medians.
 set -eu
 RUNTIME=${BENCH_RUNTIME:-8}
 ROUNDS=${BENCH_ROUNDS:-3}
@@ -17,45 +17,72 @@ for d in $D4; do
 	fio --name=fill --filename="$d" --rw=write --bs=1M --iodepth=8 --direct=1 --ioengine=libaio --eta=never >/dev/null
 done
 . scripts/bench/jobs.sh
-jobs() { # jobs LABEL DEVICE
-	echo "$JOBS" | while IFS=: read -r name kind a1 a2 a3; do
-		fio --name="$1-$name" --filename="$2" --direct=1 --ioengine=io_uring --size=512M --time_based \
-			--runtime="$RUNTIME" --ramp_time=2 --cpus_allowed="$last" --eta=never --output-format=json \
-			--output="$OUT/$1-$name.json" "$a1" "$a2" "$a3" >/dev/null
-	done
+job() { # job LABEL DEVICE FIO-ARGS...: one fio job, JSON to $OUT/LABEL.json
+	job_label=$1
+	job_dev=$2
+	shift 2
+	fio --name="$job_label" --filename="$job_dev" --direct=1 --ioengine=io_uring --size=512M --time_based \
+		--runtime="$RUNTIME" --ramp_time=2 --cpus_allowed="$last" --eta=never --output-format=json \
+		--output="$OUT/$job_label.json" "$@" >/dev/null
 }
-r=1
-while [ $r -le "$ROUNDS" ]; do
-for cfg in raid0:0:4 raid1:1:2 raid10:10:4; do
-	name=${cfg%%:*}
-	rest=${cfg#*:}
-	level=${rest%%:*}
-	n=${rest#*:}
-	disks=$D4
-	[ "$n" = 2 ] && disks=$D2
+md_up() { # md_up LEVEL N DISKS
 	opts="--bitmap=none --chunk=64"
-	[ "$level" = 0 ] && opts=--chunk=64 # md: a bitmap is meaningless for raid0
-	[ "$level" = 1 ] && opts=--bitmap=none # and a chunk for raid1
+	[ "$1" = 0 ] && opts=--chunk=64 # md: a bitmap is meaningless for raid0
+	[ "$1" = 1 ] && opts=--bitmap=none # and a chunk for raid1
 	# shellcheck disable=SC2086
-	mdadm --create /dev/md0 --run --assume-clean --metadata=1.2 --level="$level" $opts \
-		--raid-devices="$n" $disks >/dev/null
-	jobs "md-$name-$r" /dev/md0
-	mdadm --stop /dev/md0 >/dev/null
+	mdadm --create /dev/md0 --run --assume-clean --metadata=1.2 --level="$1" $opts \
+		--raid-devices="$2" $3 >/dev/null 2>&1
+}
+md_down() { # md_down DISKS
+	mdadm --stop /dev/md0 >/dev/null 2>&1
 	# shellcheck disable=SC2086
-	mdadm --zero-superblock $disks
-	for d in $disks; do dd if=/dev/zero of="$d" bs=1M count=4 oflag=direct 2>/dev/null; done
-	rm -f $OUT/u.out
+	mdadm --zero-superblock $1
+	for d in $1; do dd if=/dev/zero of="$d" bs=1M count=4 oflag=direct 2>/dev/null; done
+}
+ublk_up() { # ublk_up LEVEL DISKS: prints the device
 	: >$OUT/u.out
 	# shellcheck disable=SC2086
-	"$BIN" run --level "$level" --chunk 64K -q 1 --no-bitmap $disks >$OUT/u.out 2>$OUT/u.err &
-	U=$!
-	while [ ! -s $OUT/u.out ]; do sleep 0.1; done
-	dev=$(cat $OUT/u.out)
-	jobs "ublk-$name-$r" "$dev"
-	"$BIN" del -n "$(echo "$dev" | tr -dc 0-9)" >/dev/null
-	wait $U
-done
-r=$((r + 1))
+	"$BIN" run --level "$1" --chunk 64K -q 1 --no-bitmap $2 >$OUT/u.out 2>$OUT/u.err &
+	echo $! >$OUT/u.pid
+	i=0
+	while [ ! -s $OUT/u.out ]; do
+		i=$((i + 1))
+		[ $i -lt 300 ] || { cat $OUT/u.err >&2; exit 1; }
+		sleep 0.1
+	done
+	cat $OUT/u.out
+}
+ublk_down() { # ublk_down DEVICE
+	"$BIN" del -n "$(echo "$1" | tr -dc 0-9)" >/dev/null
+	# The server was started in ublk_up's subshell: not our child to wait
+	# for. It must be gone (and its disks free) before md takes them.
+	while kill -0 "$(cat $OUT/u.pid)" 2>/dev/null; do sleep 0.1; done
+}
+# Every job runs on md, then on ublk-raid, each created afresh on the same
+# disks for it (md --assume-clean; ublk-raid needs no initial sync either),
+# so the two runs of a job are seconds apart and emulator drift hits both
+# alike; ROUNDS rounds of that.
+r=1
+while [ $r -le "$ROUNDS" ]; do
+	for cfg in raid0:0:4 raid1:1:2 raid10:10:4; do
+		name=${cfg%%:*}
+		rest=${cfg#*:}
+		level=${rest%%:*}
+		n=${rest#*:}
+		disks=$D4
+		[ "$n" = 2 ] && disks=$D2
+		while IFS=: read -r jname _ a1 a2 a3 <&3; do
+			md_up "$level" "$n" "$disks"
+			job "md-$name-$r-$jname" /dev/md0 "$a1" "$a2" "$a3"
+			md_down "$disks"
+			dev=$(ublk_up "$level" "$disks")
+			job "ublk-$name-$r-$jname" "$dev" "$a1" "$a2" "$a3"
+			ublk_down "$dev"
+		done 3<<EOF
+$JOBS
+EOF
+	done
+	r=$((r + 1))
 done
 echo
 JOBS="$JOBS" ROUNDS="$ROUNDS" OUT="$OUT" python3 - <<'PY'
