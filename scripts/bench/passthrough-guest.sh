@@ -42,7 +42,7 @@ job() { # job TARGET NAME FIO-ARGS...: one fio job, JSON to $OUT/NAME.json
 
 . scripts/bench/jobs.sh
 
-echo "$JOBS" | while IFS=: read -r name kind a1 a2 a3; do
+echo "$JOBS" | while IFS=: read -r name _ a1 a2 a3; do
 	r=1
 	while [ $r -le "$ROUNDS" ]; do
 		job "$DISK" "raw-$name-$r" "$a1" "$a2" "$a3"

@@ -20,7 +20,7 @@ case $disks in
 ram)
 	ddir=$(mktemp -d /dev/shm/ublk-raid-bench.XXXXXX)
 	trap 'rm -rf "$ddir"' EXIT
-	disk_args=(--disk-dir "$ddir" --disk-opt cache=writeback,aio=io_uring)
+	disk_args=(--disk-dir "$ddir" --disk-opt "cache=writeback,aio=io_uring")
 	;;
 file) ;;
 *) echo "BENCH_DISKS must be ram or file" >&2; exit 2 ;;
