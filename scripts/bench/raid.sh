@@ -9,28 +9,11 @@ cd "$(dirname "${BASH_SOURCE[0]}")/../.."
 out=
 [ "${1:-}" = -o ] && out=$2
 go build -o .build/ublk-raid ./cmd/ublk-raid
-# BENCH_DISKS=ram (default): the disk files live in /dev/shm and qemu uses the
-# host page cache (cache=writeback), so member I/O costs the host no disk
-# time and the ratios measure CPU per I/O, not the host disk's latency
-# (which varies run to run). BENCH_DISKS=file: sparse files under .build,
-# cache=none (O_DIRECT on the host's disk).
-disks=${BENCH_DISKS:-ram}
-disk_args=()
-case $disks in
-ram)
-	ddir=$(mktemp -d /dev/shm/ublk-raid-bench.XXXXXX)
-	trap 'rm -rf "$ddir"' EXIT
-	disk_args=(--disk-dir "$ddir" --disk-opt "cache=writeback,aio=io_uring")
-	;;
-file) ;;
-*) echo "BENCH_DISKS must be ram or file" >&2; exit 2 ;;
-esac
+. scripts/bench/disks.sh
 log=$(mktemp)
 scripts/vm/run.sh --cpus 2 --mem 2048 "${disk_args[@]}" --disk 1G --disk 1G --disk 1G --disk 1G \
 	--env "BENCH_RUNTIME=${BENCH_RUNTIME:-8}" --env "BENCH_ROUNDS=${BENCH_ROUNDS:-3}" -- scripts/bench/raid-guest.sh | tee "$log"
 if [ -n "$out" ]; then
-	disk_desc="in /dev/shm, cache=writeback: no host disk time"
-	[ "$disks" = file ] && disk_desc="on the host's disk, cache=none"
 	{
 		echo "# ublk-raid vs md"
 		echo
