@@ -25,6 +25,9 @@ type QueueOptions struct {
 	NoFixedBuffers bool
 	DeferTaskrun   bool
 	PollFor        time.Duration
+	// Scheduler is written to each device's queue/scheduler ("": the
+	// kernel's choice).
+	Scheduler string
 	// MemberTimeout fails a member whose I/O takes longer (0: never).
 	MemberTimeout time.Duration
 }
@@ -228,7 +231,7 @@ func openRetry(members []string) (*array.Array, error) {
 func (m *Manager) config(n, queues, depth, maxIO int) ublk.Config {
 	q := m.opts.Queue
 	return ublk.Config{ID: n, Queues: queues, Depth: depth, MaxIOBytes: maxIO,
-		NoPin: q.NoPin, NoFixedBuffers: q.NoFixedBuffers, DeferTaskrun: q.DeferTaskrun, PollFor: q.PollFor}
+		NoPin: q.NoPin, NoFixedBuffers: q.NoFixedBuffers, DeferTaskrun: q.DeferTaskrun, PollFor: q.PollFor, Scheduler: q.Scheduler}
 }
 
 // start serves a (owned by start from here on: closed on error) on

@@ -33,6 +33,13 @@ type Config struct {
 	NoFixedBuffers bool
 	// DeferTaskrun creates queue rings with IORING_SETUP_DEFER_TASKRUN.
 	DeferTaskrun bool
+	// Scheduler, if set, is written to the block device's
+	// queue/scheduler once it is live. "" leaves the kernel's choice,
+	// which is mq-deadline for a device with one queue: for a device that
+	// only remaps requests onto members with schedulers of their own that
+	// is a lock and a sort per request and nothing gained, so servers pass
+	// "none".
+	Scheduler string
 	// PollFor makes each queue thread poll for up to this long after
 	// activity before sleeping in the kernel (0: never poll).
 	PollFor time.Duration
@@ -91,6 +98,9 @@ func (c Config) Validate() error {
 		return fmt.Errorf("max I/O size %d: must be a multiple of 4096 up to 32 MiB", c.MaxIOBytes)
 	case c.Params.Basic.DevSectors == 0:
 		return errors.New("device size is zero")
+	}
+	if err := CheckScheduler(c.Scheduler); err != nil {
+		return err
 	}
 	b := c.Params.Basic
 	if b.LogicalBSShift < 9 || b.LogicalBSShift > 12 || b.PhysicalBSShift < b.LogicalBSShift {
@@ -154,7 +164,29 @@ func Create(ctrl *Control, target Target, cfg Config) (*Device, error) {
 	if err := ctrl.StartDev(info.DevID, os.Getpid()); err != nil {
 		return fail(err)
 	}
+	if cfg.Scheduler != "" {
+		path := fmt.Sprintf("/sys/block/ublkb%d/queue/scheduler", info.DevID)
+		if err := os.WriteFile(path, []byte(cfg.Scheduler), 0); err != nil {
+			return fail(fmt.Errorf("setting I/O scheduler %q: %w", cfg.Scheduler, err))
+		}
+	}
 	return d, nil
+}
+
+// CheckScheduler accepts "" and names made of what kernel elevator names
+// are made of (so nothing else can be written into sysfs). Whether the
+// kernel has that scheduler shows only when Create writes it.
+func CheckScheduler(s string) error {
+	ok := len(s) <= 32
+	for _, c := range s {
+		if !(c >= 'a' && c <= 'z' || c >= '0' && c <= '9' || c == '-' || c == '_') {
+			ok = false
+		}
+	}
+	if !ok {
+		return fmt.Errorf("I/O scheduler %q: want a name such as none or mq-deadline", s)
+	}
+	return nil
 }
 
 // Recover re-attaches this process to device id, whose previous server

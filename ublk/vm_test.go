@@ -356,3 +356,40 @@ func cpuList(set *unix.CPUSet) []int {
 	}
 	return l
 }
+
+func TestVMScheduler(t *testing.T) {
+	disk, ctrl := vmControl(t)
+	sched := func(d *Device) string {
+		b, err := os.ReadFile(fmt.Sprintf("/sys/block/ublkb%d/queue/scheduler", d.ID()))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return strings.TrimSpace(string(b))
+	}
+	d, m := createPassthroughCfg(t, ctrl, disk, Config{ID: -1, Queues: 1, Scheduler: "none"})
+	got := sched(d)
+	d.Delete()
+	m.Close()
+	if !strings.Contains(got, "[none]") {
+		t.Errorf("Scheduler none: queue/scheduler reads %q", got)
+	}
+
+	// A scheduler the kernel does not have: Create fails and leaves no
+	// device behind.
+	before, _ := filepath.Glob("/dev/ublkc*")
+	m, err := OpenMember(disk)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer m.Close()
+	tgt := NewPassthrough(m)
+	if d, err := Create(ctrl, tgt, Config{ID: -1, Queues: 1, Params: tgt.Params(), Scheduler: "no-such-elevator"}); err == nil {
+		d.Delete()
+		t.Fatal("Create with an unknown scheduler succeeded")
+	} else if !strings.Contains(err.Error(), "no-such-elevator") {
+		t.Errorf("error does not name the scheduler: %v", err)
+	}
+	if after, _ := filepath.Glob("/dev/ublkc*"); len(after) != len(before) {
+		t.Errorf("ublk char devices %v before, %v after the failed Create", before, after)
+	}
+}

@@ -36,6 +36,7 @@ func TestCLIUsageErrors(t *testing.T) {
 		{[]string{"passthrough", "--max-io", "3000", "/dev/x"}, "--max-io"},
 		{[]string{"passthrough", "--max-io", "64M", "/dev/x"}, "--max-io"},
 		{[]string{"passthrough", "--max-io", "lots", "/dev/x"}, "--max-io"},
+		{[]string{"passthrough", "--scheduler", "None", "/dev/x"}, "--scheduler"},
 		{[]string{"passthrough", "--bogus", "/dev/x"}, "unknown flag"},
 		{[]string{"passthrough", "--log-level", "loud", "/dev/x"}, "--log-level"},
 		{[]string{"recover", "/dev/x"}, "needs -n"},

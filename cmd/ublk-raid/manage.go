@@ -48,6 +48,7 @@ type serveDaemonOptions struct {
 	defer_        bool
 	poll          time.Duration
 	memberTimeout time.Duration
+	sched         string
 }
 
 func newServeCmd(logLevel, socket *string) *cobra.Command {
@@ -83,6 +84,7 @@ func newServeCmd(logLevel, socket *string) *cobra.Command {
 	c.Flags().BoolVar(&o.defer_, "defer-taskrun", true, "create queue rings with IORING_SETUP_DEFER_TASKRUN (completions run when the queue thread waits; --defer-taskrun=false: as they come)")
 	c.Flags().DurationVar(&o.poll, "poll", 0, "queue threads poll this long after activity before sleeping (e.g. 50us)")
 	c.Flags().DurationVar(&o.memberTimeout, "member-timeout", defaultMemberTimeout, "fail a member whose I/O takes longer than this (0: never)")
+	c.Flags().StringVar(&o.sched, "scheduler", schedulerDefault, schedulerUsage)
 	return c
 }
 
@@ -99,7 +101,11 @@ func (o serveDaemonOptions) validate() (daemon.QueueOptions, error) {
 	if o.poll < 0 {
 		return q, usagef("--poll %v: must not be negative", o.poll)
 	}
+	if err := ublk.CheckScheduler(o.sched); err != nil {
+		return q, usagef("--scheduler: %v", err)
+	}
 	q.PollFor = o.poll
+	q.Scheduler = o.sched
 	return q, nil
 }
 

@@ -67,6 +67,8 @@ func TestManageUsageErrors(t *testing.T) {
 		{[]string{"add", "--level", "1", "--bitmap-region", "32K", "/dev/a", "/dev/b"}, "at least 64K"},
 		{[]string{"add", "--level", "1", "--sync-speed-min", "10M", "--sync-speed-max", "1M", "/dev/a", "/dev/b"}, "above"},
 		{[]string{"serve", "--member-timeout", "1s"}, "--member-timeout"},
+		{[]string{"serve", "--scheduler", "../x"}, "--scheduler"},
+		{[]string{"run", "-l", "1", "--scheduler", "mq deadline", "/dev/a", "/dev/b"}, "--scheduler"},
 		{[]string{"add", "--level", "1", "--spare", "/dev/a", "/dev/a", "/dev/b"}, "--spare /dev/a: given twice"},
 		{[]string{"add", "--level", "1", "--spare", "/dev/c", "--spare", "/dev/c", "/dev/a", "/dev/b"}, "given twice"},
 		{[]string{"add", "--level", "0", "--spare", "/dev/c", "/dev/a", "/dev/b"}, "raid0"},

@@ -29,7 +29,15 @@ type serveOptions struct {
 	noFixed bool
 	defer_  bool
 	poll    time.Duration
+	sched   string
 }
+
+// The ublk device only remaps requests onto members that have schedulers
+// of their own; the kernel would give a one-queue device mq-deadline.
+const (
+	schedulerDefault = "none"
+	schedulerUsage   = "I/O scheduler of the ublk block device (\"\": the kernel's choice, mq-deadline for one queue)"
+)
 
 func (o *serveOptions) addFlags(c *cobra.Command) {
 	c.Flags().IntVarP(&o.number, "number", "n", -1, "device number N of /dev/ublkbN (-1: first free)")
@@ -40,6 +48,7 @@ func (o *serveOptions) addFlags(c *cobra.Command) {
 	c.Flags().BoolVar(&o.noFixed, "no-fixed-buffers", false, "do not register I/O buffers with io_uring")
 	c.Flags().BoolVar(&o.defer_, "defer-taskrun", true, "create queue rings with IORING_SETUP_DEFER_TASKRUN (completions run when the queue thread waits; --defer-taskrun=false: as they come)")
 	c.Flags().DurationVar(&o.poll, "poll", 0, "queue threads poll this long after activity before sleeping (e.g. 50us; 0: off)")
+	c.Flags().StringVar(&o.sched, "scheduler", schedulerDefault, schedulerUsage)
 }
 
 func (o *serveOptions) config() (ublk.Config, error) {
@@ -57,8 +66,11 @@ func (o *serveOptions) config() (ublk.Config, error) {
 	case maxIO < 4096 || maxIO%4096 != 0 || maxIO > 32<<20:
 		return ublk.Config{}, usagef("--max-io %s: must be a multiple of 4K from 4K to 32M", o.maxIO)
 	}
+	if err := ublk.CheckScheduler(o.sched); err != nil {
+		return ublk.Config{}, usagef("--scheduler: %v", err)
+	}
 	return ublk.Config{ID: o.number, Queues: o.queues, Depth: o.depth, MaxIOBytes: int(maxIO),
-		NoPin: o.noPin, NoFixedBuffers: o.noFixed, DeferTaskrun: o.defer_, PollFor: o.poll}, nil
+		NoPin: o.noPin, NoFixedBuffers: o.noFixed, DeferTaskrun: o.defer_, PollFor: o.poll, Scheduler: o.sched}, nil
 }
 
 // parseSize parses 4096, 4K, 512k, 1M, 2G.
