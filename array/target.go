@@ -84,8 +84,11 @@ func (a *Array) NewQueue(q *ublk.Queue) (ublk.QueueHandler, error) {
 	}
 	h.exec = engine.NewExecutor(a.Engine, h, q.Depth(), q.MaxIOBytes())
 	start := time.Now()
-	// The clock times bitmap waits and member reads (read balancing).
-	h.exec.Now = func() time.Duration { return time.Since(start) }
+	// The clock times bitmap waits, member reads (read balancing) and
+	// member timeouts. It is the queue loop's clock, read once per turn:
+	// a clock read per member operation cost 5% of the queue thread at 4k
+	// QD32 under TCG.
+	h.exec.Now = func() time.Duration { return q.Now().Sub(start) }
 	h.exec.Balance().WriteMostly = a.WriteMostly
 	if bm := a.Bitmap; bm != nil {
 		h.exec.Intent = bm
