@@ -17,12 +17,12 @@ if [ -n "$out" ]; then
 	{
 		echo "# ublk-raid vs md"
 		echo
-		echo "Command: \`BENCH_DISKS=$disks scripts/bench/raid.sh -o $out\` (BENCH_RUNTIME=${BENCH_RUNTIME:-8} s per job after 2 s ramp,"
-		echo "BENCH_ROUNDS=${BENCH_ROUNDS:-3} rounds; medians shown, the last column lists every round's ratio)."
+		echo "Command: \`BENCH_DISKS=$disks BENCH_ROUNDS=${BENCH_ROUNDS:-3} BENCH_RUNTIME=${BENCH_RUNTIME:-8} scripts/bench/raid.sh -o $out\`"
+		echo "(seconds per job after a 2 s ramp; medians shown, the last column lists every round's ratio)."
 		echo "Run on $(date -u +%Y-%m-%d), commit $(git rev-parse --short HEAD), in the project's VM: Debian 6.12.95 kernel,"
 		echo "qemu TCG, 2 vCPUs, four 1 GiB virtio disks (sparse files, filled first; $disk_desc). md (mdadm 4.2,"
 		echo "metadata 1.2, --assume-clean, --bitmap=none except raid0) and ublk-raid (\`run -q 1 --no-bitmap\`, one queue pinned"
-		echo "to vCPU 0) take turns per job, each created afresh on the same disks for it (so the two runs of a job are seconds apart); fio (io_uring engine, 512 MiB range) is pinned to"
+		echo "to vCPU 0, no I/O scheduler on its device) take turns per job, each created afresh on the same disks for it (so the two runs of a job are seconds apart); fio (io_uring engine, 512 MiB range) is pinned to"
 		echo "vCPU 1. TCG timings are not hardware timings: read the ratios (see docs/bench/passthrough.md for why"
 		echo "ublk pays for cross-vCPU hand-offs under emulation)."
 		echo
