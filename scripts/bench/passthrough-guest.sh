@@ -30,6 +30,8 @@ while [ ! -s $OUT/pt.out ]; do
 done
 UB=$(cat $OUT/pt.out)
 LOOP=$(losetup --direct-io=on --show -f "$DISK")
+sched() { sed 's/.*\[\(.*\)\].*/\1/' "/sys/block/${1#/dev/}/queue/scheduler"; }
+SCHEDS="I/O schedulers: raw disk $(sched "$DISK"), ublk $(sched "$UB"), loop $(sched "$LOOP")."
 
 job() { # job TARGET NAME FIO-ARGS...: one fio job, JSON to $OUT/NAME.json
 	job_target=$1
@@ -74,3 +76,5 @@ for line in os.environ["JOBS"].splitlines():
     print(f"| {name} | {'IOPS' if kind == 'iops' else 'MiB/s'} | {fmt.format(med['raw'])} | {fmt.format(med['ublk'])} | "
           f"{fmt.format(med['loop'])} | {med['ublk'] / med['loop']:.2f} | {ratios} |")
 PY
+echo
+echo "$SCHEDS"

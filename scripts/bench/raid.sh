@@ -11,7 +11,12 @@ out=
 go build -o .build/ublk-raid ./cmd/ublk-raid
 . scripts/bench/disks.sh
 log=$(mktemp)
-scripts/vm/run.sh --cpus 2 --mem 2048 "${disk_args[@]}" --disk 1G --disk 1G --disk 1G --disk 1G \
+# A round is 36 fio jobs of RUNTIME+2 s, each after an array set-up: ~8
+# min at the default 8 s under TCG; the VM gets about twice that per round
+# (run.sh's default timeout, 30 min, ends a 5-round run).
+rounds=${BENCH_ROUNDS:-3}
+vm_timeout=$((600 + rounds * 120 * (${BENCH_RUNTIME:-8} + 2)))
+scripts/vm/run.sh --timeout "$vm_timeout" --cpus 2 --mem 2048 "${disk_args[@]}" --disk 1G --disk 1G --disk 1G --disk 1G \
 	--env "BENCH_RUNTIME=${BENCH_RUNTIME:-8}" --env "BENCH_ROUNDS=${BENCH_ROUNDS:-3}" -- scripts/bench/raid-guest.sh | tee "$log"
 if [ -n "$out" ]; then
 	{
