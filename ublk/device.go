@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"path/filepath"
 	"runtime"
 	"sync"
 	"time"
@@ -165,7 +166,7 @@ func Create(ctrl *Control, target Target, cfg Config) (*Device, error) {
 		return fail(err)
 	}
 	if cfg.Scheduler != "" {
-		path := fmt.Sprintf("/sys/block/ublkb%d/queue/scheduler", info.DevID)
+		path := "/sys/block/" + filepath.Base(d.BlockPath()) + "/queue/scheduler"
 		if err := os.WriteFile(path, []byte(cfg.Scheduler), 0); err != nil {
 			return fail(fmt.Errorf("setting I/O scheduler %q: %w", cfg.Scheduler, err))
 		}

@@ -22,6 +22,7 @@ perf probe -q -a vp_notify
 EVENTS="probe:vp_notify irq:irq_handler_entry syscalls:sys_enter_io_uring_enter sched:sched_switch"
 ev=
 for e in $EVENTS; do ev="$ev -e $e"; done
+. scripts/bench/arrays.sh
 job() { # job LABEL DEVICE RW
 	# shellcheck disable=SC2086
 	perf stat -a $ev -x, -o "$OUT/$1.stat" -- fio --name="$1" --filename="$2" --direct=1 --ioengine=io_uring \
@@ -31,21 +32,12 @@ job() { # job LABEL DEVICE RW
 r=1
 while [ $r -le "$ROUNDS" ]; do
 	for rw in randread randwrite; do
-		# shellcheck disable=SC2086
-		mdadm --create /dev/md0 --run --assume-clean --metadata=1.2 --level=0 --chunk=64 --raid-devices=4 $D4 >/dev/null 2>&1
+		md_up 0 4 "$D4"
 		job "md-$rw-$r" /dev/md0 $rw
-		mdadm --stop /dev/md0 >/dev/null 2>&1
-		# shellcheck disable=SC2086
-		mdadm --zero-superblock $D4
-		: >$OUT/u.out
-		# shellcheck disable=SC2086
-		"$BIN" run --level 0 --chunk 64K -q 1 --no-bitmap $D4 >$OUT/u.out 2>$OUT/u.err &
-		pid=$!
-		while [ ! -s $OUT/u.out ]; do sleep 0.1; done
-		dev=$(cat $OUT/u.out)
+		md_down "$D4"
+		dev=$(ublk_up 0 "$D4")
 		job "ublk-$rw-$r" "$dev" $rw
-		"$BIN" del -n "$(echo "$dev" | tr -dc 0-9)" >/dev/null
-		wait $pid
+		ublk_down "$dev"
 	done
 	r=$((r + 1))
 done
