@@ -17,6 +17,8 @@ import (
 	"syscall"
 	"text/tabwriter"
 	"time"
+	"unicode"
+	"unicode/utf8"
 
 	"github.com/spf13/cobra"
 
@@ -694,6 +696,12 @@ func newMemberCmd(socket *string, op, short, done string) *cobra.Command {
 			}
 			if args[0] == "" {
 				return usagef("MEMBER is empty")
+			}
+			// JSON would carry other text than was given.
+			for _, p := range []string{args[0], o.with} {
+				if !utf8.ValidString(p) || strings.ContainsFunc(p, unicode.IsControl) {
+					return usagef("%q: not UTF-8 text without control characters", p)
+				}
 			}
 			a, err := daemon.NewClient(*socket).MemberOp(o.number, op, daemon.MemberRequest{Member: args[0], With: o.with})
 			if err != nil {

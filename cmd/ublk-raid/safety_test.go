@@ -109,6 +109,8 @@ func TestUsageExitsTwo(t *testing.T) {
 		wantUsage(t, fake, sock, []string{cmd, "--level", "1", "--spare", link, img, "/dev/vdb"}, "--spare")
 		wantUsage(t, fake, sock, []string{cmd, "--level", "1", "--name", "a\tb", "/dev/vda", "/dev/vdb"}, "--name")
 	}
+	wantUsage(t, fake, sock, []string{"fail", "-n", "0", "/dev/vd\xff"}, "not UTF-8 text")
+	wantUsage(t, fake, sock, []string{"replace", "-n", "0", "/dev/vda", "--with", "/dev/vd\x01"}, "not UTF-8 text")
 	for _, args := range [][]string{{"lst"}, {"bogus", "extra"}, {"examin", "/dev/vda"}} {
 		_, stderr, code := runCLI(args...)
 		if code != exitUsage || !strings.HasPrefix(stderr, "unknown command") || strings.Count(strings.TrimSpace(stderr), "\n") != 0 {
