@@ -193,6 +193,11 @@ func addSpares(o addOptions, c *daemon.Client, stdout io.Writer) error {
 		return err
 	}
 	for _, sp := range spares {
+		if err := textArg(sp); err != nil {
+			return err
+		}
+	}
+	for _, sp := range spares {
 		if _, err := c.MemberOp(o.run.serve.number, "add-spare", daemon.MemberRequest{Member: sp}); err != nil {
 			return err
 		}
@@ -240,6 +245,15 @@ func absPaths(paths []string) ([]string, error) {
 		out = append(out, a)
 	}
 	return out, nil
+}
+
+// textArg refuses a path JSON would carry as other text than was given
+// (invalid UTF-8 becomes U+FFFD), or with control characters.
+func textArg(p string) error {
+	if !utf8.ValidString(p) || strings.ContainsFunc(p, unicode.IsControl) {
+		return usagef("%q: not UTF-8 text without control characters", p)
+	}
+	return nil
 }
 
 // ---- del
@@ -697,10 +711,9 @@ func newMemberCmd(socket *string, op, short, done string) *cobra.Command {
 			if args[0] == "" {
 				return usagef("MEMBER is empty")
 			}
-			// JSON would carry other text than was given.
 			for _, p := range []string{args[0], o.with} {
-				if !utf8.ValidString(p) || strings.ContainsFunc(p, unicode.IsControl) {
-					return usagef("%q: not UTF-8 text without control characters", p)
+				if err := textArg(p); err != nil {
+					return err
 				}
 			}
 			a, err := daemon.NewClient(*socket).MemberOp(o.number, op, daemon.MemberRequest{Member: args[0], With: o.with})

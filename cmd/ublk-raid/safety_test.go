@@ -110,6 +110,7 @@ func TestUsageExitsTwo(t *testing.T) {
 		wantUsage(t, fake, sock, []string{cmd, "--level", "1", "--name", "a\tb", "/dev/vda", "/dev/vdb"}, "--name")
 	}
 	wantUsage(t, fake, sock, []string{"fail", "-n", "0", "/dev/vd\xff"}, "not UTF-8 text")
+	wantUsage(t, fake, sock, []string{"add", "-n", "0", "--spare", "/dev/vd\xfe"}, "not UTF-8 text")
 	wantUsage(t, fake, sock, []string{"replace", "-n", "0", "/dev/vda", "--with", "/dev/vd\x01"}, "not UTF-8 text")
 	for _, args := range [][]string{{"lst"}, {"bogus", "extra"}, {"examin", "/dev/vda"}} {
 		_, stderr, code := runCLI(args...)
