@@ -4,9 +4,14 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"path/filepath"
 	"slices"
 	"strconv"
 	"time"
+	"unicode"
+	"unicode/utf8"
+
+	"golang.org/x/sys/unix"
 
 	"github.com/ublk-raid/ublk-raid/array"
 	"github.com/ublk-raid/ublk-raid/engine"
@@ -17,7 +22,9 @@ import (
 const APIVersion = "/v1"
 
 // AddRequest is the body of POST /v1/arrays: create a new array over
-// Members or assemble the one their superblocks describe.
+// Members or assemble the one their superblocks describe. Numeric fields
+// are omitted when zero, so in the API a 0 means the default (the CLI
+// refuses an explicit --chunk 0 or --bitmap-region 0 instead).
 type AddRequest struct {
 	// Members are member block devices or files, in role order for a new
 	// array.
@@ -28,9 +35,10 @@ type AddRequest struct {
 	// Layout is the raid10 layout: n2 (default), f2, o2, n3, f3, o3.
 	Layout string `json:"layout,omitempty"`
 	// ChunkBytes is the chunk size of a new array: a power of two from
-	// 4 KiB to 64 MiB; 0 means 512 KiB.
+	// 4 KiB to 64 MiB; 0 (or absent) means 512 KiB.
 	ChunkBytes uint64 `json:"chunk_bytes,omitempty"`
-	// Name is the array name stored in the superblocks (up to 32 bytes).
+	// Name is the array name stored in the superblocks: up to 32 bytes of
+	// UTF-8 text without control characters.
 	Name string `json:"name,omitempty"`
 	// Number is the wanted N of /dev/ublkbN; absent or -1: the first free.
 	Number *int `json:"number,omitempty"`
@@ -41,7 +49,8 @@ type AddRequest struct {
 	Depth      int `json:"depth,omitempty"`
 	MaxIOBytes int `json:"max_io_bytes,omitempty"`
 	// NoBitmap creates a raid1/10 without a write-intent bitmap;
-	// BitmapRegionBytes is its region size (0: from the array size);
+	// BitmapRegionBytes is its region size (0 or absent: from the array
+	// size);
 	// AssumeClean starts it with every region in sync (mdadm
 	// --assume-clean). New arrays only.
 	// WriteMostly are members (of Members) read only when no other copy
@@ -60,15 +69,113 @@ type AddRequest struct {
 	Spares []string `json:"spares,omitempty"`
 }
 
-// Spec validates the request's array parameters (no device is touched).
+// FieldError is what AddRequest.Spec refuses: one field of the request,
+// named by its JSON name, so that a client can name it its own way (the
+// CLI as its flag).
+type FieldError struct {
+	// Field is the JSON name of the field at fault ("chunk_bytes").
+	Field string
+	// Value is the value at fault as the message shows it ("" for none).
+	Value string
+	// Err says what is wrong, without naming the field.
+	Err error
+	// Other is the JSON name of a field Field conflicts with ("" for
+	// none); the message names it after Err.
+	Other string
+}
+
+func (e *FieldError) Error() string { return e.Message(func(f string) string { return f }) }
+func (e *FieldError) Unwrap() error { return e.Err }
+
+// Message is the one-line error with the field names spelled by name:
+// "<field>[ <value>]: <err>[ <other>]".
+func (e *FieldError) Message(name func(field string) string) string {
+	s := name(e.Field)
+	if e.Value != "" {
+		s += " " + e.Value
+	}
+	s += ": " + e.Err.Error()
+	if e.Other != "" {
+		s += " " + name(e.Other)
+	}
+	return s
+}
+
+func fieldErr(field, value string, format string, a ...any) *FieldError {
+	return &FieldError{Field: field, Value: value, Err: fmt.Errorf(format, a...)}
+}
+
+// shown is s as a message shows it: as is when it is printable text,
+// quoted otherwise.
+func shown(s string) string {
+	if q := strconv.Quote(s); q[1:len(q)-1] != s || s == "" {
+		return q
+	}
+	return s
+}
+
+// checkText refuses what cannot be stored or carried as text: invalid
+// UTF-8 (JSON would replace it with U+FFFD, silently naming something
+// else), U+FFFD itself (the mark of such a replacement) and control
+// characters.
+func checkText(s string) error {
+	if !utf8.ValidString(s) {
+		return errors.New("not valid UTF-8")
+	}
+	for _, r := range s {
+		switch {
+		case r == utf8.RuneError:
+			return errors.New("holds U+FFFD, the mark of text that was not valid UTF-8")
+		case unicode.IsControl(r):
+			return errors.New("holds a control character")
+		}
+	}
+	return nil
+}
+
+// deviceKeys identifies the device or file at path for duplicate checks,
+// without opening it: its path cleaned and with symlinks resolved, and,
+// when it exists, its device number (block devices) or inode (files).
+func deviceKeys(path string) []string {
+	p := filepath.Clean(path)
+	if r, err := filepath.EvalSymlinks(p); err == nil {
+		p = r
+	}
+	keys := []string{"path:" + p}
+	var st unix.Stat_t
+	if unix.Stat(p, &st) == nil {
+		switch st.Mode & unix.S_IFMT {
+		case unix.S_IFBLK:
+			keys = append(keys, fmt.Sprintf("blk:%d", st.Rdev))
+		case unix.S_IFREG:
+			keys = append(keys, fmt.Sprintf("file:%d:%d", st.Dev, st.Ino))
+		}
+	}
+	return keys
+}
+
+// Spec validates the request's array parameters (no device is opened;
+// paths are resolved to find a device given twice). Its errors are
+// *FieldError.
 func (r AddRequest) Spec() (array.CreateSpec, error) {
+	s, fe := r.spec()
+	if fe != nil {
+		return s, fe
+	}
+	return s, nil
+}
+
+func (r AddRequest) spec() (array.CreateSpec, *FieldError) {
 	var s array.CreateSpec
 	s.Name = r.Name
 	if len(r.Members) == 0 {
-		return s, errors.New("members: at least one member is needed")
+		return s, fieldErr("members", "", "at least one member is needed")
 	}
-	if len(r.Name) > 32 {
-		return s, fmt.Errorf("name %q: at most 32 bytes", r.Name)
+	if err := checkText(r.Name); err != nil {
+		return s, &FieldError{Field: "name", Value: strconv.Quote(r.Name), Err: err}
+	}
+	if len(r.Name) > engine.ArrayNameMax {
+		return s, fieldErr("name", strconv.Quote(r.Name), "at most %d bytes", engine.ArrayNameMax)
 	}
 	switch r.Level {
 	case "":
@@ -80,15 +187,15 @@ func (r AddRequest) Spec() (array.CreateSpec, error) {
 	case "10", "raid10":
 		s.Level = engine.Level10
 	default:
-		return s, fmt.Errorf("level %q: want 0, 1 or 10", r.Level)
+		return s, fieldErr("level", strconv.Quote(r.Level), "want 0, 1 or 10")
 	}
 	if r.Layout != "" {
 		if s.Level != engine.Level10 {
-			return s, errors.New("layout is for raid10 only")
+			return s, fieldErr("layout", strconv.Quote(r.Layout), "is for raid10 only")
 		}
 		l, err := engine.ParseLayout(r.Layout)
 		if err != nil {
-			return s, fmt.Errorf("layout: %w", err)
+			return s, &FieldError{Field: "layout", Value: strconv.Quote(r.Layout), Err: err}
 		}
 		s.Layout = l
 	} else if s.Level == engine.Level10 {
@@ -99,56 +206,83 @@ func (r AddRequest) Spec() (array.CreateSpec, error) {
 		chunk = 512 << 10
 	}
 	if chunk < 4096 || chunk > 64<<20 || chunk&(chunk-1) != 0 {
-		return s, fmt.Errorf("chunk_bytes %d: must be a power of two from 4K to 64M", r.ChunkBytes)
+		return s, fieldErr("chunk_bytes", strconv.FormatUint(r.ChunkBytes, 10), "must be a power of two from 4K to 64M")
 	}
 	s.ChunkSectors = chunk >> 9
 	if s.Level >= 0 {
 		g := engine.Geometry{Level: s.Level, Members: len(r.Members), Layout: s.Layout, ChunkSectors: s.ChunkSectors,
 			MemberSectors: engine.MaxMemberSectors}
 		if err := g.Validate(); err != nil {
-			return s, err
+			return s, &FieldError{Field: "members", Err: err}
 		}
 	}
-	for i, sp := range r.Spares {
-		if slices.Contains(r.Members, sp) || slices.Contains(r.Spares[:i], sp) {
-			return s, fmt.Errorf("spare %s: given twice", sp)
+	// Every device once: a member given twice (under any name) would be
+	// opened twice and its roles would overwrite each other.
+	seen := map[string]string{}
+	for _, list := range []struct {
+		field string
+		paths []string
+	}{{"members", r.Members}, {"spares", r.Spares}} {
+		for _, p := range list.paths {
+			if p == "" {
+				return s, fieldErr(list.field, `""`, "empty path")
+			}
+			if err := checkText(p); err != nil {
+				return s, &FieldError{Field: list.field, Value: shown(p), Err: err}
+			}
+			for _, k := range deviceKeys(p) {
+				if first, ok := seen[k]; ok {
+					if first == p {
+						return s, fieldErr(list.field, shown(p), "given twice")
+					}
+					return s, fieldErr(list.field, shown(p), "given twice (as %s)", shown(first))
+				}
+			}
+			for _, k := range deviceKeys(p) {
+				seen[k] = p
+			}
 		}
-		if s.Level == engine.Level0 {
-			return s, errors.New("spares: raid0 has no redundancy to rebuild")
+		if list.field == "spares" && len(list.paths) > 0 && s.Level == engine.Level0 {
+			return s, fieldErr("spares", "", "raid0 has no redundancy to rebuild")
 		}
 	}
 	s.Spares = r.Spares
-	for _, w := range r.WriteMostly {
+	for i, w := range r.WriteMostly {
 		if !slices.Contains(r.Members, w) {
-			return s, fmt.Errorf("write_mostly %s: not one of the members", w)
+			return s, fieldErr("write_mostly", shown(w), "not one of the members (give it as the members spell it)")
+		}
+		if slices.Contains(r.WriteMostly[:i], w) {
+			return s, fieldErr("write_mostly", shown(w), "given twice")
 		}
 		if s.Level == engine.Level0 {
-			return s, errors.New("write_mostly: raid0 has a single copy of everything")
+			return s, fieldErr("write_mostly", "", "raid0 has a single copy of everything")
 		}
 	}
 	s.NoBitmap, s.AssumeClean = r.NoBitmap, r.AssumeClean
 	if rb := r.BitmapRegionBytes; rb != 0 {
+		v := strconv.FormatUint(rb, 10)
 		if r.NoBitmap {
-			return s, errors.New("bitmap_region_bytes and no_bitmap contradict each other")
+			return s, &FieldError{Field: "bitmap_region_bytes", Value: v, Err: errors.New("contradicts"), Other: "no_bitmap"}
 		}
 		if rb < 64<<10 || rb&(rb-1) != 0 {
-			return s, fmt.Errorf("bitmap_region_bytes %d: must be a power of two of at least 64K", rb)
+			return s, fieldErr("bitmap_region_bytes", v, "must be a power of two of at least 64K")
 		}
 		s.RegionSectors = rb >> 9
 	}
 	if r.SyncMaxBytes != 0 && r.SyncMinBytes > r.SyncMaxBytes {
-		return s, errors.New("sync_speed_min_bytes is above sync_speed_max_bytes")
+		return s, &FieldError{Field: "sync_speed_min_bytes", Value: strconv.FormatUint(r.SyncMinBytes, 10),
+			Err: errors.New("is above"), Other: "sync_speed_max_bytes"}
 	}
 	s.SyncMinBytes, s.SyncMaxBytes = r.SyncMinBytes, r.SyncMaxBytes
 	switch {
 	case r.Number != nil && (*r.Number < -1 || *r.Number >= 1<<20):
-		return s, fmt.Errorf("number %d: must be -1 or a device number", *r.Number)
+		return s, fieldErr("number", strconv.Itoa(*r.Number), "must be -1 or a device number")
 	case r.Queues < 0 || r.Queues > 4096:
-		return s, fmt.Errorf("queues %d: must be 0..4096", r.Queues)
+		return s, fieldErr("queues", strconv.Itoa(r.Queues), "must be 0..4096")
 	case r.Depth < 0 || r.Depth > 4096:
-		return s, fmt.Errorf("depth %d: must be 0..4096", r.Depth)
+		return s, fieldErr("depth", strconv.Itoa(r.Depth), "must be 0..4096")
 	case r.MaxIOBytes < 0 || r.MaxIOBytes%4096 != 0 || r.MaxIOBytes > 32<<20:
-		return s, fmt.Errorf("max_io_bytes %d: must be a multiple of 4K up to 32M", r.MaxIOBytes)
+		return s, fieldErr("max_io_bytes", strconv.Itoa(r.MaxIOBytes), "must be a multiple of 4K up to 32M")
 	}
 	return s, nil
 }

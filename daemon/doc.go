@@ -58,7 +58,7 @@
 //	 "level": "1",                          "0" | "1" | "10" ("raidN" too); omitted: assemble only
 //	 "layout": "n2",                        raid10 only: n2 f2 o2 n3 f3 o3
 //	 "chunk_bytes": 524288,                 power of two, 4K..64M; 0/omitted: 512K
-//	 "name": "tank",                        up to 32 bytes
+//	 "name": "tank",                        up to 32 bytes of UTF-8 text, no control characters
 //	 "number": 0,                           N of /dev/ublkbN; omitted or -1: first free
 //	 "queues": 0, "depth": 0,               0: defaults (one queue per CPU up to 8; 128)
 //	 "max_io_bytes": 0,                     0: 512K
@@ -66,7 +66,14 @@
 //	 "write_mostly": [], "no_bitmap": false, "bitmap_region_bytes": 0,
 //	 "assume_clean": false, "sync_speed_min_bytes": 0, "sync_speed_max_bytes": 0}
 //
-// Unknown fields are refused (400), so a typo is not silently ignored.
+// A numeric field that is 0 or omitted takes its default (bitmap_region_bytes:
+// from the array size; sync speeds: 1000 KiB/s and no limit). The same
+// device given twice (members and spares, under any path) is refused.
+//
+// A body is one JSON object in UTF-8 and nothing after it but white space;
+// unknown fields, fields not spelled exactly as here (encoding/json would
+// take "Level") and fields given twice are refused (400) before anything
+// is done, so a typo is not silently ignored.
 //
 // MemberRequest: {"member": "/dev/vdd"} (a member path as added, or a role
 // number such as "1"; for add-spare the new device); replace also takes
@@ -93,7 +100,7 @@
 // state entries of arrays that had not started, now dropped).
 //
 // Errors: {"error": "one line"} with 400 (malformed request), 404 (no such
-// array, member or endpoint), 405 (method), 409 (refused by the state of
+// array, member or endpoint), 405 (method; with an Allow header), 409 (refused by the state of
 // the array or device: member in use, last copy, device mounted, number
 // taken), 501 (not available yet), 500 (anything else). Fields are only
 // ever added to these objects; a change that breaks clients gets /v2.

@@ -1,14 +1,17 @@
 package daemon
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"net/http"
+	"reflect"
 	"strconv"
 	"strings"
+	"unicode/utf8"
 )
 
 // Backend is what the control API operates on. Manager is the real one;
@@ -71,6 +74,10 @@ func NewHandler(b Backend, version string) http.Handler {
 		}
 	})
 	mux.HandleFunc(APIVersion+"/arrays/{n}", func(w http.ResponseWriter, r *http.Request) {
+		if r.Method != http.MethodGet && r.Method != http.MethodDelete {
+			methodNotAllowed(w, "GET, DELETE")
+			return
+		}
 		n, ok := number(w, r)
 		if !ok {
 			return
@@ -88,12 +95,12 @@ func NewHandler(b Backend, version string) http.Handler {
 	})
 	memberOp := func(op func(n int, req MemberRequest) (Array, error)) http.HandlerFunc {
 		return func(w http.ResponseWriter, r *http.Request) {
-			n, ok := number(w, r)
-			if !ok {
-				return
-			}
 			if r.Method != http.MethodPost {
 				methodNotAllowed(w, "POST")
+				return
+			}
+			n, ok := number(w, r)
+			if !ok {
 				return
 			}
 			var req MemberRequest
@@ -110,12 +117,12 @@ func NewHandler(b Backend, version string) http.Handler {
 	}
 	arrayOp := func(op func(n int) (Array, error)) http.HandlerFunc {
 		return func(w http.ResponseWriter, r *http.Request) {
-			n, ok := number(w, r)
-			if !ok {
-				return
-			}
 			if r.Method != http.MethodPost {
 				methodNotAllowed(w, "POST")
+				return
+			}
+			n, ok := number(w, r)
+			if !ok {
 				return
 			}
 			a, err := op(n)
@@ -130,6 +137,10 @@ func NewHandler(b Backend, version string) http.Handler {
 	mux.Handle(APIVersion+"/arrays/{n}/check", arrayOp(b.Check))
 	mux.Handle(APIVersion+"/arrays/{n}/repair", arrayOp(b.Repair))
 	mux.HandleFunc(APIVersion+"/version", func(w http.ResponseWriter, r *http.Request) {
+		if r.Method != http.MethodGet {
+			methodNotAllowed(w, "GET")
+			return
+		}
 		writeJSON(w, http.StatusOK, map[string]string{"version": version})
 	})
 	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
@@ -155,18 +166,83 @@ func number(w http.ResponseWriter, r *http.Request) (int, bool) {
 	return n, true
 }
 
+// readJSON decodes the request's body into v (see decodeBody), answering
+// 400 itself when it is refused.
 func readJSON(w http.ResponseWriter, r *http.Request, v any) bool {
-	dec := json.NewDecoder(io.LimitReader(r.Body, maxBody))
-	dec.DisallowUnknownFields()
-	err := dec.Decode(v)
-	if errors.Is(err, io.EOF) {
-		err = errors.New("empty body")
+	body, err := io.ReadAll(io.LimitReader(r.Body, maxBody+1))
+	if err == nil {
+		err = decodeBody(body, v)
 	}
 	if err != nil {
 		writeError(w, http.StatusBadRequest, "request body: "+err.Error())
 		return false
 	}
 	return true
+}
+
+// decodeBody decodes body, one JSON object, into v, a pointer to a
+// request struct, strictly: the body must be UTF-8 (JSON decoding would
+// replace invalid bytes, silently naming another device), every key must
+// be one of v's fields spelled exactly as documented (encoding/json would
+// also take "Level" for "level") and given once, and nothing but white
+// space may follow the object. Nothing is acted on before this passes.
+func decodeBody(body []byte, v any) error {
+	if len(body) > maxBody {
+		return fmt.Errorf("larger than %d bytes", maxBody)
+	}
+	if len(bytes.Trim(body, jsonSpace)) == 0 {
+		return errors.New("empty body")
+	}
+	if !utf8.Valid(body) {
+		return errors.New("not valid UTF-8")
+	}
+	dec := json.NewDecoder(bytes.NewReader(body))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(v); err != nil {
+		return err
+	}
+	if rest := bytes.Trim(body[dec.InputOffset():], jsonSpace); len(rest) != 0 {
+		return fmt.Errorf("data after the JSON object (offset %d)", dec.InputOffset())
+	}
+	return checkKeys(body, v)
+}
+
+// jsonSpace is JSON's white space.
+const jsonSpace = " \t\r\n"
+
+// checkKeys checks the keys of the JSON object body (already decoded
+// without error) against the json tags of the struct v points to.
+func checkKeys(body []byte, v any) error {
+	known := map[string]bool{}
+	t := reflect.TypeOf(v).Elem()
+	for i := range t.NumField() {
+		name, _, _ := strings.Cut(t.Field(i).Tag.Get("json"), ",")
+		known[name] = true
+	}
+	dec := json.NewDecoder(bytes.NewReader(body))
+	if tok, err := dec.Token(); err != nil || tok != json.Delim('{') {
+		return errors.New("not a JSON object")
+	}
+	seen := map[string]bool{}
+	for dec.More() {
+		tok, err := dec.Token()
+		if err != nil {
+			return err
+		}
+		key, _ := tok.(string)
+		switch {
+		case !known[key]:
+			return fmt.Errorf("json: unknown field %q", key)
+		case seen[key]:
+			return fmt.Errorf("field %q given twice", key)
+		}
+		seen[key] = true
+		var skip json.RawMessage
+		if err := dec.Decode(&skip); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 func reply(w http.ResponseWriter, code int, v any, err error) {

@@ -5,7 +5,9 @@ package main
 import (
 	"errors"
 	"fmt"
+	"net/http"
 	"os"
+	"strings"
 
 	"github.com/spf13/cobra"
 
@@ -34,6 +36,20 @@ func newRootCmd() *cobra.Command {
 		Short:         "Software RAID in user space on Linux ublk",
 		SilenceUsage:  true,
 		SilenceErrors: true,
+		// Runnable, so that an unknown command is this usage error (one
+		// line, exit 2) rather than cobra's (several lines, exit 1).
+		Args:                       cobra.ArbitraryArgs,
+		SuggestionsMinimumDistance: 2,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if len(args) == 0 {
+				return cmd.Help()
+			}
+			hint := "see ublk-raid --help"
+			if s := cmd.SuggestionsFor(args[0]); len(s) > 0 {
+				hint = "did you mean " + strings.Join(s, " or ") + "?"
+			}
+			return usagef("unknown command %q: %s", args[0], hint)
+		},
 	}
 	root.PersistentFlags().StringVar(&logLevel, "log-level", "info", "log level: debug, info, warn, error")
 	root.PersistentFlags().StringVar(&socket, "socket", daemon.DefaultSocket, "the daemon's control socket")
@@ -55,6 +71,12 @@ func exitCode(err error) int {
 	var st exitStatus
 	if errors.As(err, &st) {
 		return int(st)
+	}
+	// The daemon answers 400 to a request that is wrong in itself, before
+	// it acts: bad usage too.
+	var re *daemon.RemoteError
+	if errors.As(err, &re) && re.Status == http.StatusBadRequest {
+		return exitUsage
 	}
 	return exitError
 }

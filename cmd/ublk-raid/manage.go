@@ -10,12 +10,15 @@ import (
 	"net/http"
 	"os"
 	"os/signal"
+	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
 	"syscall"
 	"text/tabwriter"
 	"time"
+	"unicode"
+	"unicode/utf8"
 
 	"github.com/spf13/cobra"
 
@@ -154,12 +157,15 @@ func newAddCmd(socket *string) *cobra.Command {
 			if err != nil {
 				return err
 			}
+			if w := queuesWarning(req.Queues, a.Queues); w != "" {
+				fmt.Fprintln(cmd.ErrOrStderr(), "ublk-raid: warning:", w)
+			}
 			fmt.Fprintln(cmd.OutOrStdout(), a.Device)
 			return nil
 		},
 	}
 	c.Flags().IntVarP(&o.run.serve.number, "number", "n", -1, "device number N of /dev/ublkbN (-1: first free)")
-	c.Flags().IntVarP(&o.run.serve.queues, "queues", "q", 0, fmt.Sprintf("queues (0: one per CPU, at most %d)", ublk.MaxDefaultQueues))
+	c.Flags().IntVarP(&o.run.serve.queues, "queues", "q", 0, queuesUsage)
 	c.Flags().IntVarP(&o.run.serve.depth, "depth", "d", ublk.DefaultDepth, "requests in flight per queue")
 	c.Flags().StringVar(&o.run.serve.maxIO, "max-io", "512K", "largest request (multiple of 4K, up to 32M)")
 	c.Flags().StringVarP(&o.run.level, "level", "l", "", "RAID level for a new array: 0, 1 or 10 (none: assemble)")
@@ -182,7 +188,16 @@ func addSpares(o addOptions, c *daemon.Client, stdout io.Writer) error {
 	if o.run.level != "" || o.run.layout != "" || o.run.name != "" {
 		return usagef("--level, --layout and --name describe a new array: give its members")
 	}
-	for _, sp := range o.run.spares {
+	spares, err := absPaths(o.run.spares)
+	if err != nil {
+		return err
+	}
+	for _, sp := range spares {
+		if err := textArg(sp); err != nil {
+			return err
+		}
+	}
+	for _, sp := range spares {
 		if _, err := c.MemberOp(o.run.serve.number, "add-spare", daemon.MemberRequest{Member: sp}); err != nil {
 			return err
 		}
@@ -192,7 +207,15 @@ func addSpares(o addOptions, c *daemon.Client, stdout io.Writer) error {
 }
 
 // request validates the flags (touching nothing) into the daemon request.
+// Paths are made absolute: the daemon does not share this command's
+// working directory, and a relative path would name another file there.
 func (o *addOptions) request(members []string) (daemon.AddRequest, error) {
+	var err error
+	for _, ps := range []*[]string{&members, &o.run.spares, &o.run.writeMostly} {
+		if *ps, err = absPaths(*ps); err != nil {
+			return daemon.AddRequest{}, err
+		}
+	}
 	o.run.members = members
 	if _, err := o.run.spec(); err != nil {
 		return daemon.AddRequest{}, err
@@ -205,6 +228,32 @@ func (o *addOptions) request(members []string) (daemon.AddRequest, error) {
 	n := o.run.serve.number
 	req.Number, req.Queues, req.Depth, req.MaxIOBytes = &n, cfg.Queues, cfg.Depth, cfg.MaxIOBytes
 	return req, nil
+}
+
+// absPaths makes paths absolute (and clean) against the working
+// directory.
+func absPaths(paths []string) ([]string, error) {
+	out := make([]string, 0, len(paths))
+	for _, p := range paths {
+		if p == "" {
+			return nil, usagef("a member path is empty")
+		}
+		a, err := filepath.Abs(p)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, a)
+	}
+	return out, nil
+}
+
+// textArg refuses a path JSON would carry as other text than was given
+// (invalid UTF-8 becomes U+FFFD), or with control characters.
+func textArg(p string) error {
+	if !utf8.ValidString(p) || strings.ContainsFunc(p, unicode.IsControl) {
+		return usagef("%q: not UTF-8 text without control characters", p)
+	}
+	return nil
 }
 
 // ---- del
@@ -661,6 +710,11 @@ func newMemberCmd(socket *string, op, short, done string) *cobra.Command {
 			}
 			if args[0] == "" {
 				return usagef("MEMBER is empty")
+			}
+			for _, p := range []string{args[0], o.with} {
+				if err := textArg(p); err != nil {
+					return err
+				}
 			}
 			a, err := daemon.NewClient(*socket).MemberOp(o.number, op, daemon.MemberRequest{Member: args[0], With: o.with})
 			if err != nil {

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math"
 	"os"
 	"os/signal"
 	"runtime"
@@ -39,9 +40,22 @@ const (
 	schedulerUsage   = "I/O scheduler of the ublk block device (\"\": the kernel's choice, mq-deadline for one queue)"
 )
 
+// queuesUsage is the help of -q: the kernel makes at most one queue per
+// CPU, and says nothing when it cuts a larger number (the commands warn).
+var queuesUsage = fmt.Sprintf("queues (0: one per CPU, at most %d; more than one per CPU is cut to one per CPU, with a warning)", ublk.MaxDefaultQueues)
+
+// queuesWarning is the warning for a device made with got queues when
+// asked asked ("" when it got what it asked or asked none).
+func queuesWarning(asked, got int) string {
+	if asked <= 0 || got <= 0 || got == asked {
+		return ""
+	}
+	return fmt.Sprintf("--queues %d: the device has %d (the kernel makes at most one per CPU)", asked, got)
+}
+
 func (o *serveOptions) addFlags(c *cobra.Command) {
 	c.Flags().IntVarP(&o.number, "number", "n", -1, "device number N of /dev/ublkbN (-1: first free)")
-	c.Flags().IntVarP(&o.queues, "queues", "q", 0, fmt.Sprintf("queues (0: one per CPU, at most %d)", ublk.MaxDefaultQueues))
+	c.Flags().IntVarP(&o.queues, "queues", "q", 0, queuesUsage)
 	c.Flags().IntVarP(&o.depth, "depth", "d", ublk.DefaultDepth, "requests in flight per queue")
 	c.Flags().StringVar(&o.maxIO, "max-io", "512K", "largest request (multiple of 4K, up to 32M)")
 	c.Flags().BoolVar(&o.noPin, "no-pin", false, "do not pin queue threads to their CPUs")
@@ -73,9 +87,10 @@ func (o *serveOptions) config() (ublk.Config, error) {
 		NoPin: o.noPin, NoFixedBuffers: o.noFixed, DeferTaskrun: o.defer_, PollFor: o.poll, Scheduler: o.sched}, nil
 }
 
-// parseSize parses 4096, 4K, 512k, 1M, 2G.
-func parseSize(s string) (int64, error) {
-	s = strings.TrimSpace(s)
+// parseSize parses 4096, 4K, 512k, 1M, 2G; a size that does not fit in
+// 63 bits is refused, not wrapped.
+func parseSize(orig string) (int64, error) {
+	s := strings.TrimSpace(orig)
 	mult := int64(1)
 	if n := len(s); n > 0 {
 		switch s[n-1] {
@@ -91,8 +106,11 @@ func parseSize(s string) (int64, error) {
 		}
 	}
 	v, err := strconv.ParseInt(s, 10, 64)
+	if errors.Is(err, strconv.ErrRange) || (err == nil && v > math.MaxInt64/mult) {
+		return 0, fmt.Errorf("%q is too large", orig)
+	}
 	if err != nil || v < 0 {
-		return 0, fmt.Errorf("%q is not a size", s)
+		return 0, fmt.Errorf("%q is not a size", orig)
 	}
 	return v * mult, nil
 }
@@ -207,6 +225,9 @@ func runPassthrough(o passthroughOptions, recover bool, stdout io.Writer, log *z
 	}
 	if err != nil {
 		return err
+	}
+	if w := queuesWarning(o.serve.queues, int(d.Info().NrHwQueues)); w != "" {
+		log.Warn(w)
 	}
 	log.Info("device live", zap.String("device", d.BlockPath()), zap.String("member", o.member),
 		zap.Int("queues", int(d.Info().NrHwQueues)), zap.Int("depth", int(d.Info().QueueDepth)),

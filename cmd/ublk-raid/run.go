@@ -125,12 +125,14 @@ func (o *runOptions) addBitmapFlags(c *cobra.Command) {
 	c.Flags().BoolVar(&o.noBitmap, "no-bitmap", false, "create the array without a write-intent bitmap (then an unclean stop needs a full check)")
 	c.Flags().StringVar(&o.region, "bitmap-region", "", "bitmap region size for a new array: power of two, at least 64K (default: from the array size)")
 	c.Flags().BoolVar(&o.assumeClean, "assume-clean", false, "new array: treat every region as written and in sync (like mdadm --assume-clean)")
-	c.Flags().StringVar(&o.syncMin, "sync-speed-min", "1M", "rebuild/resync/check speed that is kept even under user I/O, per second")
+	c.Flags().StringVar(&o.syncMin, "sync-speed-min", "1M", "rebuild/resync/check speed that is kept even under user I/O, per second (0: 1000K, as md)")
 	c.Flags().StringVar(&o.syncMax, "sync-speed-max", "0", "rebuild/resync/check speed limit per second (0: none)")
 }
 
 // request parses the creation flags into the daemon's request (sizes in
-// bytes), touching no device.
+// bytes), touching no device. An explicit 0 for --chunk or
+// --bitmap-region is refused: in the request 0 means the default, which
+// is what leaving the flag out asks for.
 func (o *runOptions) request() (daemon.AddRequest, error) {
 	req := daemon.AddRequest{Members: o.members, Level: o.level, Layout: o.layout, Name: o.name,
 		NoBitmap: o.noBitmap, AssumeClean: o.assumeClean, WriteMostly: o.writeMostly, Spares: o.spares}
@@ -138,11 +140,17 @@ func (o *runOptions) request() (daemon.AddRequest, error) {
 	if err != nil {
 		return req, usagef("--chunk: %v", err)
 	}
+	if chunk == 0 {
+		return req, usagef("--chunk %s: must be a power of two from 4K to 64M (leave it out for 512K)", o.chunk)
+	}
 	req.ChunkBytes = uint64(chunk)
 	if o.region != "" {
 		r, err := parseSize(o.region)
 		if err != nil {
 			return req, usagef("--bitmap-region: %v", err)
+		}
+		if r == 0 {
+			return req, usagef("--bitmap-region %s: must be a power of two of at least 64K (leave it out to size it from the array)", o.region)
 		}
 		req.BitmapRegionBytes = uint64(r)
 	}
@@ -171,26 +179,43 @@ func (o *runOptions) spec() (array.CreateSpec, error) {
 	}
 	s, err := req.Spec()
 	if err != nil {
-		return s, usageError{errors.New(flagNames(err.Error()))}
+		return s, o.specUsage(err)
 	}
 	return s, nil
 }
 
-// flagNames rewrites the request field names in a daemon.AddRequest.Spec
-// message (it starts with the field it is about) as this command's flags.
-func flagNames(msg string) string {
-	for _, f := range [][2]string{{"chunk_bytes", "--chunk"}, {"bitmap_region_bytes", "--bitmap-region"},
-		{"sync_speed_min_bytes", "--sync-speed-min"}, {"sync_speed_max_bytes", "--sync-speed-max"},
-		{"write_mostly", "--write-mostly"}, {"no_bitmap", "--no-bitmap"}} {
-		msg = strings.ReplaceAll(msg, f[0], f[1]) // no prose word has an underscore
+// requestFlags names the daemon.AddRequest fields (JSON names) as this
+// command's flags.
+var requestFlags = map[string]string{
+	"members": "members", "level": "--level", "layout": "--layout", "chunk_bytes": "--chunk", "name": "--name",
+	"number": "--number", "queues": "--queues", "depth": "--depth", "max_io_bytes": "--max-io",
+	"write_mostly": "--write-mostly", "no_bitmap": "--no-bitmap", "bitmap_region_bytes": "--bitmap-region",
+	"assume_clean": "--assume-clean", "sync_speed_min_bytes": "--sync-speed-min",
+	"sync_speed_max_bytes": "--sync-speed-max", "spares": "--spare", "force": "--force",
+}
+
+// flagName is the flag of request field f.
+func flagName(f string) string {
+	if n, ok := requestFlags[f]; ok {
+		return n
 	}
-	for _, f := range [][2]string{{"level", "--level"}, {"layout", "--layout"}, {"name", "--name"},
-		{"spares", "--spare"}, {"spare", "--spare"}} {
-		if rest, ok := strings.CutPrefix(msg, f[0]); ok && (rest == "" || rest[0] == ' ' || rest[0] == ':') {
-			return f[1] + rest
-		}
+	return "--" + strings.ReplaceAll(f, "_", "-")
+}
+
+// specUsage is a daemon.AddRequest.Spec error as a usage error that names
+// the flags, and the sizes as they were given.
+func (o *runOptions) specUsage(err error) error {
+	var fe *daemon.FieldError
+	if !errors.As(err, &fe) {
+		return usageError{err}
 	}
-	return msg
+	e := *fe
+	given := map[string]string{"chunk_bytes": o.chunk, "bitmap_region_bytes": o.region,
+		"sync_speed_min_bytes": o.syncMin, "sync_speed_max_bytes": o.syncMax, "max_io_bytes": o.serve.maxIO}
+	if v, ok := given[e.Field]; ok && e.Value != "" && v != "" {
+		e.Value = v
+	}
+	return usageError{errors.New(e.Message(flagName))}
 }
 
 func runArray(o runOptions, spec array.CreateSpec, cfg ublk.Config, stdout io.Writer, log *zap.Logger) error {
@@ -245,6 +270,9 @@ func runArray(o runOptions, spec array.CreateSpec, cfg ublk.Config, stdout io.Wr
 	if err != nil {
 		a.SetClean(true)
 		return err
+	}
+	if w := queuesWarning(o.serve.queues, int(d.Info().NrHwQueues)); w != "" {
+		log.Warn(w)
 	}
 	log.Info("device live", zap.String("device", d.BlockPath()), zap.Strings("members", o.members),
 		zap.Int("queues", int(d.Info().NrHwQueues)), zap.Bool("recovered", o.recover))
