@@ -248,6 +248,8 @@ func TestParseSuperblockRejects(t *testing.T) {
 		{name: "bitmap size unaligned", sb: func(sb *Superblock) { sb.BitmapBytes = 1000 }, want: "not 4 KiB aligned"},
 		{name: "bitmap offset without bitmap", sb: func(sb *Superblock) { sb.BitmapBytes = 0 }, want: "bitmap offset 8192 without a bitmap"},
 		{name: "events zero", sb: func(sb *Superblock) { sb.Events = 0 }, want: "events is 0"},
+		{name: "events would wrap", sb: func(sb *Superblock) { sb.Events = math.MaxUint64 }, want: "events 18446744073709551615 is past the maximum"},
+		{name: "bitmap over 128 MiB", sb: func(sb *Superblock) { sb.DataOffset = 1 << 40; sb.BitmapBytes = MaxBitmapBytes + 4096 }, want: "bitmap area of 134221824 bytes is larger than the maximum"},
 		{name: "name not NUL-padded", raw: func(b []byte) { copy(b[offName:offName+32], "ab\x00c"+strings.Repeat("\x00", 28)) }, want: "name is not NUL-padded"},
 		{name: "name 32 bytes invalid UTF-8", raw: func(b []byte) { copy(b[offName:offName+32], strings.Repeat("é", 15)+"\xc3x") }, want: "not valid UTF-8"},
 		{name: "name invalid UTF-8", raw: func(b []byte) { copy(b[offName:offName+32], "ab\xff"+strings.Repeat("\x00", 29)) }, want: "not valid UTF-8"},
@@ -341,6 +343,8 @@ func TestParseSuperblockAccepts(t *testing.T) {
 		{"empty name", func(sb *Superblock) { sb.Name = "" }},
 		{"no bitmap", func(sb *Superblock) { sb.BitmapBytes, sb.BitmapOffset = 0, 0 }},
 		{"bitmap fills the reserve", func(sb *Superblock) { sb.BitmapOffset, sb.BitmapBytes = 8192, 2<<20-8192 }},
+		{"largest bitmap", func(sb *Superblock) { sb.DataOffset, sb.BitmapBytes = 1<<40, MaxBitmapBytes }},
+		{"largest events", func(sb *Superblock) { sb.Events = MaxEvents }},
 		{"spare", func(sb *Superblock) {
 			sb.Role = SpareRole
 			sb.MemberUUID = sbUUID(0xd3)
@@ -455,9 +459,9 @@ func sbGen() *rapid.Generator[*Superblock] {
 			pages := (sb.DataOffset - 8192) / 4096
 			first := rapid.Uint64Range(2, pages+1).Draw(t, "bitmapPage")
 			sb.BitmapOffset = first * 4096
-			sb.BitmapBytes = 4096 * rapid.Uint64Range(1, pages+2-first).Draw(t, "bitmapPages")
+			sb.BitmapBytes = 4096 * rapid.Uint64Range(1, min(pages+2-first, MaxBitmapBytes/4096)).Draw(t, "bitmapPages")
 		}
-		sb.Events = rapid.Uint64Min(1).Draw(t, "events")
+		sb.Events = rapid.Uint64Range(1, MaxEvents).Draw(t, "events")
 		sb.Clean = rapid.Bool().Draw(t, "clean")
 		sb.CreateTime = rapid.Int64().Draw(t, "create")
 		sb.UpdateTime = rapid.Int64().Draw(t, "update")
