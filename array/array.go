@@ -244,6 +244,8 @@ func readSB(m *ublk.Member) engine.MemberSB {
 		in.Err = err
 	} else if sb, err := engine.ParseSuperblock(b); err != nil {
 		in.Err = err
+	} else if err := sb.CheckMemberSize(uint64(m.Size)); err != nil {
+		in.Err = err // bounded by the device before anything trusts it
 	} else {
 		in.SB = sb
 	}
@@ -266,6 +268,9 @@ func newArray(ms, spares []*ublk.Member, spec CreateSpec) (*Array, error) {
 		Name: spec.Name, Level: uint32(spec.Level), Layout: spec.Layout.MD(),
 		ChunkSectors: uint32(spec.ChunkSectors), MemberBytes: sizes,
 	}
+	for _, m := range ms {
+		aspec.MemberNames = append(aspec.MemberNames, m.Path)
+	}
 	if len(spares) > 0 && spec.Level == engine.Level0 {
 		return nil, errors.New("a raid0 array cannot have spares")
 	}
@@ -274,6 +279,7 @@ func newArray(ms, spares []*ublk.Member, spec CreateSpec) (*Array, error) {
 			return nil, fmt.Errorf("spare %s has %d-byte logical blocks; the members have %d", m.Path, m.LogicalBlock, ms[0].LogicalBlock)
 		}
 		aspec.SpareBytes = append(aspec.SpareBytes, uint64(m.Size))
+		aspec.SpareNames = append(aspec.SpareNames, m.Path)
 		lbs, pbs = max(lbs, m.LogicalBlock), max(pbs, m.PhysicalBlock)
 	}
 	useBitmap := !spec.NoBitmap && spec.Level != engine.Level0
@@ -409,6 +415,16 @@ func assemble(ms []*ublk.Member, inputs []engine.MemberSB, asm *engine.Assembly,
 			return nil, err
 		}
 	}
+	// The next state change writes events+1 (or the bitmap's events+1, if
+	// higher): refuse now, before anything is written, if that would wrap.
+	events := a.events
+	if a.Bitmap != nil {
+		events = max(events, a.Bitmap.Events())
+	}
+	if events >= engine.MaxEvents {
+		return nil, fmt.Errorf("array %q cannot be assembled: its events counter is %d, the maximum %d: the next update would wrap (corrupt or crafted metadata)",
+			asm.Name, events, uint64(engine.MaxEvents))
+	}
 	return a, nil
 }
 
@@ -425,7 +441,8 @@ func (a *Array) loadBitmap(fsb *engine.Superblock, roles []*ublk.Member, states 
 			continue
 		}
 		bs = max(bs, m.LogicalBlock, m.PhysicalBlock)
-		b, err := m.ReadBlock(int64(fsb.BitmapOffset), int(fsb.BitmapBytes))
+		// No copy spans more than MaxCopyBytes of the area.
+		b, err := m.ReadBlock(int64(fsb.BitmapOffset), int(min(fsb.BitmapBytes, bitmap.MaxCopyBytes)))
 		if err == nil {
 			copies[r] = b
 		}
@@ -491,6 +508,9 @@ func (a *Array) persist(st *engine.ArrayState) error {
 // writeSuperblocks writes the next generation of superblocks, with role
 // states from st, to every member still in use. Called with a.mu held.
 func (a *Array) writeSuperblocks(st *engine.ArrayState, clean bool) error {
+	if a.events >= engine.MaxEvents {
+		return fmt.Errorf("events counter %d is at its maximum: the update would wrap it; nothing written", a.events)
+	}
 	if a.fl != nil {
 		for r, m := range st.Members {
 			if !writable(m) {
