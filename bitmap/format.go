@@ -345,7 +345,9 @@ func fit(cfg Config, rs uint64) (g Geometry, need uint64, ok bool) {
 	g.Regions = int(regions)
 	g.DataBlocks = (g.Regions + g.PerBlock - 1) / g.PerBlock
 	need = g.UsedBytes()
-	return g, need, g.Start >= cfg.AreaOffset && need <= cfg.AreaBytes
+	// The copy must lie in the area, and the area's end within the
+	// 64-bit address space (so block offsets cannot wrap).
+	return g, need, g.Start >= cfg.AreaOffset && need <= cfg.AreaBytes && need <= math.MaxUint64-cfg.AreaOffset
 }
 
 // DefaultRegionSectors is the default region size for an array of
@@ -591,10 +593,11 @@ func findHeader(area []byte, areaOffset uint64, uuid [16]byte) (h Header, err er
 	var found bool
 	err = ErrNoBitmap
 	for bs := MinBlockSize; bs <= MaxBlockSize; bs <<= 1 {
-		off := roundUp(areaOffset, uint64(bs)) - areaOffset
-		if off+uint64(bs) > uint64(len(area)) {
-			break
+		start := roundUp(areaOffset, uint64(bs))
+		if start < areaOffset || start-areaOffset > uint64(len(area)) || uint64(bs) > uint64(len(area))-(start-areaOffset) {
+			break // past the area (or past the end of the address space)
 		}
+		off := start - areaOffset
 		b := area[off:]
 		if string(b[:len(Magic)]) != Magic || binary.LittleEndian.Uint32(b[hBlockSize:]) != uint32(bs) {
 			continue
