@@ -417,13 +417,19 @@ func assemble(ms []*ublk.Member, inputs []engine.MemberSB, asm *engine.Assembly,
 	}
 	// The next state change writes events+1 (or the bitmap's events+1, if
 	// higher): refuse now, before anything is written, if that would wrap.
-	events := a.events
-	if a.Bitmap != nil {
-		events = max(events, a.Bitmap.Events())
+	events, where := a.events, "the superblock"
+	for _, in := range inputs {
+		if in.SB.Events == events {
+			where = "the superblock of " + in.Path
+			break
+		}
+	}
+	if a.Bitmap != nil && a.Bitmap.Events() > events {
+		events, where = a.Bitmap.Events(), "the write-intent bitmap header"
 	}
 	if events >= engine.MaxEvents {
-		return nil, fmt.Errorf("array %q cannot be assembled: its events counter is %d, the maximum %d: the next update would wrap (corrupt or crafted metadata)",
-			asm.Name, events, uint64(engine.MaxEvents))
+		return nil, fmt.Errorf("array %q cannot be assembled: the events counter in %s is %d, the maximum %d: the next update would wrap (corrupt or crafted metadata)",
+			asm.Name, where, events, uint64(engine.MaxEvents))
 	}
 	return a, nil
 }

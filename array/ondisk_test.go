@@ -237,7 +237,7 @@ func TestAssembleRefusesEventsAtMax(t *testing.T) {
 	for _, p := range paths {
 		craftSB(t, p, func(b []byte) { binary.LittleEndian.PutUint64(b[sbOffEvents:], uint64(math.MaxUint64-1)) })
 	}
-	refuseAssembly(t, paths, "events counter is 18446744073709551614", "would wrap")
+	refuseAssembly(t, paths, "events counter in the superblock of "+paths[0]+" is 18446744073709551614", "would wrap")
 }
 
 // Item 9, through the bitmap: a header whose events are at the maximum
@@ -250,7 +250,7 @@ func TestAssembleRefusesBitmapEventsAtMax(t *testing.T) {
 			binary.LittleEndian.PutUint64(b[48:], uint64(math.MaxUint64-1))
 		})
 	}
-	refuseAssembly(t, paths, "events counter is 18446744073709551614", "would wrap")
+	refuseAssembly(t, paths, "events counter in the write-intent bitmap header is 18446744073709551614", "would wrap")
 }
 
 // The too-small error of a create names the device by its path.
