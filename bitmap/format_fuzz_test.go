@@ -15,6 +15,13 @@ import (
 // the very bytes it came from, and its layout in the area (if it fits)
 // stays inside the area and inside MaxCopyBytes; Examine and Load of the
 // bytes as an area never panic.
+//
+// Run it with
+//
+//	go test ./bitmap -run '^$' -fuzz FuzzDecodeHeader -fuzztime 60s -fuzzminimizetime 2s
+//
+// (minimizing each new input for the default 60 s would take a whole short
+// run); keep any crasher's input in testdata/fuzz/FuzzDecodeHeader.
 func FuzzDecodeHeader(f *testing.F) {
 	f.Fuzz(func(t *testing.T, b []byte, areaOffset, areaBytes uint64) {
 		h, err := DecodeHeader(b)

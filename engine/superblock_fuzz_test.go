@@ -13,6 +13,13 @@ import (
 // parsed superblock passes its own validation, re-encodes to the very
 // bytes it came from and parses back to the same value; and one accepted
 // for a member of memberBytes lies within it.
+//
+// Run it with
+//
+//	go test ./engine -run '^$' -fuzz FuzzParseSuperblock -fuzztime 60s -fuzzminimizetime 2s
+//
+// (minimizing each new input for the default 60 s would take a whole short
+// run); keep any crasher's input in testdata/fuzz/FuzzParseSuperblock.
 func FuzzParseSuperblock(f *testing.F) {
 	f.Fuzz(func(t *testing.T, b []byte, memberBytes uint64) {
 		sb, err := ParseSuperblock(b)
