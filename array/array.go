@@ -388,6 +388,17 @@ func assemble(ms []*ublk.Member, inputs []engine.MemberSB, asm *engine.Assembly,
 	for _, p := range asm.Spares {
 		isSpare[p] = true
 	}
+	// One data offset and one bitmap area (the freshest superblock's)
+	// serve every member: a member whose own superblock says otherwise
+	// would be read and written where its data is not, or past its end.
+	ref := asm.Freshest
+	for i, in := range inputs {
+		if sb := in.SB; (used[i] || isSpare[in.Path]) &&
+			(sb.DataOffset != ref.DataOffset || sb.BitmapOffset != ref.BitmapOffset || sb.BitmapBytes != ref.BitmapBytes) {
+			return nil, fmt.Errorf("member %s: its superblock puts the data at byte %d and the bitmap area at byte %d (%d bytes), the array's are at byte %d and %d (%d bytes): corrupt or crafted superblock (leave it out to assemble the array without it)",
+				in.Path, sb.DataOffset, sb.BitmapOffset, sb.BitmapBytes, ref.DataOffset, ref.BitmapOffset, ref.BitmapBytes)
+		}
+	}
 	var spares []spareMember
 	for i, m := range ms {
 		switch {

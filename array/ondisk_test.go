@@ -274,3 +274,27 @@ func TestCreateTinyMemberNamesPath(t *testing.T) {
 		}
 	}
 }
+
+// Item 5: the array serves every member at one data offset (the freshest
+// superblock's). A member whose own superblock puts its data elsewhere is
+// refused: at the other offset a smaller member would be accessed past its
+// end (here: the array's data at 16 MiB, and a 10 MiB member).
+func TestAssembleRefusesMixedDataOffsets(t *testing.T) {
+	paths := memberFiles(t, 2, 32<<20)
+	if err := os.Truncate(paths[1], 10<<20); err != nil {
+		t.Fatal(err)
+	}
+	a, err := Open(paths, CreateSpec{Name: "od", Level: engine.Level1, ChunkSectors: 128}, true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := a.SetClean(true); err != nil {
+		t.Fatal(err)
+	}
+	a.Close()
+	craftSB(t, paths[0], func(b []byte) {
+		binary.LittleEndian.PutUint64(b[sbOffDataOffset:], 16<<20)
+		binary.LittleEndian.PutUint64(b[sbOffDataSectors:], 16<<20/512)
+	})
+	refuseAssembly(t, paths, "member "+paths[1]+": its superblock puts the data at byte 1048576", "the array's are at byte 16777216")
+}
