@@ -244,6 +244,8 @@ func readSB(m *ublk.Member) engine.MemberSB {
 		in.Err = err
 	} else if sb, err := engine.ParseSuperblock(b); err != nil {
 		in.Err = err
+	} else if err := sb.CheckMemberSize(uint64(m.Size)); err != nil {
+		in.Err = err // bounded by the device before anything trusts it
 	} else {
 		in.SB = sb
 	}
@@ -266,6 +268,9 @@ func newArray(ms, spares []*ublk.Member, spec CreateSpec) (*Array, error) {
 		Name: spec.Name, Level: uint32(spec.Level), Layout: spec.Layout.MD(),
 		ChunkSectors: uint32(spec.ChunkSectors), MemberBytes: sizes,
 	}
+	for _, m := range ms {
+		aspec.MemberNames = append(aspec.MemberNames, m.Path)
+	}
 	if len(spares) > 0 && spec.Level == engine.Level0 {
 		return nil, errors.New("a raid0 array cannot have spares")
 	}
@@ -274,6 +279,7 @@ func newArray(ms, spares []*ublk.Member, spec CreateSpec) (*Array, error) {
 			return nil, fmt.Errorf("spare %s has %d-byte logical blocks; the members have %d", m.Path, m.LogicalBlock, ms[0].LogicalBlock)
 		}
 		aspec.SpareBytes = append(aspec.SpareBytes, uint64(m.Size))
+		aspec.SpareNames = append(aspec.SpareNames, m.Path)
 		lbs, pbs = max(lbs, m.LogicalBlock), max(pbs, m.PhysicalBlock)
 	}
 	useBitmap := !spec.NoBitmap && spec.Level != engine.Level0
@@ -382,6 +388,17 @@ func assemble(ms []*ublk.Member, inputs []engine.MemberSB, asm *engine.Assembly,
 	for _, p := range asm.Spares {
 		isSpare[p] = true
 	}
+	// One data offset and one bitmap area (the freshest superblock's)
+	// serve every member: a member whose own superblock says otherwise
+	// would be read and written where its data is not, or past its end.
+	ref := asm.Freshest
+	for i, in := range inputs {
+		if sb := in.SB; (used[i] || isSpare[in.Path]) &&
+			(sb.DataOffset != ref.DataOffset || sb.BitmapOffset != ref.BitmapOffset || sb.BitmapBytes != ref.BitmapBytes) {
+			return nil, fmt.Errorf("member %s: its superblock puts the data at byte %d and the bitmap area at byte %d (%d bytes), the array's are at byte %d and %d (%d bytes): corrupt or crafted superblock (leave it out to assemble the array without it)",
+				in.Path, sb.DataOffset, sb.BitmapOffset, sb.BitmapBytes, ref.DataOffset, ref.BitmapOffset, ref.BitmapBytes)
+		}
+	}
 	var spares []spareMember
 	for i, m := range ms {
 		switch {
@@ -409,6 +426,22 @@ func assemble(ms []*ublk.Member, inputs []engine.MemberSB, asm *engine.Assembly,
 			return nil, err
 		}
 	}
+	// The next state change writes events+1 (or the bitmap's events+1, if
+	// higher): refuse now, before anything is written, if that would wrap.
+	events, where := a.events, "the superblock"
+	for _, in := range inputs {
+		if in.SB.Events == events {
+			where = "the superblock of " + in.Path
+			break
+		}
+	}
+	if a.Bitmap != nil && a.Bitmap.Events() > events {
+		events, where = a.Bitmap.Events(), "the write-intent bitmap header"
+	}
+	if events >= engine.MaxEvents {
+		return nil, fmt.Errorf("array %q cannot be assembled: the events counter in %s is %d, the maximum %d: the next update would wrap (corrupt or crafted metadata)",
+			asm.Name, where, events, uint64(engine.MaxEvents))
+	}
 	return a, nil
 }
 
@@ -425,7 +458,8 @@ func (a *Array) loadBitmap(fsb *engine.Superblock, roles []*ublk.Member, states 
 			continue
 		}
 		bs = max(bs, m.LogicalBlock, m.PhysicalBlock)
-		b, err := m.ReadBlock(int64(fsb.BitmapOffset), int(fsb.BitmapBytes))
+		// No copy spans more than MaxCopyBytes of the area.
+		b, err := m.ReadBlock(int64(fsb.BitmapOffset), int(min(fsb.BitmapBytes, bitmap.MaxCopyBytes)))
 		if err == nil {
 			copies[r] = b
 		}
@@ -491,6 +525,9 @@ func (a *Array) persist(st *engine.ArrayState) error {
 // writeSuperblocks writes the next generation of superblocks, with role
 // states from st, to every member still in use. Called with a.mu held.
 func (a *Array) writeSuperblocks(st *engine.ArrayState, clean bool) error {
+	if a.events >= engine.MaxEvents {
+		return fmt.Errorf("events counter %d is at its maximum: the update would wrap it; nothing written", a.events)
+	}
 	if a.fl != nil {
 		for r, m := range st.Members {
 			if !writable(m) {

@@ -30,7 +30,7 @@ import (
 //	    24     4  header blocks (1)
 //	    28     4  data blocks
 //	    32    16  array UUID
-//	    48     8  events: the superblock generation this copy is current for
+//	    48     8  events: the superblock generation this copy is current for (1..2^64-2)
 //	    56     8  region size in 512-byte sectors (a power of two >= 128)
 //	    64     8  regions: ceil(array sectors / region size)
 //	    72     8  array sectors: the size of the address space covered
@@ -209,6 +209,22 @@ type Geometry struct {
 // HeaderBlocks is the number of header blocks (always 1).
 const HeaderBlocks = 1
 
+// MaxCopyBytes bounds the bytes of an area any valid copy spans
+// (Geometry.UsedBytes): the alignment padding before the header (less than
+// a block) and the blocks of MaxRegions regions, at the worst block size,
+// rounded up to MaxBlockSize (a whole number of blocks of every size).
+// Reading this much of a larger area is enough to Load or Examine it.
+var MaxCopyBytes = maxCopyBytes()
+
+func maxCopyBytes() uint64 {
+	var most uint64
+	for bs := uint64(MinBlockSize); bs <= MaxBlockSize; bs <<= 1 {
+		blocks := HeaderBlocks + ceilDiv(MaxRegions, bs-TrailerSize)
+		most = max(most, bs-1+blocks*bs)
+	}
+	return roundUp(most, MaxBlockSize)
+}
+
 // Blocks is the number of blocks of a copy: the header and the data blocks.
 func (g *Geometry) Blocks() int { return HeaderBlocks + g.DataBlocks }
 
@@ -329,7 +345,9 @@ func fit(cfg Config, rs uint64) (g Geometry, need uint64, ok bool) {
 	g.Regions = int(regions)
 	g.DataBlocks = (g.Regions + g.PerBlock - 1) / g.PerBlock
 	need = g.UsedBytes()
-	return g, need, g.Start >= cfg.AreaOffset && need <= cfg.AreaBytes
+	// The copy must lie in the area, and the area's end within the
+	// 64-bit address space (so block offsets cannot wrap).
+	return g, need, g.Start >= cfg.AreaOffset && need <= cfg.AreaBytes && need <= math.MaxUint64-cfg.AreaOffset
 }
 
 // DefaultRegionSectors is the default region size for an array of
@@ -484,6 +502,8 @@ func DecodeHeader(b []byte) (Header, error) {
 		return corrupt("array UUID is zero")
 	case h.Events == 0:
 		return corrupt("events is 0")
+	case h.Events == math.MaxUint64:
+		return corrupt("events %d is past the maximum of %d (the counter would wrap)", h.Events, uint64(math.MaxUint64-1))
 	case rs < MinRegionSectors || rs&(rs-1) != 0 || rs > 1<<62/SectorSize:
 		return corrupt("region size of %d sectors is not a power of two >= %d", rs, MinRegionSectors)
 	case h.ArraySectors == 0 || regions != ceilDiv(h.ArraySectors, rs) || regions > MaxRegions:
@@ -573,10 +593,11 @@ func findHeader(area []byte, areaOffset uint64, uuid [16]byte) (h Header, err er
 	var found bool
 	err = ErrNoBitmap
 	for bs := MinBlockSize; bs <= MaxBlockSize; bs <<= 1 {
-		off := roundUp(areaOffset, uint64(bs)) - areaOffset
-		if off+uint64(bs) > uint64(len(area)) {
-			break
+		start := roundUp(areaOffset, uint64(bs))
+		if start < areaOffset || start-areaOffset > uint64(len(area)) || uint64(bs) > uint64(len(area))-(start-areaOffset) {
+			break // past the area (or past the end of the address space)
 		}
+		off := start - areaOffset
 		b := area[off:]
 		if string(b[:len(Magic)]) != Magic || binary.LittleEndian.Uint32(b[hBlockSize:]) != uint32(bs) {
 			continue

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/binary"
 	"errors"
+	"math"
 	"strings"
 	"testing"
 
@@ -246,5 +247,44 @@ func TestSizeString(t *testing.T) {
 		if got := sizeString(n); got != want {
 			t.Errorf("sizeString(%d) = %q, want %q", n, got, want)
 		}
+	}
+}
+
+// A header whose events are 2^64-1 would make the next generation wrap to
+// 0: it is corrupt (item 9 of "Operator safety"); 2^64-2 decodes.
+func TestHeaderEventsWrap(t *testing.T) {
+	cfg := testConfig(t, 5000, 4096)
+	g, err := NewGeometry(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b := make([]byte, 4096)
+	EncodeHeader(b, &g, math.MaxUint64-1)
+	if h, err := DecodeHeader(b); err != nil || h.Events != math.MaxUint64-1 {
+		t.Fatalf("events 2^64-2: %+v, %v", h, err)
+	}
+	EncodeHeader(b, &g, math.MaxUint64)
+	if _, err := DecodeHeader(b); !errors.Is(err, ErrCorrupt) || !strings.Contains(err.Error(), "would wrap") {
+		t.Fatalf("events 2^64-1: err = %v", err)
+	}
+}
+
+// MaxCopyBytes, what assembly reads of an area, holds every valid copy:
+// the most regions at every block size, at every alignment of the area.
+func TestMaxCopyBytesBoundsEveryLayout(t *testing.T) {
+	var most uint64
+	for bs := MinBlockSize; bs <= MaxBlockSize; bs <<= 1 {
+		for _, off := range []uint64{8192, 8192 + 512, uint64(bs) + 512, 1 << 20} {
+			cfg := Config{ArrayUUID: testUUID, ArraySectors: MaxRegions * MinRegionSectors, RegionSectors: MinRegionSectors,
+				BlockSize: bs, AreaOffset: off, AreaBytes: math.MaxUint64}
+			g, err := NewGeometry(cfg)
+			if err != nil {
+				t.Fatalf("block size %d at %d: %v", bs, off, err)
+			}
+			most = max(most, g.UsedBytes())
+		}
+	}
+	if most > MaxCopyBytes || MaxCopyBytes%MaxBlockSize != 0 || MaxCopyBytes > 8*MiB {
+		t.Fatalf("MaxCopyBytes %d: the largest copy spans %d", MaxCopyBytes, most)
 	}
 }

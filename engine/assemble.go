@@ -359,6 +359,9 @@ type ArraySpec struct {
 	MemberBytes []uint64
 	// SpareBytes are the sizes of the spares' devices in bytes.
 	SpareBytes []uint64
+	// MemberNames and SpareNames, if set, name the devices (paths) in
+	// errors, in the order of MemberBytes and SpareBytes.
+	MemberNames, SpareNames []string
 	// BitmapBytes is the size of the write-intent bitmap (0: none); it is
 	// rounded up to 4 KiB.
 	BitmapBytes uint64
@@ -418,8 +421,14 @@ func NewSuperblocks(spec ArraySpec) ([]*Superblock, error) {
 	sbs := make([]*Superblock, len(all))
 	for i, size := range all {
 		what := fmt.Sprintf("member %d", i)
+		if i < len(spec.MemberNames) {
+			what = "member " + spec.MemberNames[i]
+		}
 		if i >= n {
 			what = fmt.Sprintf("spare %d", i-n)
+			if i-n < len(spec.SpareNames) {
+				what = "spare " + spec.SpareNames[i-n]
+			}
 		}
 		const minData = 1 << 20
 		if size < dataOffset || size-dataOffset < minData {

@@ -48,8 +48,8 @@ import (
 //	   104     8  data offset in bytes (a multiple of 1 MiB, >= 1 MiB)
 //	   112     8  data size in sectors, a multiple of 8: this member's usable size from the data offset
 //	   120     8  bitmap offset in bytes from the start of the member (0 if no bitmap)
-//	   128     8  bitmap size in bytes (a multiple of 4096; 0 if no bitmap)
-//	   136     8  events: generation counter, incremented on every state change
+//	   128     8  bitmap size in bytes (a multiple of 4096, at most 128 MiB; 0 if no bitmap)
+//	   136     8  events: generation counter, incremented on every state change (1..2^64-2)
 //	   144     8  creation time, Unix nanoseconds (signed)
 //	   152     8  update time, Unix nanoseconds (signed)
 //	   160    96  reserved
@@ -69,6 +69,10 @@ import (
 // array's spares. A member UUID appears at most once in the table; a member
 // holding a role is named by that role's entry (active, faulty or
 // rebuilding); a spare is named by no role entry.
+//
+// A superblock is also bounded by the member it was read from
+// (CheckMemberSize): the data area, and so the reserved area and the bitmap
+// before it, must end within the member.
 const (
 	// SuperblockOffset is the byte offset of the superblock on a member.
 	SuperblockOffset = 4096
@@ -89,6 +93,14 @@ const (
 	DataOffsetAlign = 1 << 20
 	// BitmapAlign is the alignment of BitmapOffset and BitmapBytes.
 	BitmapAlign = 4096
+	// MaxBitmapBytes is the largest bitmap area (128 MiB, the largest
+	// headroom Reserve leaves): far more than any bitmap needs (a few MiB
+	// at most), small enough to read at assembly.
+	MaxBitmapBytes = 128 << 20
+	// MaxEvents is the largest events counter. An array at MaxEvents
+	// cannot record another state change (the counter would wrap), so it
+	// is not assembled; 2^64-1 is never valid.
+	MaxEvents = math.MaxUint64 - 1
 )
 
 const (
@@ -262,12 +274,29 @@ func roundUp(n, a uint64) uint64 {
 // IsSpare reports whether the member is a spare.
 func (sb *Superblock) IsSpare() bool { return sb.Role == SpareRole }
 
-// CheckMemberSize returns an error if a member of memberBytes is too small
-// for what the superblock says is on it (a truncated or different device).
+// CheckMemberSize returns an error (wrapping ErrCorruptSuperblock) if a
+// member of memberBytes cannot hold what the superblock says is on it: the
+// superblock, the reserved area with the bitmap (which ends at the data
+// offset) and the data area must all end within the member (a truncated or
+// different device, or a crafted superblock). The superblock must be valid
+// (ParseSuperblock or Validate), so the bitmap area lies below the data
+// offset and the data area's end does not overflow.
 func (sb *Superblock) CheckMemberSize(memberBytes uint64) error {
-	end := sb.DataOffset + sb.DataSectors*sbSector
-	if memberBytes < end {
-		return fmt.Errorf("member is %d bytes but its superblock has data up to byte %d: truncated or a different device", memberBytes, end)
+	fail := func(format string, args ...any) error {
+		return fmt.Errorf("%w: %s: truncated or a different device, or a crafted superblock", ErrCorruptSuperblock, fmt.Sprintf(format, args...))
+	}
+	if memberBytes < SuperblockOffset+SuperblockSize {
+		return fail("member is %d bytes, too small to hold the superblock", memberBytes)
+	}
+	if sb.BitmapBytes != 0 && sb.BitmapOffset+sb.BitmapBytes > memberBytes {
+		return fail("bitmap area at byte %d, %d bytes, ends past the member's end (%d bytes)", sb.BitmapOffset, sb.BitmapBytes, memberBytes)
+	}
+	if sb.DataOffset >= memberBytes {
+		return fail("data offset %d is past the member's end (%d bytes)", sb.DataOffset, memberBytes)
+	}
+	if room := (memberBytes - sb.DataOffset) / sbSector; sb.DataSectors > room {
+		return fail("data size of %d sectors from data offset %d ends at byte %d, past the member's end (%d bytes; room for %d sectors)",
+			sb.DataSectors, sb.DataOffset, sb.DataOffset+sb.DataSectors*sbSector, memberBytes, room)
 	}
 	return nil
 }
@@ -527,9 +556,15 @@ func (sb *Superblock) validate() error {
 		if sb.BitmapOffset >= sb.DataOffset || sb.BitmapBytes > sb.DataOffset-sb.BitmapOffset {
 			return fmt.Errorf("bitmap area at %d, %d bytes, overlaps the data at %d", sb.BitmapOffset, sb.BitmapBytes, sb.DataOffset)
 		}
+		if sb.BitmapBytes > MaxBitmapBytes {
+			return fmt.Errorf("bitmap area of %d bytes is larger than the maximum of %d (128 MiB)", sb.BitmapBytes, MaxBitmapBytes)
+		}
 	}
 	if sb.Events == 0 {
 		return errors.New("events is 0")
+	}
+	if sb.Events > MaxEvents {
+		return fmt.Errorf("events %d is past the maximum of %d (the counter would wrap)", sb.Events, uint64(MaxEvents))
 	}
 	return sb.validateRoles()
 }

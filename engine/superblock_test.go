@@ -248,6 +248,8 @@ func TestParseSuperblockRejects(t *testing.T) {
 		{name: "bitmap size unaligned", sb: func(sb *Superblock) { sb.BitmapBytes = 1000 }, want: "not 4 KiB aligned"},
 		{name: "bitmap offset without bitmap", sb: func(sb *Superblock) { sb.BitmapBytes = 0 }, want: "bitmap offset 8192 without a bitmap"},
 		{name: "events zero", sb: func(sb *Superblock) { sb.Events = 0 }, want: "events is 0"},
+		{name: "events would wrap", sb: func(sb *Superblock) { sb.Events = math.MaxUint64 }, want: "events 18446744073709551615 is past the maximum"},
+		{name: "bitmap over 128 MiB", sb: func(sb *Superblock) { sb.DataOffset = 1 << 40; sb.BitmapBytes = MaxBitmapBytes + 4096 }, want: "bitmap area of 134221824 bytes is larger than the maximum"},
 		{name: "name not NUL-padded", raw: func(b []byte) { copy(b[offName:offName+32], "ab\x00c"+strings.Repeat("\x00", 28)) }, want: "name is not NUL-padded"},
 		{name: "name 32 bytes invalid UTF-8", raw: func(b []byte) { copy(b[offName:offName+32], strings.Repeat("é", 15)+"\xc3x") }, want: "not valid UTF-8"},
 		{name: "name invalid UTF-8", raw: func(b []byte) { copy(b[offName:offName+32], "ab\xff"+strings.Repeat("\x00", 29)) }, want: "not valid UTF-8"},
@@ -341,6 +343,8 @@ func TestParseSuperblockAccepts(t *testing.T) {
 		{"empty name", func(sb *Superblock) { sb.Name = "" }},
 		{"no bitmap", func(sb *Superblock) { sb.BitmapBytes, sb.BitmapOffset = 0, 0 }},
 		{"bitmap fills the reserve", func(sb *Superblock) { sb.BitmapOffset, sb.BitmapBytes = 8192, 2<<20-8192 }},
+		{"largest bitmap", func(sb *Superblock) { sb.DataOffset, sb.BitmapBytes = 1<<40, MaxBitmapBytes }},
+		{"largest events", func(sb *Superblock) { sb.Events = MaxEvents }},
 		{"spare", func(sb *Superblock) {
 			sb.Role = SpareRole
 			sb.MemberUUID = sbUUID(0xd3)
@@ -416,6 +420,62 @@ func TestSuperblockCheckMemberSize(t *testing.T) {
 	}
 }
 
+// Item 5 of "Operator safety": every offset of a valid superblock is
+// bounded by the member it came from, and the error names the field.
+func TestCheckMemberSizeBoundsEveryField(t *testing.T) {
+	const member = 512 << 20 // the VM's 512 MiB disks
+	for _, tc := range []struct {
+		name string
+		sb   func(*Superblock)
+		want string // "" accepts
+	}{
+		{"fits", func(sb *Superblock) { sb.DataSectors = (member - sb.DataOffset) / 512 }, ""},
+		{"data sectors 2^30", func(sb *Superblock) { sb.DataSectors = 1 << 30 }, "data size of 1073741824 sectors from data offset 2097152 ends at byte 549757911040, past the member's end (536870912 bytes; room for 1044480 sectors)"},
+		{"data one sector long", func(sb *Superblock) { sb.DataSectors = (member-sb.DataOffset)/512 + 8 }, "past the member's end"},
+		{"data offset 1 TiB", func(sb *Superblock) { sb.DataOffset, sb.DataSectors = 1<<40, 1<<20 }, "data offset 1099511627776 is past the member's end (536870912 bytes)"},
+		{"data offset at the end", func(sb *Superblock) { sb.DataOffset, sb.DataSectors = member, 1<<20 }, "data offset 536870912 is past the member's end"},
+		{"bitmap past the end", func(sb *Superblock) { sb.DataOffset, sb.BitmapOffset = 1<<40, 1<<39 }, "bitmap area at byte 549755813888, 65536 bytes, ends past the member's end"},
+		{"member smaller than the superblock", func(sb *Superblock) {}, "too small to hold the superblock"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			sb := sbFixture()
+			tc.sb(sb)
+			if err := sb.Validate(); err != nil {
+				t.Fatalf("the crafted superblock must be valid in itself: %v", err)
+			}
+			size := uint64(member)
+			if tc.name == "member smaller than the superblock" {
+				size = 4096
+			}
+			err := sb.CheckMemberSize(size)
+			switch {
+			case tc.want == "" && err != nil:
+				t.Errorf("refused: %v", err)
+			case tc.want != "" && (err == nil || !strings.Contains(err.Error(), tc.want)):
+				t.Errorf("err = %v, want it to contain %q", err, tc.want)
+			case tc.want != "" && !errors.Is(err, ErrCorruptSuperblock):
+				t.Errorf("err = %v does not wrap ErrCorruptSuperblock", err)
+			}
+		})
+	}
+}
+
+// A crafted events counter of 2^64-1 would wrap to 0 at the next update:
+// it is corrupt; 2^64-2 is the last valid value.
+func TestSuperblockEventsWrap(t *testing.T) {
+	sb := sbFixture()
+	sb.Events = MaxEvents
+	b := mustMarshal(t, sb)
+	if got, err := ParseSuperblock(b); err != nil || got.Events != MaxEvents {
+		t.Fatalf("events MaxEvents: %v", err)
+	}
+	binary.LittleEndian.PutUint64(b[offEvents:], math.MaxUint64)
+	seal(b)
+	if _, err := ParseSuperblock(b); !errors.Is(err, ErrCorruptSuperblock) || !strings.Contains(err.Error(), "would wrap") {
+		t.Fatalf("events 2^64-1: err = %v", err)
+	}
+}
+
 func TestSuperblockUUIDString(t *testing.T) {
 	u := [16]byte{0x12, 0x34, 0x56, 0x78, 0x9a, 0xbc, 0x4d, 0xef, 0x80, 0x01, 0x02, 0x03, 0x04, 0x05, 0x06, 0xff}
 	if got, want := UUIDString(u), "12345678-9abc-4def-8001-0203040506ff"; got != want {
@@ -455,9 +515,9 @@ func sbGen() *rapid.Generator[*Superblock] {
 			pages := (sb.DataOffset - 8192) / 4096
 			first := rapid.Uint64Range(2, pages+1).Draw(t, "bitmapPage")
 			sb.BitmapOffset = first * 4096
-			sb.BitmapBytes = 4096 * rapid.Uint64Range(1, pages+2-first).Draw(t, "bitmapPages")
+			sb.BitmapBytes = 4096 * rapid.Uint64Range(1, min(pages+2-first, MaxBitmapBytes/4096)).Draw(t, "bitmapPages")
 		}
-		sb.Events = rapid.Uint64Min(1).Draw(t, "events")
+		sb.Events = rapid.Uint64Range(1, MaxEvents).Draw(t, "events")
 		sb.Clean = rapid.Bool().Draw(t, "clean")
 		sb.CreateTime = rapid.Int64().Draw(t, "create")
 		sb.UpdateTime = rapid.Int64().Draw(t, "update")
