@@ -49,6 +49,11 @@ type CreateSpec struct {
 	// of a new array; at assembly, those carrying this array's spare
 	// superblock are taken as they are and blank ones are added.
 	Spares []string
+	// Force overwrites devices that carry a signature of data (a
+	// filesystem, partition table, RAID or LVM metadata, ...: see package
+	// probe): members of a new array and blank spares. Without it they
+	// are refused before anything is written.
+	Force bool
 }
 
 // Array is an open RAID array.
@@ -57,6 +62,9 @@ type Array struct {
 	Members []*ublk.Member // by role; nil when missing
 	SBs     []*engine.Superblock
 	Created bool // this Open created it
+	// Warnings are what Open found worth telling but not refusing (a
+	// member much larger than the array uses), one line each.
+	Warnings []string
 	// OnMemberFailed, if set, is called once per member that becomes
 	// faulty, when its failure has been recorded (under the array lock).
 	OnMemberFailed func(role int, path string)
@@ -197,6 +205,14 @@ func Open(paths []string, spec CreateSpec, create bool) (*Array, error) {
 			closeSpares()
 			return nil, fmt.Errorf("spare %s carries a ublk-raid superblock: wipe it first if it is free", spareIn[0].Path)
 		}
+		// Nothing is written over a device that holds data, unless forced.
+		for _, m := range append(append([]*ublk.Member(nil), ms...), spares...) {
+			if err := checkBlank(m, spec.Force); err != nil {
+				closeAll()
+				closeSpares()
+				return nil, err
+			}
+		}
 		a, err := newArray(ms, spares, spec)
 		if err != nil {
 			closeAll()
@@ -212,26 +228,37 @@ func Open(paths []string, spec CreateSpec, create bool) (*Array, error) {
 		closeSpares()
 		return nil, err
 	}
+	if create && spec.Level >= 0 && engine.Level(asm.Level) != spec.Level {
+		// Refused here, before a blank spare is written.
+		closeAll()
+		closeSpares()
+		return nil, fmt.Errorf("the members hold a %s array; level %d would create a new one: wipe them first", engine.Level(asm.Level), spec.Level)
+	}
 	ms = append(ms, withSB...) // in step with inputs
 	inputs = append(inputs, spareIn...)
-	// A blank spare given at assembly is added once the array is open.
-	var blankPaths []string
+	// A blank spare given at assembly is added once the array is open,
+	// after every one of them passed the checks (nothing is written
+	// before).
 	for _, m := range blank {
-		blankPaths = append(blankPaths, m.Path)
-		m.Close()
+		if err := checkBlank(m, spec.Force); err != nil {
+			closeAll()
+			closeSpares()
+			return nil, err
+		}
 	}
 	a, err := assemble(ms, inputs, asm, spec.BitmapOptions)
 	if err != nil {
 		closeAll()
+		for _, m := range blank {
+			m.Close()
+		}
 		return nil, err
 	}
 	a.initSync(spec)
 	a.start()
-	for _, p := range blankPaths {
-		if err := a.AddSpare(p); err != nil {
-			a.Close()
-			return nil, fmt.Errorf("spare %s: %w", p, err)
-		}
+	if err := a.addSpares(blank, spec.Force); err != nil {
+		a.Close()
+		return nil, err
 	}
 	return a, nil
 }
@@ -301,6 +328,9 @@ func newArray(ms, spares []*ublk.Member, spec CreateSpec) (*Array, error) {
 	}
 	n := len(ms)
 	a := &Array{Engine: ea, Members: ms, SBs: sbs[:n:n], Created: true, dataOffset: sbs[0].DataOffset, events: sbs[0].Events}
+	if w := unusedWarning(ms, sbs[0].DataOffset+g.MemberSectors<<9); w != "" {
+		a.Warnings = append(a.Warnings, w)
+	}
 	if useBitmap {
 		cfg := bitmapConfig(sbs[0], g.ArraySectors())
 		cfg.RegionSectors, cfg.BlockSize = region, bs
@@ -335,6 +365,23 @@ func newArray(ms, spares []*ublk.Member, spec CreateSpec) (*Array, error) {
 	a.stateGen = ea.State().Gen
 	a.durable.Store(a.stateGen)
 	return a, nil
+}
+
+// unusedWarning says, like mdadm, when the largest member exceeds what
+// the array uses of each member (used bytes) by more than 1%.
+func unusedWarning(ms []*ublk.Member, used uint64) string {
+	big := ms[0]
+	for _, m := range ms {
+		if m.Size > big.Size {
+			big = m
+		}
+	}
+	size := uint64(big.Size)
+	if size*100 <= used*101 {
+		return ""
+	}
+	return fmt.Sprintf("largest member %s is %d bytes; the array uses %d bytes of each member, leaving %d bytes (%d%%) of it unused",
+		big.Path, size, used, size-used, (size-used)*100/size)
 }
 
 // geometryOf is the engine geometry a superblock describes, with the
