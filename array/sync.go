@@ -569,7 +569,9 @@ func (a *Array) ReAdd(path string) error { return a.addMember(path, -1, true, fa
 
 // Replace puts a new device or a spare into role (which must be faulty or
 // missing) and rebuilds it.
-func (a *Array) Replace(role int, path string) error { return a.addMember(path, role, false, false, false) }
+func (a *Array) Replace(role int, path string) error {
+	return a.addMember(path, role, false, false, false)
+}
 
 // ReplaceMember puts the device at path (a spare of the array, or a new
 // device) into role and rebuilds it. Everything is checked first (the
