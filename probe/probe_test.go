@@ -7,8 +7,11 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
+
+	"github.com/ublk-raid/ublk-raid/probe/probetest"
 )
 
 // strictReader is a device of size bytes held in memory (sparse: only
@@ -223,5 +226,28 @@ func TestDetectFile(t *testing.T) {
 	var short io.ReaderAt = f
 	if _, err := Detect(short, 64*mib); err == nil || !errors.Is(err, io.ErrUnexpectedEOF) {
 		t.Fatalf("reading past the end of the file: %v", err)
+	}
+}
+
+// The fixtures other packages' tests write are found as what they are.
+func TestDetectProbetestFixtures(t *testing.T) {
+	for kind, want := range probetest.Kinds {
+		p := filepath.Join(t.TempDir(), kind)
+		if err := os.WriteFile(p, nil, 0o600); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.Truncate(p, 32*mib+3*512); err != nil {
+			t.Fatal(err)
+		}
+		probetest.Write(t, p, kind)
+		f, err := os.Open(p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got, err := Detect(f, 32*mib+3*512)
+		f.Close()
+		if err != nil || len(got) == 0 || !slices.ContainsFunc(got, func(s Signature) bool { return s.Type == want }) {
+			t.Errorf("%s: found %v %v, want %q", kind, got, err, want)
+		}
 	}
 }
