@@ -12,10 +12,11 @@ import (
 	"github.com/ublk-raid/ublk-raid/ublk"
 )
 
-// ErrSignature marks a refusal to overwrite a device that carries a
-// signature of data (a filesystem, partition table, RAID or LVM
-// metadata, ...): the caller may retry with force.
-var ErrSignature = errors.New("the device holds data")
+// ErrSignature ends (wrapped) the refusal to overwrite a device that
+// carries a signature of data (a filesystem, partition table, RAID or
+// LVM metadata, another array's superblock): the caller may retry with
+// force.
+var ErrSignature = errors.New("--force overwrites it")
 
 // checkBlank refuses m when it carries a signature probe recognises,
 // unless force is set. Reads only.
@@ -28,7 +29,7 @@ func checkBlank(m *ublk.Member, force bool) error {
 		return fmt.Errorf("looking for signatures on %s: %w", m.Path, err)
 	}
 	if len(sigs) > 0 {
-		return fmt.Errorf("%w: %s carries %s; --force overwrites it", ErrSignature, m.Path, probe.Describe(sigs))
+		return fmt.Errorf("%s carries %s; %w", m.Path, probe.Describe(sigs), ErrSignature)
 	}
 	return nil
 }
@@ -83,8 +84,8 @@ func (a *Array) checkNewDevice(m *ublk.Member, ref *engine.Superblock, force boo
 		if old, err := engine.ParseSuperblock(b); err == nil {
 			switch {
 			case old.ArrayUUID != ref.ArrayUUID:
-				return fmt.Errorf("%w: %s carries a superblock of array %s (name %q): --force overwrites it if it is free",
-					ErrSignature, m.Path, engine.UUIDString(old.ArrayUUID), old.Name)
+				return fmt.Errorf("%s carries a superblock of array %s (name %q); %w",
+					m.Path, engine.UUIDString(old.ArrayUUID), old.Name, ErrSignature)
 			case !old.IsSpare():
 				return fmt.Errorf("%s was role %d of this array: use re-add (--force overwrites it as a new device)", m.Path, old.Role)
 			}
