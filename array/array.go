@@ -205,15 +205,19 @@ func Open(paths []string, spec CreateSpec, create bool) (*Array, error) {
 			closeSpares()
 			return nil, fmt.Errorf("spare %s carries a ublk-raid superblock: wipe it first if it is free", spareIn[0].Path)
 		}
-		// Nothing is written over a device that holds data, unless forced.
+		// Nothing is written over a device that holds data, unless forced
+		// (then what was found is erased with the superblock writes).
+		wipes := map[*ublk.Member]signatures{}
 		for _, m := range append(append([]*ublk.Member(nil), ms...), spares...) {
-			if err := checkBlank(m, spec.Force); err != nil {
+			sigs, err := checkBlank(m, spec.Force)
+			if err != nil {
 				closeAll()
 				closeSpares()
 				return nil, err
 			}
+			wipes[m] = sigs
 		}
-		a, err := newArray(ms, spares, spec)
+		a, err := newArray(ms, spares, spec, wipes)
 		if err != nil {
 			closeAll()
 			closeSpares()
@@ -240,7 +244,7 @@ func Open(paths []string, spec CreateSpec, create bool) (*Array, error) {
 	// after every one of them passed the checks (nothing is written
 	// before).
 	for _, m := range blank {
-		if err := checkBlank(m, spec.Force); err != nil {
+		if _, err := checkBlank(m, spec.Force); err != nil {
 			closeAll()
 			closeSpares()
 			return nil, err
@@ -277,7 +281,7 @@ func readSB(m *ublk.Member) engine.MemberSB {
 	return in
 }
 
-func newArray(ms, spares []*ublk.Member, spec CreateSpec) (*Array, error) {
+func newArray(ms, spares []*ublk.Member, spec CreateSpec, wipes map[*ublk.Member]signatures) (*Array, error) {
 	if spec.ChunkSectors == 0 {
 		spec.ChunkSectors = 1024 // 512 KiB
 	}
@@ -351,6 +355,9 @@ func newArray(ms, spares []*ublk.Member, spec CreateSpec) (*Array, error) {
 	}
 	// Everything is checked; now, and only now, write.
 	for i, m := range append(append([]*ublk.Member(nil), ms...), spares...) {
+		if err := wipeSignatures(m, wipes[m]); err != nil {
+			return nil, err
+		}
 		b, err := sbs[i].MarshalBinary()
 		if err != nil {
 			return nil, err

@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"github.com/ublk-raid/ublk-raid/engine"
+	"github.com/ublk-raid/ublk-raid/probe"
 	"github.com/ublk-raid/ublk-raid/probe/probetest"
 )
 
@@ -31,6 +32,25 @@ func unchanged(t *testing.T, what string, paths []string, before [][]byte) {
 		if !bytes.Equal(b, before[i]) {
 			t.Errorf("%s: %s was written", what, paths[i])
 		}
+	}
+}
+
+// onlyOurs fails unless the only signature on path is a ublk-raid
+// superblock: a forced overwrite erased what was there.
+func onlyOurs(t *testing.T, path string) {
+	t.Helper()
+	f, err := os.Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	fi, err := f.Stat()
+	if err != nil {
+		t.Fatal(err)
+	}
+	sigs, err := probe.Detect(f, fi.Size())
+	if err != nil || len(sigs) != 1 || sigs[0].Type != "ublk-raid superblock" {
+		t.Errorf("%s after a forced overwrite: %v %v; want only the ublk-raid superblock", path, sigs, err)
 	}
 }
 
@@ -62,6 +82,8 @@ func TestCreateOverSignatureNeedsForce(t *testing.T) {
 	if !a.Created || len(a.Spares()) != 1 {
 		t.Fatalf("forced create: created %v spares %v", a.Created, a.Spares())
 	}
+	onlyOurs(t, paths[1])
+	onlyOurs(t, paths[2])
 }
 
 // ReplaceMember fails an active member only once the new device passed
@@ -109,6 +131,7 @@ func TestReplaceMemberChecksBeforeFailing(t *testing.T) {
 	if !bytes.Equal(dataOf(t, a, paths[2]), dataOf(t, a, paths[0])) {
 		t.Fatal("copies differ after replace")
 	}
+	onlyOurs(t, paths[2])
 }
 
 // Replacing the only in-sync copy is refused before anything is written.
@@ -202,6 +225,7 @@ func TestAssemblySpareForce(t *testing.T) {
 	if sp := b.Spares(); len(sp) != 2 {
 		t.Fatalf("spares %v", sp)
 	}
+	onlyOurs(t, paths[3])
 }
 
 // AddSpareForce takes a device that AddSpare refuses.
@@ -224,6 +248,7 @@ func TestAddSpareForce(t *testing.T) {
 	if sp := a.Spares(); len(sp) != 1 || sp[0] != paths[2] {
 		t.Fatalf("spares %v", sp)
 	}
+	onlyOurs(t, paths[2]) // the backup GPT header at the end too
 }
 
 // Like mdadm, creation warns when the largest member exceeds what the

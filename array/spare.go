@@ -101,16 +101,20 @@ func (a *Array) addSpares(ms []*ublk.Member, force bool) error {
 		return fmt.Errorf("the role table is full: at most %d members and spares", engine.RoleTableSize)
 	}
 	sbs := make([]*engine.Superblock, len(ms))
+	wipes := make([]signatures, len(ms))
 	for i, m := range ms {
-		sb, err := a.spareSuperblock(m, force)
+		sb, sigs, err := a.spareSuperblock(m, force)
 		if err != nil {
 			closeFrom(0)
 			return err
 		}
-		sbs[i] = sb
+		sbs[i], wipes[i] = sb, sigs
 	}
 	for i, m := range ms {
 		b, err := sbs[i].MarshalBinary()
+		if err == nil {
+			err = wipeSignatures(m, wipes[i])
+		}
 		if err == nil {
 			err = m.WriteBlockSync(engine.SuperblockOffset, b)
 		}
@@ -132,32 +136,34 @@ func (a *Array) addSpares(ms []*ublk.Member, force bool) error {
 }
 
 // spareSuperblock checks that m may become a spare (see AddSpareForce)
-// and returns its superblock. Reads only.
-func (a *Array) spareSuperblock(m *ublk.Member, force bool) (*engine.Superblock, error) {
+// and returns its superblock and the signatures to erase (forced). Reads
+// only.
+func (a *Array) spareSuperblock(m *ublk.Member, force bool) (*engine.Superblock, signatures, error) {
 	ref := a.refSB()
 	if ref == nil {
-		return nil, errors.New("the array has no superblock to copy")
+		return nil, nil, errors.New("the array has no superblock to copy")
 	}
 	if lb := a.logicalBlock(); lb != 0 && m.LogicalBlock != lb {
-		return nil, fmt.Errorf("%s has %d-byte logical blocks; the array has %d", m.Path, m.LogicalBlock, lb)
+		return nil, nil, fmt.Errorf("%s has %d-byte logical blocks; the array has %d", m.Path, m.LogicalBlock, lb)
 	}
 	need := ref.DataOffset + a.Engine.Geo.MemberSectors<<9
 	if uint64(m.Size) < need {
-		return nil, fmt.Errorf("%s is %d bytes; a spare needs at least %d", m.Path, m.Size, need)
+		return nil, nil, fmt.Errorf("%s is %d bytes; a spare needs at least %d", m.Path, m.Size, need)
 	}
-	if err := a.checkNewDevice(m, ref, force); err != nil {
-		return nil, err
+	sigs, err := a.checkNewDevice(m, ref, force)
+	if err != nil {
+		return nil, nil, err
 	}
 	sb := *ref
 	sb.Role = engine.SpareRole
 	if _, err := rand.Read(sb.MemberUUID[:]); err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	sb.DataSectors = (uint64(m.Size) - sb.DataOffset) >> 9 &^ 7
 	a.mu.Lock()
 	sb.Events = a.events
 	a.mu.Unlock()
-	return &sb, nil
+	return &sb, sigs, nil
 }
 
 // logicalBlock is the logical block size of the array's members (0: no

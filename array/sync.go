@@ -647,8 +647,10 @@ func (a *Array) addMember(path string, role int, readd, failActive, force bool) 
 		drop()
 		return err
 	}
+	var wipe signatures
 	if !readd && spare == nil {
-		if err := a.checkNewDevice(m, a.refSB(), force); err != nil {
+		var err error
+		if wipe, err = a.checkNewDevice(m, a.refSB(), force); err != nil {
 			drop()
 			return err
 		}
@@ -671,6 +673,10 @@ func (a *Array) addMember(path string, role int, readd, failActive, force bool) 
 		if err != nil {
 			a.returnSpare(sp)
 		}
+		return err
+	}
+	if err := wipeSignatures(m, wipe); err != nil {
+		drop()
 		return err
 	}
 	return a.addOpen(m, role, readd, uuid)

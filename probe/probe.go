@@ -14,8 +14,11 @@ type Signature struct {
 	// Type names what was found: "ext4 filesystem", "md superblock 1.2",
 	// "GPT partition table", ...
 	Type string
-	// Offset is the byte offset of the magic that identified it.
+	// Offset and Length are where the magic that identified it lies:
+	// zeroing them is enough for this check (and blkid) not to see it
+	// again, as wipefs does.
 	Offset int64
+	Length int
 }
 
 func (s Signature) String() string { return fmt.Sprintf("%s (at byte %d)", s.Type, s.Offset) }
@@ -86,8 +89,8 @@ func (d *detector) at(off int64, n int) []byte {
 	return nil
 }
 
-func (d *detector) add(typ string, off int64) {
-	d.found = append(d.found, Signature{Type: typ, Offset: off})
+func (d *detector) add(typ string, off int64, n int) {
+	d.found = append(d.found, Signature{Type: typ, Offset: off, Length: n})
 }
 
 // has reports whether the bytes at off are magic.
@@ -98,7 +101,7 @@ func (d *detector) has(off int64, magic string) bool {
 
 func (d *detector) ublkRaid() {
 	if d.has(ublkMagicAt, ublkMagic) {
-		d.add("ublk-raid superblock", ublkMagicAt)
+		d.add("ublk-raid superblock", ublkMagicAt, len(ublkMagic))
 	}
 }
 
@@ -109,7 +112,7 @@ func (d *detector) md() {
 	le := binary.LittleEndian
 	v1 := func(off int64, minor string) {
 		if b := d.at(off, 8); b != nil && le.Uint32(b) == mdMagic && le.Uint32(b[4:]) == 1 {
-			d.add("md superblock 1."+minor, off)
+			d.add("md superblock 1."+minor, off, 4)
 		}
 	}
 	v1(0, "1")
@@ -122,7 +125,7 @@ func (d *detector) md() {
 		if b := d.at(off, 8); b != nil {
 			for _, bo := range []binary.ByteOrder{binary.LittleEndian, binary.BigEndian} {
 				if bo.Uint32(b) == mdMagic && bo.Uint32(b[4:]) == 0 {
-					d.add("md superblock 0.90", off)
+					d.add("md superblock 0.90", off, 4)
 					break
 				}
 			}
@@ -132,13 +135,12 @@ func (d *detector) md() {
 
 func (d *detector) luks() {
 	if d.has(0, "LUKS\xba\xbe") {
-		d.add("LUKS header", 0)
-		return
+		d.add("LUKS header", 0, 6)
 	}
 	// LUKS2 keeps a second header at one of these offsets.
 	for off := int64(16 << 10); off <= 4<<20; off <<= 1 {
 		if d.has(off, "SKUL\xba\xbe") {
-			d.add("LUKS2 secondary header", off)
+			d.add("LUKS2 secondary header", off, 6)
 			return
 		}
 	}
@@ -148,7 +150,7 @@ func (d *detector) luks() {
 func (d *detector) lvm() {
 	for s := int64(0); s < 4; s++ {
 		if b := d.at(s*512, 32); b != nil && string(b[:8]) == "LABELONE" && string(b[24:32]) == "LVM2 001" {
-			d.add("LVM2 physical volume", s*512)
+			d.add("LVM2 physical volume", s*512, 8)
 			return
 		}
 	}
@@ -174,18 +176,18 @@ func (d *detector) ext() {
 	case compat&0x4 != 0: // HAS_JOURNAL
 		kind = "ext3"
 	}
-	d.add(kind+" filesystem", extSBOffset+0x38)
+	d.add(kind+" filesystem", extSBOffset+0x38, 2)
 }
 
 func (d *detector) xfs() {
 	if d.has(0, "XFSB") {
-		d.add("xfs filesystem", 0)
+		d.add("xfs filesystem", 0, 4)
 	}
 }
 
 func (d *detector) btrfs() {
 	if d.has(btrfsMagicAt, "_BHRfS_M") {
-		d.add("btrfs filesystem", btrfsMagicAt)
+		d.add("btrfs filesystem", btrfsMagicAt, 8)
 	}
 }
 
@@ -199,10 +201,10 @@ func (d *detector) bootSector() {
 	}
 	switch string(b[3:11]) {
 	case "EXFAT   ":
-		d.add("exfat filesystem", 3)
+		d.add("exfat filesystem", 3, 8)
 		return
 	case "NTFS    ":
-		d.add("ntfs filesystem", 3)
+		d.add("ntfs filesystem", 3, 8)
 		return
 	}
 	bps := binary.LittleEndian.Uint16(b[11:])
@@ -213,7 +215,7 @@ func (d *detector) bootSector() {
 			name string
 		}{{82, "FAT32   "}, {54, "FAT16   "}, {54, "FAT12   "}, {54, "FAT     "}} {
 			if string(b[t.off:t.off+8]) == t.name {
-				d.add("vfat filesystem", t.off)
+				d.add("vfat filesystem", t.off, 8)
 				return
 			}
 		}
@@ -234,23 +236,26 @@ func (d *detector) bootSector() {
 	}
 	switch {
 	case protective:
-		d.add("GPT protective MBR", 510)
+		d.add("GPT protective MBR", 510, 2)
 	case used:
-		d.add("MBR partition table", 510)
+		d.add("MBR partition table", 510, 2)
 	}
 }
 
-// gpt: the header at LBA 1 (512- or 4096-byte sectors) or the backup
-// header at the last LBA.
+// gpt: the header at LBA 1 (512- or 4096-byte sectors) and the backup
+// header at the last LBA; each found is reported (both must go for the
+// table to be gone).
 func (d *detector) gpt() {
-	for _, off := range []int64{512, 4096, d.size - 512, d.size - 4096} {
-		if off > 0 && d.has(off, "EFI PART") {
-			what := "GPT partition table"
-			if off >= d.size-4096 {
-				what = "GPT backup partition table"
+	for _, pair := range [][2]int64{{512, 4096}, {d.size - 512, d.size - 4096}} {
+		what := "GPT partition table"
+		if pair[0] != 512 {
+			what = "GPT backup partition table"
+		}
+		for _, off := range pair {
+			if off > 0 && d.has(off, "EFI PART") {
+				d.add(what, off, 8)
+				break
 			}
-			d.add(what, off)
-			return
 		}
 	}
 }
@@ -263,7 +268,7 @@ func (d *detector) swap() {
 			continue
 		}
 		if bytes.Equal(b, []byte("SWAPSPACE2")) || bytes.Equal(b, []byte("SWAP-SPACE")) {
-			d.add("swap space", ps-10)
+			d.add("swap space", ps-10, 10)
 			return
 		}
 	}

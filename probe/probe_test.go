@@ -251,3 +251,30 @@ func TestDetectProbetestFixtures(t *testing.T) {
 		}
 	}
 }
+
+// Copies kept at both ends are each reported, so erasing what Detect
+// found leaves nothing for it (or blkid) to find.
+func TestDetectReportsEveryCopy(t *testing.T) {
+	size := int64(64 * mib)
+	d := newDevice(size)
+	d.write(512, []byte("EFI PART"))
+	d.write(size-512, []byte("EFI PART"))
+	d.write(0, []byte("LUKS\xba\xbe"))
+	d.write(32<<10, []byte("SKUL\xba\xbe"))
+	got, err := Detect(d, size)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var types []string
+	for _, s := range got {
+		types = append(types, s.Type)
+		if s.Length <= 0 || s.Offset < 0 || s.Offset+int64(s.Length) > size {
+			t.Errorf("%v: bad extent", s)
+		}
+	}
+	for _, want := range []string{"GPT partition table", "GPT backup partition table", "LUKS header", "LUKS2 secondary header"} {
+		if !slices.Contains(types, want) {
+			t.Errorf("found %v, want %q among them", types, want)
+		}
+	}
+}
