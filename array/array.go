@@ -194,13 +194,22 @@ func Open(paths []string, spec CreateSpec, create bool) (*Array, error) {
 		}
 	}
 	asm, err := engine.Assemble(append(append([]engine.MemberSB(nil), inputs...), spareIn...))
-	if errors.Is(err, engine.ErrNoSuperblock) {
+	// Devices carrying superblocks that make no one array (of other
+	// arrays, some blank, damaged) are no array to assemble: with a level
+	// and force a new one is created over them, as mdadm --create --run.
+	foreign := errors.Is(err, engine.ErrNotMember) || errors.Is(err, engine.ErrMixedArrays) || errors.Is(err, engine.ErrCorruptSuperblock)
+	if foreign && create && spec.Level >= 0 && !spec.Force {
+		closeAll()
+		closeSpares()
+		return nil, fmt.Errorf("%w; %w (with --level, a new array over them)", err, ErrSignature)
+	}
+	if errors.Is(err, engine.ErrNoSuperblock) || (foreign && create && spec.Level >= 0 && spec.Force) {
 		if !create {
 			closeAll()
 			closeSpares()
 			return nil, fmt.Errorf("the members carry no ublk-raid superblock: give --level to create a new array")
 		}
-		if len(spareIn) > 0 {
+		if len(spareIn) > 0 && !spec.Force {
 			closeAll()
 			closeSpares()
 			return nil, fmt.Errorf("spare %s carries a ublk-raid superblock: wipe it first if it is free", spareIn[0].Path)

@@ -276,3 +276,31 @@ func TestUnusedSpaceWarning(t *testing.T) {
 		t.Fatalf("warnings for members within 1%%: %q", b.Warnings)
 	}
 }
+
+// Creating over devices whose superblocks make no one array (one of
+// another array, one blank) is refused, with the way to force it; forced,
+// the new array is created.
+func TestCreateOverAnotherArraysMember(t *testing.T) {
+	paths := memberFiles(t, 3, 16<<20)
+	o, err := Open(paths[:2], CreateSpec{Name: "old", Level: engine.Level1, NoBitmap: true}, true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	o.SetClean(true)
+	o.Close()
+	members := []string{paths[1], paths[2]}
+	before := contents(t, members...)
+	_, err = Open(members, CreateSpec{Level: engine.Level1}, true)
+	if !errors.Is(err, ErrSignature) || !strings.Contains(err.Error(), paths[2]) {
+		t.Fatalf("create over another array's member: %v", err)
+	}
+	unchanged(t, "refused create", members, before)
+	a, err := Open(members, CreateSpec{Name: "new", Level: engine.Level1, Force: true}, true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer a.Close()
+	if st := a.Status(); !a.Created || st.Name != "new" || st.ActiveDisks != 2 {
+		t.Fatalf("forced create: created %v %+v", a.Created, st)
+	}
+}
