@@ -49,6 +49,11 @@ type CreateSpec struct {
 	// of a new array; at assembly, those carrying this array's spare
 	// superblock are taken as they are and blank ones are added.
 	Spares []string
+	// Force overwrites devices that carry a signature of data (a
+	// filesystem, partition table, RAID or LVM metadata, ...: see package
+	// probe): members of a new array and blank spares. Without it they
+	// are refused before anything is written.
+	Force bool
 }
 
 // Array is an open RAID array.
@@ -57,6 +62,9 @@ type Array struct {
 	Members []*ublk.Member // by role; nil when missing
 	SBs     []*engine.Superblock
 	Created bool // this Open created it
+	// Warnings are what Open found worth telling but not refusing (a
+	// member much larger than the array uses), one line each.
+	Warnings []string
 	// OnMemberFailed, if set, is called once per member that becomes
 	// faulty, when its failure has been recorded (under the array lock).
 	OnMemberFailed func(role int, path string)
@@ -186,18 +194,39 @@ func Open(paths []string, spec CreateSpec, create bool) (*Array, error) {
 		}
 	}
 	asm, err := engine.Assemble(append(append([]engine.MemberSB(nil), inputs...), spareIn...))
-	if errors.Is(err, engine.ErrNoSuperblock) {
+	// Devices carrying superblocks that make no one array (of other
+	// arrays, some blank, damaged) are no array to assemble: with a level
+	// and force a new one is created over them, as mdadm --create --run.
+	foreign := errors.Is(err, engine.ErrNotMember) || errors.Is(err, engine.ErrMixedArrays) || errors.Is(err, engine.ErrCorruptSuperblock)
+	if foreign && create && spec.Level >= 0 && !spec.Force {
+		closeAll()
+		closeSpares()
+		return nil, fmt.Errorf("%w; %w (with --level, a new array over them)", err, ErrSignature)
+	}
+	if errors.Is(err, engine.ErrNoSuperblock) || (foreign && create && spec.Level >= 0 && spec.Force) {
 		if !create {
 			closeAll()
 			closeSpares()
 			return nil, fmt.Errorf("the members carry no ublk-raid superblock: give --level to create a new array")
 		}
-		if len(spareIn) > 0 {
+		if len(spareIn) > 0 && !spec.Force {
 			closeAll()
 			closeSpares()
 			return nil, fmt.Errorf("spare %s carries a ublk-raid superblock: wipe it first if it is free", spareIn[0].Path)
 		}
-		a, err := newArray(ms, spares, spec)
+		// Nothing is written over a device that holds data, unless forced
+		// (then what was found is erased with the superblock writes).
+		wipes := map[*ublk.Member]signatures{}
+		for _, m := range append(append([]*ublk.Member(nil), ms...), spares...) {
+			sigs, err := checkBlank(m, spec.Force)
+			if err != nil {
+				closeAll()
+				closeSpares()
+				return nil, err
+			}
+			wipes[m] = sigs
+		}
+		a, err := newArray(ms, spares, spec, wipes)
 		if err != nil {
 			closeAll()
 			closeSpares()
@@ -212,26 +241,37 @@ func Open(paths []string, spec CreateSpec, create bool) (*Array, error) {
 		closeSpares()
 		return nil, err
 	}
+	if create && spec.Level >= 0 && engine.Level(asm.Level) != spec.Level {
+		// Refused here, before a blank spare is written.
+		closeAll()
+		closeSpares()
+		return nil, fmt.Errorf("the members hold a %s array; level %d would create a new one: wipe them first", engine.Level(asm.Level), spec.Level)
+	}
 	ms = append(ms, withSB...) // in step with inputs
 	inputs = append(inputs, spareIn...)
-	// A blank spare given at assembly is added once the array is open.
-	var blankPaths []string
+	// A blank spare given at assembly is added once the array is open,
+	// after every one of them passed the checks (nothing is written
+	// before).
 	for _, m := range blank {
-		blankPaths = append(blankPaths, m.Path)
-		m.Close()
+		if _, err := checkBlank(m, spec.Force); err != nil {
+			closeAll()
+			closeSpares()
+			return nil, err
+		}
 	}
 	a, err := assemble(ms, inputs, asm, spec.BitmapOptions)
 	if err != nil {
 		closeAll()
+		for _, m := range blank {
+			m.Close()
+		}
 		return nil, err
 	}
 	a.initSync(spec)
 	a.start()
-	for _, p := range blankPaths {
-		if err := a.AddSpare(p); err != nil {
-			a.Close()
-			return nil, fmt.Errorf("spare %s: %w", p, err)
-		}
+	if err := a.addSpares(blank, spec.Force); err != nil {
+		a.Close()
+		return nil, err
 	}
 	return a, nil
 }
@@ -252,7 +292,7 @@ func readSB(m *ublk.Member) engine.MemberSB {
 	return in
 }
 
-func newArray(ms, spares []*ublk.Member, spec CreateSpec) (*Array, error) {
+func newArray(ms, spares []*ublk.Member, spec CreateSpec, wipes map[*ublk.Member]signatures) (*Array, error) {
 	if spec.ChunkSectors == 0 {
 		spec.ChunkSectors = 1024 // 512 KiB
 	}
@@ -307,6 +347,9 @@ func newArray(ms, spares []*ublk.Member, spec CreateSpec) (*Array, error) {
 	}
 	n := len(ms)
 	a := &Array{Engine: ea, Members: ms, SBs: sbs[:n:n], Created: true, dataOffset: sbs[0].DataOffset, events: sbs[0].Events}
+	if w := unusedWarning(ms, sbs[0].DataOffset+g.MemberSectors<<9); w != "" {
+		a.Warnings = append(a.Warnings, w)
+	}
 	if useBitmap {
 		cfg := bitmapConfig(sbs[0], g.ArraySectors())
 		cfg.RegionSectors, cfg.BlockSize = region, bs
@@ -327,6 +370,9 @@ func newArray(ms, spares []*ublk.Member, spec CreateSpec) (*Array, error) {
 	}
 	// Everything is checked; now, and only now, write.
 	for i, m := range append(append([]*ublk.Member(nil), ms...), spares...) {
+		if err := wipeSignatures(m, wipes[m]); err != nil {
+			return nil, err
+		}
 		b, err := sbs[i].MarshalBinary()
 		if err != nil {
 			return nil, err
@@ -341,6 +387,23 @@ func newArray(ms, spares []*ublk.Member, spec CreateSpec) (*Array, error) {
 	a.stateGen = ea.State().Gen
 	a.durable.Store(a.stateGen)
 	return a, nil
+}
+
+// unusedWarning says, like mdadm, when the largest member exceeds what
+// the array uses of each member (used bytes) by more than 1%.
+func unusedWarning(ms []*ublk.Member, used uint64) string {
+	big := ms[0]
+	for _, m := range ms {
+		if m.Size > big.Size {
+			big = m
+		}
+	}
+	size := uint64(big.Size)
+	if size*100 <= used*101 {
+		return ""
+	}
+	return fmt.Sprintf("largest member %s is %d bytes; the array uses %d bytes of each member, leaving %d bytes (%d%%) of it unused",
+		big.Path, size, used, size-used, (size-used)*100/size)
 }
 
 // geometryOf is the engine geometry a superblock describes, with the

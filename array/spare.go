@@ -44,9 +44,15 @@ func (a *Array) setSpareEntries(sb *engine.Superblock) {
 // its superblock says spare and the members' role tables list it. When
 // some role is faulty or missing, the spare takes it at once and a
 // rebuild starts. Nothing is written when the device is in use, too
-// small, or carries a superblock of another array or of a member of this
-// one (that is re-add's job).
-func (a *Array) AddSpare(path string) error {
+// small, carries a superblock of another array or of a member of this
+// one (that is re-add's job), or a signature of data (AddSpareForce
+// overwrites those two).
+func (a *Array) AddSpare(path string) error { return a.AddSpareForce(path, false) }
+
+// AddSpareForce is AddSpare; with force a device carrying another
+// array's superblock or a signature of data (see package probe) is
+// overwritten.
+func (a *Array) AddSpareForce(path string, force bool) error {
 	if a.sync == nil {
 		return errors.New("a raid0 array has no spares")
 	}
@@ -63,74 +69,114 @@ func (a *Array) AddSpare(path string) error {
 			return fmt.Errorf("%s is already a spare", path)
 		}
 	}
-	n := int(a.Engine.Geo.Members) + len(a.spares)
 	a.mu.Unlock()
-	if n >= engine.RoleTableSize {
-		return fmt.Errorf("the role table is full: at most %d members and spares", engine.RoleTableSize)
-	}
 	m, err := ublk.OpenMember(path)
 	if err != nil {
 		return err
 	}
-	sb, err := a.spareSuperblock(m)
-	if err != nil {
-		m.Close()
-		return err
+	return a.addSpares([]*ublk.Member{m}, force)
+}
+
+// addSpares checks every device of ms, then (only if all pass) makes
+// each a spare and activates one if a role waits. A device not made a
+// spare is closed.
+func (a *Array) addSpares(ms []*ublk.Member, force bool) error {
+	if len(ms) == 0 {
+		return nil
 	}
-	b, err := sb.MarshalBinary()
-	if err == nil {
-		err = m.WriteBlockSync(engine.SuperblockOffset, b)
+	closeFrom := func(i int) {
+		for _, m := range ms[i:] {
+			m.Close()
+		}
 	}
-	if err != nil {
-		m.Close()
-		return fmt.Errorf("superblock of spare %s: %w", path, err)
+	if a.sync == nil {
+		closeFrom(0)
+		return errors.New("a raid0 array has no spares")
 	}
 	a.mu.Lock()
-	a.spares = append(a.spares, spareMember{m: m, uuid: sb.MemberUUID})
-	err = a.writeSuperblocks(a.Engine.State(), false)
+	n := int(a.Engine.Geo.Members) + len(a.spares)
 	a.mu.Unlock()
-	if err != nil {
-		return err
+	if n+len(ms) > engine.RoleTableSize {
+		closeFrom(0)
+		return fmt.Errorf("the role table is full: at most %d members and spares", engine.RoleTableSize)
+	}
+	sbs := make([]*engine.Superblock, len(ms))
+	wipes := make([]signatures, len(ms))
+	for i, m := range ms {
+		sb, sigs, err := a.spareSuperblock(m, force)
+		if err != nil {
+			closeFrom(0)
+			return err
+		}
+		sbs[i], wipes[i] = sb, sigs
+	}
+	for i, m := range ms {
+		b, err := sbs[i].MarshalBinary()
+		if err == nil {
+			err = wipeSignatures(m, wipes[i])
+		}
+		if err == nil {
+			err = m.WriteBlockSync(engine.SuperblockOffset, b)
+		}
+		if err != nil {
+			closeFrom(i)
+			return fmt.Errorf("superblock of spare %s: %w", m.Path, err)
+		}
+		a.mu.Lock()
+		a.spares = append(a.spares, spareMember{m: m, uuid: sbs[i].MemberUUID})
+		err = a.writeSuperblocks(a.Engine.State(), false)
+		a.mu.Unlock()
+		if err != nil {
+			closeFrom(i + 1)
+			return err
+		}
 	}
 	a.activateSpare()
 	return nil
 }
 
-// spareSuperblock checks that m may become a spare and returns its
-// superblock.
-func (a *Array) spareSuperblock(m *ublk.Member) (*engine.Superblock, error) {
+// spareSuperblock checks that m may become a spare (see AddSpareForce)
+// and returns its superblock and the signatures to erase (forced). Reads
+// only.
+func (a *Array) spareSuperblock(m *ublk.Member, force bool) (*engine.Superblock, signatures, error) {
 	ref := a.refSB()
 	if ref == nil {
-		return nil, errors.New("the array has no superblock to copy")
+		return nil, nil, errors.New("the array has no superblock to copy")
 	}
-	if ms := a.Members; len(ms) > 0 && ms[0] != nil && m.LogicalBlock != ms[0].LogicalBlock {
-		return nil, fmt.Errorf("%s has %d-byte logical blocks; the array has %d", m.Path, m.LogicalBlock, ms[0].LogicalBlock)
+	if lb := a.logicalBlock(); lb != 0 && m.LogicalBlock != lb {
+		return nil, nil, fmt.Errorf("%s has %d-byte logical blocks; the array has %d", m.Path, m.LogicalBlock, lb)
 	}
 	need := ref.DataOffset + a.Engine.Geo.MemberSectors<<9
 	if uint64(m.Size) < need {
-		return nil, fmt.Errorf("%s is %d bytes; a spare needs at least %d", m.Path, m.Size, need)
+		return nil, nil, fmt.Errorf("%s is %d bytes; a spare needs at least %d", m.Path, m.Size, need)
 	}
-	if b, err := m.ReadBlock(engine.SuperblockOffset, engine.SuperblockSize); err == nil {
-		if old, err := engine.ParseSuperblock(b); err == nil {
-			switch {
-			case old.ArrayUUID != ref.ArrayUUID:
-				return nil, fmt.Errorf("%s carries a superblock of array %s (name %q): wipe it first if it is free",
-					m.Path, engine.UUIDString(old.ArrayUUID), old.Name)
-			case !old.IsSpare():
-				return nil, fmt.Errorf("%s was role %d of this array: use re-add", m.Path, old.Role)
-			}
-		}
+	sigs, err := a.checkNewDevice(m, ref, force)
+	if err != nil {
+		return nil, nil, err
 	}
 	sb := *ref
 	sb.Role = engine.SpareRole
 	if _, err := rand.Read(sb.MemberUUID[:]); err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	sb.DataSectors = (uint64(m.Size) - sb.DataOffset) >> 9 &^ 7
 	a.mu.Lock()
 	sb.Events = a.events
 	a.mu.Unlock()
-	return &sb, nil
+	return &sb, sigs, nil
+}
+
+// logicalBlock is the logical block size of the array's members (0: no
+// member open).
+func (a *Array) logicalBlock() int {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	for _, m := range a.Members {
+		if m != nil {
+			return m.LogicalBlock
+		}
+	}
+	return 0
 }
 
 // activateSpare puts a spare into the first faulty or missing role and

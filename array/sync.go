@@ -565,19 +565,41 @@ func (a *Array) finishJob(job resync.Job, since []uint64) error {
 // ReAdd returns a member that left the array (failed, removed or stale) to
 // its role and rebuilds it: with a write-intent bitmap only the regions
 // written while it was away, else everything written.
-func (a *Array) ReAdd(path string) error { return a.addMember(path, -1, true) }
+func (a *Array) ReAdd(path string) error { return a.addMember(path, -1, true, false, false) }
 
-// Replace puts a new device into role (which must be faulty or missing)
-// and rebuilds it.
-func (a *Array) Replace(role int, path string) error { return a.addMember(path, role, false) }
+// Replace puts a new device or a spare into role (which must be faulty or
+// missing) and rebuilds it.
+func (a *Array) Replace(role int, path string) error {
+	return a.addMember(path, role, false, false, false)
+}
 
-func (a *Array) addMember(path string, role int, readd bool) error {
+// ReplaceMember puts the device at path (a spare of the array, or a new
+// device) into role and rebuilds it. Everything is checked first (the
+// role, the background job, the new device: size, block size, another
+// array's superblock, signatures of data); only then is an active or
+// rebuilding member of the role failed (recorded in the survivors'
+// superblocks) and the new device put in. A refusal changes nothing.
+// With force a new device carrying another array's superblock or a
+// signature of data is overwritten.
+func (a *Array) ReplaceMember(role int, path string, force bool) error {
+	return a.addMember(path, role, false, true, force)
+}
+
+// addMember brings path into role (for a re-add: its own role); with
+// failActive an active or rebuilding role is failed first, once every
+// check passed.
+func (a *Array) addMember(path string, role int, readd, failActive, force bool) error {
 	if a.sync == nil {
 		return errors.New("a raid0 array cannot rebuild a member")
 	}
+	// No spare may take the role between the failure and the
+	// replacement (a failure activates spares).
+	a.spareMu.Lock()
+	defer a.spareMu.Unlock()
 	a.mu.Lock()
-	for i, sp := range a.spares {
-		if sp.m.Path != path {
+	var spare *spareMember
+	for i := range a.spares {
+		if a.spares[i].m.Path != path {
 			continue
 		}
 		if readd {
@@ -585,13 +607,8 @@ func (a *Array) addMember(path string, role int, readd bool) error {
 			return fmt.Errorf("%s is a spare: use replace --with", path)
 		}
 		// A spare named by replace: it takes the role.
-		a.spares = append(a.spares[:i:i], a.spares[i+1:]...)
-		a.mu.Unlock()
-		err := a.addOpen(sp.m, role, false, sp.uuid)
-		if err != nil {
-			a.returnSpare(sp)
-		}
-		return err
+		sp := a.spares[i]
+		spare = &sp
 	}
 	var m *ublk.Member
 	for r, old := range a.Members {
@@ -604,7 +621,11 @@ func (a *Array) addMember(path string, role int, readd bool) error {
 		}
 	}
 	a.mu.Unlock()
-	if m == nil {
+	var uuid [16]byte
+	switch {
+	case spare != nil:
+		m, uuid = spare.m, spare.uuid
+	case m == nil:
 		var err error
 		if m, err = ublk.OpenMember(path); err != nil {
 			return err
@@ -617,41 +638,108 @@ func (a *Array) addMember(path string, role int, readd bool) error {
 			}
 		}
 	}
-	return a.addOpen(m, role, readd, [16]byte{})
+	drop := func() {
+		if spare == nil {
+			a.closeIfNew(m)
+		}
+	}
+	if err := a.checkAdd(m, role, failActive); err != nil {
+		drop()
+		return err
+	}
+	var wipe signatures
+	if !readd && spare == nil {
+		var err error
+		if wipe, err = a.checkNewDevice(m, a.refSB(), force); err != nil {
+			drop()
+			return err
+		}
+	}
+	// Every check passed: from here on the array changes.
+	if failActive {
+		if s := a.Engine.State().Members[role].State; s == engine.MemberActive || s == engine.MemberRebuilding {
+			if err := a.Fail(role); err != nil {
+				drop()
+				return err
+			}
+		}
+	}
+	if spare != nil {
+		sp := *spare
+		if !a.takeSpare(sp) {
+			return fmt.Errorf("%s is no longer a spare", path)
+		}
+		err := a.addOpen(sp.m, role, false, sp.uuid)
+		if err != nil {
+			a.returnSpare(sp)
+		}
+		return err
+	}
+	if err := wipeSignatures(m, wipe); err != nil {
+		drop()
+		return err
+	}
+	return a.addOpen(m, role, readd, uuid)
+}
+
+// takeSpare removes sp from the spares; false if it is not one any more.
+func (a *Array) takeSpare(sp spareMember) bool {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	for i, s := range a.spares {
+		if s.m == sp.m {
+			a.spares = append(a.spares[:i:i], a.spares[i+1:]...)
+			return true
+		}
+	}
+	return false
+}
+
+// checkAdd checks that m can be put into role (see addOpen): the role
+// faulty or missing (or, with active, in use and not the last copy of
+// some data), no background job running, m large enough and of the
+// array's block size. Reads only.
+func (a *Array) checkAdd(m *ublk.Member, role int, active bool) error {
+	g := a.Engine.Geo
+	if role < 0 || role >= g.Members {
+		return fmt.Errorf("role %d: the array has roles 0..%d", role, g.Members-1)
+	}
+	switch s := a.Engine.State().Members[role].State; {
+	case s == engine.MemberFaulty || s == engine.MemberMissing:
+	case !active:
+		return fmt.Errorf("role %d is %s: fail and remove it first", role, s)
+	case !coveredWithout(a.Engine, role):
+		return fmt.Errorf("role %d holds the last copy of some data: failing it would fail the array", role)
+	}
+	if k, busy := a.sync.active(); busy {
+		// Refused before anything changes: a member put in the role now
+		// would have no job to rebuild it.
+		return fmt.Errorf("a %s is running: the new member can be added when it ends", k)
+	}
+	ref := a.refSB()
+	if need := ref.DataOffset + g.MemberSectors<<9; uint64(m.Size) < need {
+		return fmt.Errorf("%s is %d bytes; role %d needs at least %d", m.Path, m.Size, role, need)
+	}
+	if lb := a.logicalBlock(); lb != 0 && m.LogicalBlock != lb {
+		return fmt.Errorf("%s has %d-byte logical blocks; the array has %d", m.Path, m.LogicalBlock, lb)
+	}
+	return nil
 }
 
 // addOpen puts the open device m into role and rebuilds it (see
 // addMember); uuid is its member UUID (zero: a new one, or for a re-add
 // the role's). m is closed on error unless it already was a member.
 func (a *Array) addOpen(m *ublk.Member, role int, readd bool, uuid [16]byte) error {
-	g := a.Engine.Geo
-	path := m.Path
 	drop := func() {
 		if uuid == ([16]byte{}) { // a spare stays open
 			a.closeIfNew(m)
 		}
 	}
-	if role < 0 || role >= g.Members {
+	if err := a.checkAdd(m, role, false); err != nil {
 		drop()
-		return fmt.Errorf("role %d: the array has roles 0..%d", role, g.Members-1)
-	}
-	st := a.Engine.State()
-	if s := st.Members[role].State; s != engine.MemberFaulty && s != engine.MemberMissing {
-		drop()
-		return fmt.Errorf("role %d is %s: fail and remove it first", role, s)
-	}
-	if k, busy := a.sync.active(); busy {
-		// Refused before anything changes: a member put in the role now
-		// would have no job to rebuild it.
-		drop()
-		return fmt.Errorf("a %s is running: the new member can be added when it ends", k)
+		return err
 	}
 	ref := a.refSB()
-	need := ref.DataOffset + g.MemberSectors<<9
-	if uint64(m.Size) < need {
-		drop()
-		return fmt.Errorf("%s is %d bytes; role %d needs at least %d", path, m.Size, role, need)
-	}
 	sb := *ref
 	sb.Role = uint32(role)
 	if uuid != ([16]byte{}) {
@@ -679,7 +767,7 @@ func (a *Array) addOpen(m *ublk.Member, role int, readd bool, uuid [16]byte) err
 	// The failed device it replaces is released (an error leaves it open
 	// until the array stops: nothing to undo).
 	_ = a.swapFile(role, m, old)
-	st = a.Engine.Update(func(ms []engine.MemberStatus) {
+	st := a.Engine.Update(func(ms []engine.MemberStatus) {
 		ms[role] = engine.MemberStatus{State: engine.MemberRebuilding}
 	})
 	if a.Bitmap != nil && a.fl != nil {

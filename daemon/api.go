@@ -67,6 +67,10 @@ type AddRequest struct {
 	// rebuilt onto one at once. Blank ones are written as spares; at
 	// assembly, spares of this array are taken as they are.
 	Spares []string `json:"spares,omitempty"`
+	// Force overwrites members and blank spares that carry a signature
+	// of data (a filesystem, partition table, RAID or LVM metadata, ...);
+	// without it they are refused and nothing is written.
+	Force bool `json:"force,omitempty"`
 }
 
 // FieldError is what AddRequest.Spec refuses: one field of the request,
@@ -295,6 +299,9 @@ type MemberRequest struct {
 	// With is, for replace, the new member that takes over (optional: a
 	// spare otherwise).
 	With string `json:"with,omitempty"`
+	// Force, for add-spare and replace, overwrites a new device that
+	// carries another array's superblock or a signature of data.
+	Force bool `json:"force,omitempty"`
 }
 
 // Array is one array as the API reports it (add, list, detail, and the
@@ -336,6 +343,9 @@ type Array struct {
 	Sync array.SyncStatus `json:"sync"`
 	// Bitmap describes the write-intent bitmap; absent without one.
 	Bitmap *BitmapInfo `json:"bitmap,omitempty"`
+	// Warnings are things worth telling about the request that did not
+	// refuse it (add: a member much larger than the array uses).
+	Warnings []string `json:"warnings,omitempty"`
 }
 
 // BitmapInfo is the write-intent bitmap of an array.

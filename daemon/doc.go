@@ -64,7 +64,8 @@
 //	 "max_io_bytes": 0,                     0: 512K
 //	 "spares": ["/dev/vde"],                raid1/10: held as spares
 //	 "write_mostly": [], "no_bitmap": false, "bitmap_region_bytes": 0,
-//	 "assume_clean": false, "sync_speed_min_bytes": 0, "sync_speed_max_bytes": 0}
+//	 "assume_clean": false, "sync_speed_min_bytes": 0, "sync_speed_max_bytes": 0,
+//	 "force": false}                        overwrite members/blank spares that hold data
 //
 // A numeric field that is 0 or omitted takes its default (bitmap_region_bytes:
 // from the array size; sync speeds: 1000 KiB/s and no limit). The same
@@ -77,7 +78,9 @@
 //
 // MemberRequest: {"member": "/dev/vdd"} (a member path as added, or a role
 // number such as "1"; for add-spare the new device); replace also takes
-// "with": the new member (omitted: the first spare).
+// "with": the new member (omitted: the first spare). add-spare and replace
+// take "force": true to overwrite a new device that holds data or another
+// array's superblock (otherwise refused, 409, nothing written).
 //
 // Array (the answer of add, detail, fail, remove; the elements of list):
 //
@@ -94,7 +97,8 @@
 //	                                              rebuilding members add "rebuild_offset_bytes"
 //	 "queues": 2, "depth": 128,
 //	 "created": true, "recovered": false,        created by this daemon / re-attached by user recovery
-//	 "since": "2026-01-02T15:04:05Z"}
+//	 "since": "2026-01-02T15:04:05Z",
+//	 "warnings": ["largest member …"]}            add only, when there is something to tell
 //
 // DeleteResult: {"deleted": ["/dev/ublkb0"], "forgotten": [3]} (forgotten:
 // state entries of arrays that had not started, now dropped).
@@ -102,7 +106,7 @@
 // Errors: {"error": "one line"} with 400 (malformed request), 404 (no such
 // array, member or endpoint), 405 (method; with an Allow header), 409 (refused by the state of
 // the array or device: member in use, last copy, device mounted, number
-// taken), 501 (not available yet), 500 (anything else). Fields are only
+// taken, device holding data), 501 (not available yet), 500 (anything else). Fields are only
 // ever added to these objects; a change that breaks clients gets /v2.
 //
 // # State file and restart

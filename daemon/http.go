@@ -29,8 +29,8 @@ type Backend interface {
 	Fail(n int, member string) (Array, error)
 	Remove(n int, member string) (Array, error)
 	ReAdd(n int, member string) (Array, error)
-	AddSpare(n int, member string) (Array, error)
-	Replace(n int, member, with string) (Array, error)
+	AddSpare(n int, member string, force bool) (Array, error)
+	Replace(n int, member, with string, force bool) (Array, error)
 	Check(n int) (Array, error)
 	Repair(n int) (Array, error)
 }
@@ -132,8 +132,8 @@ func NewHandler(b Backend, version string) http.Handler {
 	mux.Handle(APIVersion+"/arrays/{n}/fail", memberOp(func(n int, q MemberRequest) (Array, error) { return b.Fail(n, q.Member) }))
 	mux.Handle(APIVersion+"/arrays/{n}/remove", memberOp(func(n int, q MemberRequest) (Array, error) { return b.Remove(n, q.Member) }))
 	mux.Handle(APIVersion+"/arrays/{n}/re-add", memberOp(func(n int, q MemberRequest) (Array, error) { return b.ReAdd(n, q.Member) }))
-	mux.Handle(APIVersion+"/arrays/{n}/add-spare", memberOp(func(n int, q MemberRequest) (Array, error) { return b.AddSpare(n, q.Member) }))
-	mux.Handle(APIVersion+"/arrays/{n}/replace", memberOp(func(n int, q MemberRequest) (Array, error) { return b.Replace(n, q.Member, q.With) }))
+	mux.Handle(APIVersion+"/arrays/{n}/add-spare", memberOp(func(n int, q MemberRequest) (Array, error) { return b.AddSpare(n, q.Member, q.Force) }))
+	mux.Handle(APIVersion+"/arrays/{n}/replace", memberOp(func(n int, q MemberRequest) (Array, error) { return b.Replace(n, q.Member, q.With, q.Force) }))
 	mux.Handle(APIVersion+"/arrays/{n}/check", arrayOp(b.Check))
 	mux.Handle(APIVersion+"/arrays/{n}/repair", arrayOp(b.Repair))
 	mux.HandleFunc(APIVersion+"/version", func(w http.ResponseWriter, r *http.Request) {

@@ -7,6 +7,7 @@ import (
 	"path/filepath"
 	"sort"
 	"strconv"
+	"strings"
 	"sync"
 	"time"
 
@@ -436,6 +437,16 @@ func (m *Manager) Add(_ context.Context, req AddRequest) (Array, error) {
 	} else if n, err = m.firstFree(); err != nil {
 		return Array{}, err
 	}
+	if req.Number != nil && n >= 0 && m.ctrl != nil {
+		// Checked before the members are written (a new array's
+		// superblocks): the device cannot be created over another.
+		if _, err := m.ctrl.DevInfo(uint32(n)); err == nil {
+			return Array{}, Refused(fmt.Errorf("%s exists already (served by another program: `ublk-raid list`)", DevicePath(n)))
+		} else if !errors.Is(err, unix.ENODEV) {
+			return Array{}, err
+		}
+	}
+	spec.Force = req.Force
 	a, err := array.Open(req.Members, spec, spec.Level >= 0)
 	if err != nil {
 		return Array{}, Refused(err)
@@ -448,8 +459,14 @@ func (m *Manager) Add(_ context.Context, req AddRequest) (Array, error) {
 		a.Close()
 		return Array{}, Refused(err)
 	}
+	created, warnings := a.Created, a.Warnings
 	s, err := m.start(a, n, m.config(n, req.Queues, req.Depth, req.MaxIOBytes), false)
 	if err != nil {
+		if created {
+			// The members carry the new array now: say how to serve it.
+			err = fmt.Errorf("%w (the members now hold the new array, marked clean: `ublk-raid add %s` assembles it)",
+				err, strings.Join(req.Members, " "))
+		}
 		if errors.Is(err, unix.EEXIST) {
 			return Array{}, Refused(fmt.Errorf("%s exists already: %w", DevicePath(n), err))
 		}
@@ -461,7 +478,12 @@ func (m *Manager) Add(_ context.Context, req AddRequest) (Array, error) {
 		m.log.Error("state file not written", zap.Error(err))
 	}
 	m.changed()
-	return m.view(s), nil
+	for _, w := range warnings {
+		m.log.Warn(w, zap.String("device", DevicePath(s.n)))
+	}
+	v := m.view(s)
+	v.Warnings = warnings
+	return v, nil
 }
 
 // setWriteMostly marks the members at paths write-mostly (before the
@@ -722,7 +744,7 @@ func (m *Manager) dropFromState(s *served, path string) {
 
 // AddSpare implements Backend (mdadm --add): member becomes a spare of
 // array n, or at once takes a faulty or missing role and is rebuilt.
-func (m *Manager) AddSpare(n int, member string) (Array, error) {
+func (m *Manager) AddSpare(n int, member string, force bool) (Array, error) {
 	s, err := m.get(n)
 	if err != nil {
 		return Array{}, err
@@ -732,7 +754,7 @@ func (m *Manager) AddSpare(n int, member string) (Array, error) {
 	}
 	s.opMu.Lock()
 	defer s.opMu.Unlock()
-	if err := s.a.AddSpare(member); err != nil {
+	if err := s.a.AddSpareForce(member, force); err != nil {
 		return Array{}, Refused(fmt.Errorf("add spare %s: %w", member, err))
 	}
 	m.log.Info("spare added", zap.String("device", DevicePath(n)), zap.String("member", member))
@@ -766,9 +788,10 @@ func (m *Manager) ReAdd(n int, member string) (Array, error) {
 }
 
 // Replace implements Backend: with puts a new device into member's role
-// and rebuilds it. An active member is failed first (unlike md's hot
-// replace, the array runs with one copy less until the rebuild ends).
-func (m *Manager) Replace(n int, member, with string) (Array, error) {
+// and rebuilds it. Everything is checked (the new device too) before an
+// active member is failed (unlike md's hot replace, the array then runs
+// with one copy less until the rebuild ends); a refusal changes nothing.
+func (m *Manager) Replace(n int, member, with string, force bool) (Array, error) {
 	s, err := m.get(n)
 	if err != nil {
 		return Array{}, err
@@ -787,12 +810,7 @@ func (m *Manager) Replace(n int, member, with string) (Array, error) {
 		return Array{}, err
 	}
 	old := s.a.Status().Members[r]
-	if old.State == "active" || old.State == "rebuilding" {
-		if err := s.a.Fail(r); err != nil {
-			return Array{}, Refused(fmt.Errorf("replace %s: %w", member, err))
-		}
-	}
-	if err := s.a.Replace(r, with); err != nil {
+	if err := s.a.ReplaceMember(r, with, force); err != nil {
 		return Array{}, Refused(fmt.Errorf("replace %s with %s: %w", member, with, err))
 	}
 	m.log.Info("member replaced", zap.String("device", DevicePath(n)), zap.Int("role", r), zap.String("old", old.Path), zap.String("new", with))

@@ -126,7 +126,8 @@ func runServe(cfg daemon.Config) error {
 // ---- add
 
 type addOptions struct {
-	run runOptions // level, layout, chunk, name, members
+	run   runOptions // level, layout, chunk, name, members
+	force bool
 }
 
 func newAddCmd(socket *string) *cobra.Command {
@@ -157,7 +158,11 @@ func newAddCmd(socket *string) *cobra.Command {
 			if err != nil {
 				return err
 			}
+			warnings := a.Warnings
 			if w := queuesWarning(req.Queues, a.Queues); w != "" {
+				warnings = append(warnings, w)
+			}
+			for _, w := range warnings {
 				fmt.Fprintln(cmd.ErrOrStderr(), "ublk-raid: warning:", w)
 			}
 			fmt.Fprintln(cmd.OutOrStdout(), a.Device)
@@ -176,8 +181,12 @@ func newAddCmd(socket *string) *cobra.Command {
 	c.Flags().StringArrayVar(&o.run.writeMostly, "write-mostly", nil,
 		"MEMBER (one of the members given) is read only when no other copy can serve (repeatable; raid1/raid10)")
 	c.Flags().StringArrayVar(&o.run.spares, "spare", nil, "hold DEVICE as a spare that takes a failed member's role (repeatable; raid1/raid10)")
+	c.Flags().BoolVar(&o.force, "force", false, forceUsage)
 	return c
 }
+
+// forceUsage describes --force (add, run, replace).
+const forceUsage = "overwrite devices that carry a filesystem, partition table, RAID/LVM/LUKS signature or another array's superblock"
 
 // addSpares adds o's spares to running array o.number (add without
 // members).
@@ -198,7 +207,7 @@ func addSpares(o addOptions, c *daemon.Client, stdout io.Writer) error {
 		}
 	}
 	for _, sp := range spares {
-		if _, err := c.MemberOp(o.run.serve.number, "add-spare", daemon.MemberRequest{Member: sp}); err != nil {
+		if _, err := c.MemberOp(o.run.serve.number, "add-spare", daemon.MemberRequest{Member: sp, Force: o.force}); err != nil {
 			return err
 		}
 		fmt.Fprintf(stdout, "added %s as a spare of %s\n", sp, daemon.DevicePath(o.run.serve.number))
@@ -227,6 +236,7 @@ func (o *addOptions) request(members []string) (daemon.AddRequest, error) {
 	}
 	n := o.run.serve.number
 	req.Number, req.Queues, req.Depth, req.MaxIOBytes = &n, cfg.Queues, cfg.Depth, cfg.MaxIOBytes
+	req.Force = o.force
 	return req, nil
 }
 
@@ -690,6 +700,7 @@ func syncLine(y array.SyncStatus) string {
 type memberOptions struct {
 	number int
 	with   string
+	force  bool
 }
 
 // newMemberCmd makes a command that posts op on one member of array N.
@@ -716,7 +727,7 @@ func newMemberCmd(socket *string, op, short, done string) *cobra.Command {
 					return err
 				}
 			}
-			a, err := daemon.NewClient(*socket).MemberOp(o.number, op, daemon.MemberRequest{Member: args[0], With: o.with})
+			a, err := daemon.NewClient(*socket).MemberOp(o.number, op, daemon.MemberRequest{Member: args[0], With: o.with, Force: o.force})
 			if err != nil {
 				return err
 			}
@@ -727,6 +738,7 @@ func newMemberCmd(socket *string, op, short, done string) *cobra.Command {
 	c.Flags().IntVarP(&o.number, "number", "n", -1, "array (device) number")
 	if op == "replace" {
 		c.Flags().StringVar(&o.with, "with", "", "the new member (default: a spare)")
+		c.Flags().BoolVar(&o.force, "force", false, forceUsage)
 	}
 	return c
 }

@@ -39,6 +39,7 @@ type runOptions struct {
 	writeMostly []string
 	spares      []string
 	cpuProfile  string
+	force       bool // overwrite devices carrying signatures of data
 }
 
 // startCPUProfile profiles the process into path until stop is called.
@@ -78,6 +79,7 @@ func newRunCmd(logLevel *string) *cobra.Command {
 			if err != nil {
 				return err
 			}
+			spec.Force = o.force
 			if o.recover && o.serve.number < 0 {
 				return usagef("--recover needs -n N, the device to re-attach")
 			}
@@ -113,6 +115,7 @@ func newRunCmd(logLevel *string) *cobra.Command {
 	c.Flags().StringArrayVar(&o.writeMostly, "write-mostly", nil,
 		"MEMBER (one of the members given) is read only when no other copy can serve (repeatable; raid1/raid10)")
 	c.Flags().StringArrayVar(&o.spares, "spare", nil, "hold DEVICE as a spare that takes a failed member's role (repeatable; raid1/raid10)")
+	c.Flags().BoolVar(&o.force, "force", false, forceUsage)
 	return c
 }
 
@@ -230,6 +233,9 @@ func runArray(o runOptions, spec array.CreateSpec, cfg ublk.Config, stdout io.Wr
 		return err
 	}
 	defer a.Close()
+	for _, w := range a.Warnings {
+		log.Warn(w)
+	}
 	if a.WriteMostly, err = writeMostlyRoles(a, o.writeMostly); err != nil {
 		return err
 	}

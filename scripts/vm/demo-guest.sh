@@ -22,7 +22,7 @@ until [ -S /run/ublk-raid/control.sock ]; do
 done
 for d in "$A" "$B"; do dd if=/dev/zero of="$d" bs=1M count=8 oflag=direct 2>/dev/null; done
 say "create a RAID1 (write-intent bitmap on by default)"
-dev=$(run "$BIN" add --level 1 --name demo "$A" "$B" | tail -1)
+dev=$(run "$BIN" add --level 1 --force --name demo "$A" "$B" | tail -1)
 echo "$dev"
 N=$(echo "$dev" | tr -dc 0-9)
 say "ext4 on it, and some files"
