@@ -49,6 +49,11 @@ type CreateSpec struct {
 	// of a new array; at assembly, those carrying this array's spare
 	// superblock are taken as they are and blank ones are added.
 	Spares []string
+	// Force, at assembly, starts the array from the members given even
+	// when they disagree about each other (a split brain) or the freshest
+	// records itself failed: the freshest is authoritative and the others
+	// are rebuilt from it (engine.AssembleOptions.Force).
+	Force bool
 }
 
 // Array is an open RAID array.
@@ -185,7 +190,8 @@ func Open(paths []string, spec CreateSpec, create bool) (*Array, error) {
 			withSB = append(withSB, m)
 		}
 	}
-	asm, err := engine.Assemble(append(append([]engine.MemberSB(nil), inputs...), spareIn...))
+	asm, err := engine.AssembleWith(append(append([]engine.MemberSB(nil), inputs...), spareIn...),
+		engine.AssembleOptions{Force: spec.Force})
 	if errors.Is(err, engine.ErrNoSuperblock) {
 		if !create {
 			closeAll()
@@ -369,6 +375,17 @@ func assemble(ms []*ublk.Member, inputs []engine.MemberSB, asm *engine.Assembly,
 		case engine.RoleActive, engine.RoleRebuilding:
 			i := byPath[ra.Path]
 			roles[r], sbs[r], used[i] = ms[i], inputs[i].SB, true
+			if ra.Forced {
+				// Not trusted by the freshest table: it takes its role
+				// at the freshest generation and is rebuilt in full.
+				own := inputs[i].SB
+				if own.DataOffset != asm.Freshest.DataOffset {
+					return nil, fmt.Errorf("member %s has its data at byte %d, the array at %d: it cannot be rebuilt in place", ms[i].Path, own.DataOffset, asm.Freshest.DataOffset)
+				}
+				sb := *asm.Freshest
+				sb.Role, sb.MemberUUID, sb.DataSectors = uint32(r), own.MemberUUID, own.DataSectors
+				sbs[r] = &sb
+			}
 			if ra.State == engine.RoleRebuilding {
 				states[r] = engine.MemberStatus{State: engine.MemberRebuilding, RebuildOffset: ra.RecoveryOffset}
 			}

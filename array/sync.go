@@ -564,7 +564,9 @@ func (a *Array) finishJob(job resync.Job, since []uint64) error {
 
 // ReAdd returns a member that left the array (failed, removed or stale) to
 // its role and rebuilds it: with a write-intent bitmap only the regions
-// written while it was away, else everything written.
+// written while it was away, else everything written (see readdPlan for
+// when the bitmap cannot tell). A member that ran without the array's
+// members (split brain) is refused.
 func (a *Array) ReAdd(path string) error { return a.addMember(path, -1, true) }
 
 // Replace puts a new device into role (which must be faulty or missing)
@@ -604,26 +606,49 @@ func (a *Array) addMember(path string, role int, readd bool) error {
 		}
 	}
 	a.mu.Unlock()
+	reused := m != nil
 	if m == nil {
 		var err error
 		if m, err = ublk.OpenMember(path); err != nil {
 			return err
 		}
-		if readd {
-			role = a.previousRole(m)
-			if role < 0 {
-				m.Close()
-				return fmt.Errorf("%s is not a member of this array: use replace to put a new device in", path)
-			}
-		}
 	}
-	return a.addOpen(m, role, readd, [16]byte{})
+	if !readd {
+		return a.addOpenPlan(m, role, nil, [16]byte{})
+	}
+	plan, err := a.previousRole(m)
+	if err == nil && reused && plan.role != role {
+		err = fmt.Errorf("%s holds role %d but its superblock says role %d", path, role, plan.role)
+	}
+	if err != nil {
+		if !reused {
+			m.Close()
+		}
+		return err
+	}
+	return a.addOpenPlan(m, plan.role, &plan, [16]byte{})
 }
 
 // addOpen puts the open device m into role and rebuilds it (see
 // addMember); uuid is its member UUID (zero: a new one, or for a re-add
-// the role's). m is closed on error unless it already was a member.
+// its own, and the role its superblock says). m is closed on error unless
+// it already was a member.
 func (a *Array) addOpen(m *ublk.Member, role int, readd bool, uuid [16]byte) error {
+	if readd {
+		plan, err := a.previousRole(m)
+		if err != nil {
+			a.closeIfNew(m)
+			return err
+		}
+		return a.addOpenPlan(m, plan.role, &plan, uuid)
+	}
+	return a.addOpenPlan(m, role, nil, uuid)
+}
+
+// addOpenPlan is addOpen; re, for a re-add, is what m's superblock
+// allows.
+func (a *Array) addOpenPlan(m *ublk.Member, role int, re *readdPlan, uuid [16]byte) error {
+	readd := re != nil
 	g := a.Engine.Geo
 	path := m.Path
 	drop := func() {
@@ -656,17 +681,16 @@ func (a *Array) addOpen(m *ublk.Member, role int, readd bool, uuid [16]byte) err
 	sb.Role = uint32(role)
 	if uuid != ([16]byte{}) {
 		sb.MemberUUID = uuid
-	} else if a.SBs[role] != nil && readd {
-		sb.MemberUUID = a.SBs[role].MemberUUID
+	} else if readd {
+		// Its own: were it the role's current one while the role was
+		// given to another member since, a later re-add of that other
+		// device would take it for this one.
+		sb.MemberUUID = re.uuid
 	} else if _, err := rand.Read(sb.MemberUUID[:]); err != nil {
 		drop()
 		return err
 	}
 	sb.DataSectors = (uint64(m.Size) - sb.DataOffset) >> 9 &^ 7
-	var dirty []bool
-	if readd && a.Bitmap != nil && a.fl != nil {
-		dirty = a.fl.dirtyRegions()
-	}
 	a.mu.Lock()
 	old := a.Members[role]
 	a.Members[role] = m
@@ -686,29 +710,31 @@ func (a *Array) addOpen(m *ublk.Member, role int, readd bool, uuid [16]byte) err
 		// Regions written from now on reach the member; the whole bitmap
 		// copy is rewritten (onto it too) before the superblocks name it.
 		a.fl.rewriteAll()
-		if !readd {
-			dirty = nil
-		}
 	}
 	if err := a.persist(st); err != nil {
 		return err
 	}
 	need2 := a.neededWritten
-	if dirty != nil {
-		rs := a.Bitmap.Geometry().RegionSectors
+	regions := 0
+	if readd && re.bitmap && a.Bitmap != nil {
+		// The live bitmap, asked as the rebuild goes: no region is
+		// cleared while the role is not in sync, so it covers every
+		// write the member missed, including those issued until it
+		// became writable (a snapshot taken before would miss them).
+		first, last := a.Bitmap.Regions(0, a.Engine.Geo.ArraySectors())
+		for r := first; r <= last; r++ {
+			if a.Bitmap.Dirty(r) {
+				regions++
+			}
+		}
 		need2 = func(sector, sectors uint64) bool {
-			for r := sector / rs; r <= (sector+sectors-1)/rs; r++ {
-				if dirty[r] || a.Bitmap.NeedsSync(int(r)) {
+			first, last := a.Bitmap.Regions(sector, sectors)
+			for r := first; r <= last; r++ {
+				if a.Bitmap.Dirty(r) {
 					return true
 				}
 			}
 			return false
-		}
-	}
-	regions := 0
-	for _, d := range dirty {
-		if d {
-			regions++
 		}
 	}
 	return a.sync.start(resync.Job{Kind: resync.Rebuild, Targets: []int{role}, Need: need2}, regions)
@@ -725,18 +751,52 @@ func (a *Array) closeIfNew(m *ublk.Member) {
 	m.Close()
 }
 
+// readdPlan is how a member returning to the array is rebuilt, from its
+// own superblock.
+type readdPlan struct {
+	role int      // the role it held
+	uuid [16]byte // its member UUID
+	// bitmap: only the regions the write-intent bitmap says dirty need
+	// copying; otherwise every written region does.
+	bitmap bool
+}
+
 // previousRole is the role m held in this array according to its own
-// superblock, or -1.
-func (a *Array) previousRole(m *ublk.Member) int {
+// superblock and how to rebuild it, or why it cannot be re-added.
+//
+// The bitmap covers every write since its regions were last cleared, and
+// no region is cleared while a role is not in sync; so only the regions
+// dirty now need copying onto a member that left the role, if its data
+// was current when it left. That is not so (every written region is
+// copied) when: the role table names another member for the role (it was
+// given to another device, rebuilt, and regions were cleared since: md's
+// events_cleared rule); its own superblock says it was still being
+// rebuilt (its data is current only below its recovery offset); or its
+// superblock is newer than the array's (it changed outside the array).
+// A member that ran without the array's members (engine.Diverged: a split
+// brain) is refused: copying one side's dirty regions onto the other
+// would mix both sides' data, block by block.
+func (a *Array) previousRole(m *ublk.Member) (readdPlan, error) {
+	notMember := fmt.Errorf("%s is not a member of this array: use replace to put a new device in", m.Path)
 	b, err := m.ReadBlock(engine.SuperblockOffset, engine.SuperblockSize)
 	if err != nil {
-		return -1
+		return readdPlan{}, fmt.Errorf("%s: read its superblock: %w", m.Path, err)
 	}
 	sb, err := engine.ParseSuperblock(b)
-	if err != nil || sb.ArrayUUID != a.refSB().ArrayUUID || sb.IsSpare() || int(sb.Role) >= a.Engine.Geo.Members {
-		return -1
+	cur := a.refSB()
+	if err != nil || sb.ArrayUUID != cur.ArrayUUID || sb.IsSpare() || int(sb.Role) >= a.Engine.Geo.Members {
+		return readdPlan{}, notMember
 	}
-	return int(sb.Role)
+	role := int(sb.Role)
+	if engine.Diverged(sb, cur) {
+		return readdPlan{}, fmt.Errorf("%s ran without this array's members (split brain: its superblock at events %d records them failed or missing, and this array records it gone at events %d): its data differs; re-adding it would mix both sides, so to discard its data use replace -n %d (a full rebuild)",
+			m.Path, sb.Events, cur.Events, role)
+	}
+	p := readdPlan{role: role, uuid: sb.MemberUUID, bitmap: true}
+	if cur.Roles[role].Member != sb.MemberUUID || sb.Roles[role].State == engine.RoleRebuilding || sb.Events > cur.Events {
+		p.bitmap = false
+	}
+	return p, nil
 }
 
 // refSB is a copy of a current superblock of the array (superblock
@@ -775,17 +835,6 @@ func (f *flusher) do(fn func()) {
 		<-r.reply
 	case <-f.done:
 	}
-}
-
-// dirtyRegions snapshots which regions are dirty (flusher goroutine).
-func (f *flusher) dirtyRegions() []bool {
-	out := make([]bool, f.bm.Geometry().Regions)
-	f.do(func() {
-		for _, r := range f.bm.DirtyRegions(nil) {
-			out[r] = true
-		}
-	})
-	return out
 }
 
 // rewriteAll schedules a rewrite of the whole bitmap copy.
