@@ -415,7 +415,13 @@ func assemble(ms []*ublk.Member, inputs []engine.MemberSB, asm *engine.Assembly,
 		return nil, err
 	}
 	st := ea.SetState(states)
-	a := &Array{Engine: ea, Members: roles, SBs: sbs, dataOffset: asm.Freshest.DataOffset, events: asm.Events, spares: spares}
+	a := &Array{Engine: ea, Members: roles, SBs: sbs, dataOffset: asm.Freshest.DataOffset, events: asm.Events, spares: spares,
+		checkpoint: map[int]uint64{}}
+	for r, m := range states {
+		if m.State == engine.MemberRebuilding {
+			a.checkpoint[r] = m.RebuildOffset // durable: from the superblocks
+		}
+	}
 	a.stateGen = st.Gen
 	a.durable.Store(st.Gen)
 	if !geometryCovered(ea) {
