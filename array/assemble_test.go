@@ -251,8 +251,10 @@ func TestReAddAfterSplitBrainRefused(t *testing.T) {
 	paths := memberFiles(t, 2, 16<<20)
 	splitBrain(t, paths)
 	before := fileBytes(t, paths...)
-	if _, err := Open(paths, CreateSpec{}, false); !errors.Is(err, engine.ErrSplitBrain) {
-		t.Fatalf("assembly of both sides: %v, want a split brain", err)
+	if _, err := Open(paths, CreateSpec{}, false); err == nil {
+		t.Fatal("assembly of both sides succeeded")
+	} else if !errors.Is(err, engine.ErrSplitBrain) {
+		t.Errorf("assembly of both sides: %v, want a split brain", err)
 	}
 	if !slices2DEqual(before, fileBytes(t, paths...)) {
 		t.Fatal("the refused assembly wrote to the members")
