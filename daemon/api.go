@@ -58,6 +58,11 @@ type AddRequest struct {
 	// rebuilt onto one at once. Blank ones are written as spares; at
 	// assembly, spares of this array are taken as they are.
 	Spares []string `json:"spares,omitempty"`
+	// Force, at assembly, starts the array from the members given even
+	// when they disagree about each other (a split brain: each ran
+	// without the other) or the freshest records itself failed: the
+	// freshest is authoritative and the others are fully rebuilt from it.
+	Force bool `json:"force,omitempty"`
 }
 
 // Spec validates the request's array parameters (no device is touched).
@@ -118,6 +123,7 @@ func (r AddRequest) Spec() (array.CreateSpec, error) {
 		}
 	}
 	s.Spares = r.Spares
+	s.Force = r.Force
 	for _, w := range r.WriteMostly {
 		if !slices.Contains(r.Members, w) {
 			return s, fmt.Errorf("write_mostly %s: not one of the members", w)

@@ -64,7 +64,8 @@
 //	 "max_io_bytes": 0,                     0: 512K
 //	 "spares": ["/dev/vde"],                raid1/10: held as spares
 //	 "write_mostly": [], "no_bitmap": false, "bitmap_region_bytes": 0,
-//	 "assume_clean": false, "sync_speed_min_bytes": 0, "sync_speed_max_bytes": 0}
+//	 "assume_clean": false, "sync_speed_min_bytes": 0, "sync_speed_max_bytes": 0,
+//	 "force": false}                        assembly: start members that disagree (split brain) from the freshest
 //
 // Unknown fields are refused (400), so a typo is not silently ignored.
 //

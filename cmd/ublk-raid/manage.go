@@ -170,6 +170,8 @@ func newAddCmd(socket *string) *cobra.Command {
 	c.Flags().StringArrayVar(&o.run.writeMostly, "write-mostly", nil,
 		"MEMBER (one of the members given) is read only when no other copy can serve (repeatable; raid1/raid10)")
 	c.Flags().StringArrayVar(&o.run.spares, "spare", nil, "hold DEVICE as a spare that takes a failed member's role (repeatable; raid1/raid10)")
+	c.Flags().BoolVar(&o.run.force, "force", false,
+		"assemble members that disagree (split brain, or a member recorded as failed): the freshest is authoritative, the others are fully rebuilt from it")
 	return c
 }
 

@@ -39,6 +39,8 @@ type runOptions struct {
 	writeMostly []string
 	spares      []string
 	cpuProfile  string
+	// force: assemble members that disagree, from the freshest.
+	force bool
 }
 
 // startCPUProfile profiles the process into path until stop is called.
@@ -133,7 +135,8 @@ func (o *runOptions) addBitmapFlags(c *cobra.Command) {
 // bytes), touching no device.
 func (o *runOptions) request() (daemon.AddRequest, error) {
 	req := daemon.AddRequest{Members: o.members, Level: o.level, Layout: o.layout, Name: o.name,
-		NoBitmap: o.noBitmap, AssumeClean: o.assumeClean, WriteMostly: o.writeMostly, Spares: o.spares}
+		NoBitmap: o.noBitmap, AssumeClean: o.assumeClean, WriteMostly: o.writeMostly, Spares: o.spares,
+		Force: o.force}
 	chunk, err := parseSize(o.chunk)
 	if err != nil {
 		return req, usagef("--chunk: %v", err)
