@@ -284,7 +284,7 @@ func slices2DEqual(a, b [][]byte) bool {
 
 // TestAssembleFailedMemberOutvotesSurvivor (issue #9): raid1 of vdc+vdd;
 // vdd is failed, writes reach vdc only; vdd is then started alone twice
-// (its events pass vdc's). Given both, assembly must not drop vdc as
+// (forced: see TestLoneFailedMemberRefused; its events pass vdc's). Given both, assembly must not drop vdc as
 // stale and serve vdd's old data: refused as a split brain; --force keeps
 // the freshest side and rebuilds the other from it in full.
 func TestAssembleFailedMemberOutvotesSurvivor(t *testing.T) {
@@ -301,8 +301,10 @@ func TestAssembleFailedMemberOutvotesSurvivor(t *testing.T) {
 		t.Fatal(err)
 	}
 	stop(t, a)
-	for range 2 {
-		stop(t, run(t, paths[1:], CreateSpec{}))
+	// vdd's own superblock records its failure: started alone only with
+	// --force (TestLoneFailedMemberRefused); then it runs on its own.
+	for _, force := range []bool{true, false} {
+		stop(t, run(t, paths[1:], CreateSpec{Force: force}))
 	}
 	if c, d := superblockOf(t, paths[0]).Events, superblockOf(t, paths[1]).Events; d <= c {
 		t.Fatalf("the failed member's events %d are not past the survivor's %d", d, c)
@@ -336,5 +338,55 @@ func TestAssembleFailedMemberOutvotesSurvivor(t *testing.T) {
 	}
 	if st := b.Engine.State(); st.Members[0].State != engine.MemberActive {
 		t.Fatalf("after the rebuild: %+v", st.Members)
+	}
+}
+
+// TestLoneFailedMemberRefused (issue #9, first step): a member failed by
+// hand and removed, given alone, must not start the array from its stale
+// data: its own superblock records the failure, so it is refused without
+// --force, in one line naming it and the way to force it.
+func TestLoneFailedMemberRefused(t *testing.T) {
+	paths := memberFiles(t, 2, 16<<20)
+	a := newRAID1(t, paths)
+	if err := a.SetClean(false); err != nil {
+		t.Fatal(err)
+	}
+	if err := a.Fail(1); err != nil {
+		t.Fatal(err)
+	}
+	userWrite(t, a, paths, 0, 4096, 0xcc) // vdc only
+	if err := a.Remove(1); err != nil {
+		t.Fatal(err)
+	}
+	stop(t, a)
+	before := fileBytes(t, paths[1])
+	_, err := Open(paths[1:], CreateSpec{}, false)
+	if err == nil {
+		t.Fatal("the failed member alone was assembled")
+	}
+	if !errors.Is(err, engine.ErrFailedMember) || !strings.Contains(err.Error(), "add --force "+paths[1]) ||
+		strings.Contains(err.Error(), "\n") {
+		t.Fatalf("assembly of the failed member: %v", err)
+	}
+	if !slices2DEqual(before, fileBytes(t, paths[1])) {
+		t.Fatal("the refused assembly wrote to the member")
+	}
+	// With the survivor: it is stale, the survivor serves.
+	b, err := Open(paths, CreateSpec{}, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st := b.Engine.State().Members; st[0].State != engine.MemberActive || st[1].State == engine.MemberActive {
+		t.Fatalf("assembly of both: %+v", st)
+	}
+	b.Close()
+	// Forced, alone: it serves.
+	c, err := Open(paths[1:], CreateSpec{Force: true}, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	if st := c.Engine.State().Members; st[1].State != engine.MemberActive {
+		t.Fatalf("forced assembly: %+v", st)
 	}
 }

@@ -239,7 +239,7 @@ func AssembleWith(ms []MemberSB, opt AssembleOptions) (*Assembly, error) {
 	fsb := freshest.SB
 
 	if !opt.Force {
-		if err := splitBrain(ms, freshest); err != nil {
+		if err := splitBrain(ms, fsb); err != nil {
 			return nil, err
 		}
 	}
@@ -599,7 +599,13 @@ func Diverged(a, b *Superblock) bool {
 
 // splitBrain returns an ErrSplitBrain error if two of the members
 // diverged (see Diverged).
-func splitBrain(ms []MemberSB, freshest *MemberSB) error {
+func splitBrain(ms []MemberSB, fsb *Superblock) error {
+	keep := "" // what --force keeps: the first freshest member holding a role
+	for _, m := range ms {
+		if keep == "" && m.SB.Events == fsb.Events && !m.SB.IsSpare() {
+			keep = m.Path
+		}
+	}
 	for i := range ms {
 		for j := i + 1; j < len(ms); j++ {
 			a, b := &ms[i], &ms[j]
@@ -611,7 +617,7 @@ func splitBrain(ms []MemberSB, freshest *MemberSB) error {
 				all = append(all, m.Path)
 			}
 			return fmt.Errorf("%w in array %s: %s (events %d) and %s (events %d) each ran without the other (each records the other side failed or missing), so their data differs; give only one side's members to keep that side, or add --force %s to keep the freshest, %s, and fully rebuild the others from it",
-				ErrSplitBrain, arrayDesc(freshest.SB), a.Path, a.SB.Events, b.Path, b.SB.Events, strings.Join(all, " "), freshest.Path)
+				ErrSplitBrain, arrayDesc(fsb), a.Path, a.SB.Events, b.Path, b.SB.Events, strings.Join(all, " "), keep)
 		}
 	}
 	return nil
