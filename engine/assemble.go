@@ -159,8 +159,8 @@ func arrayDesc(sb *Superblock) string {
 //     table names, in the role its own superblock holds, as active or
 //     rebuilding is current (a torn superblock update), not stale.
 //   - Two members that ran without each other are refused (ErrSplitBrain):
-//     neither's table names a member the other's names as in the array,
-//     and one records a member of the other side failed or missing. A
+//     no member is in the array by both tables, and each records a member
+//     of the other side failed or missing (Diverged). A
 //     freshest generation whose table marks every member given with
 //     current data failed is refused (ErrFailedMember). See
 //     AssembleOptions.Force.
@@ -569,16 +569,24 @@ func excludes(sb *Superblock, in map[[16]byte]bool) bool {
 }
 
 // Diverged reports whether the members whose superblocks are a and b ran
-// without each other: no member is in the array by both tables, and one
-// table records failed or missing a member the other holds in the array.
-// A member that simply missed updates (it failed, or was left out) is not
-// diverged: its table still holds in the array a member the newer table
-// does (at least the one it last ran with), or records nobody of the
-// newer side as gone. Two members that each ran alone after a split, or a
-// member started alone after the others recorded it failed, each record
-// the other side gone with no member in common: their data diverged, and
-// copying only one side's dirty regions onto the other would mix them.
-// Spares never diverge (they hold no data).
+// without each other (a split brain): each table records as failed or
+// missing a member the other holds in the array, and no member is in the
+// array by both tables. Two members that each ran alone after a split, or
+// a member started alone after the others recorded it failed, are so:
+// their data diverged, and trusting one side's generation count, or
+// copying only one side's dirty regions onto the other, would mix them or
+// silently drop one side's writes. A member that merely missed updates
+// (it failed, was left out, or was stopped) is not: it records nobody of
+// the newer side as gone, or it still has a member in common with it.
+// Spares, and members whose last superblock records themselves failed
+// (written by the array they left), never diverge.
+//
+// A member that left long ago, after which every member it knew left too
+// while members it recorded failed came back (a 3-way mirror losing each
+// member in turn), looks the same from the two superblocks alone; Assemble
+// accepts it when a member given bridges the two (see bridged), and
+// otherwise leaving it out, or --force (which keeps the freshest side),
+// assembles the array.
 func Diverged(a, b *Superblock) bool {
 	if a.IsSpare() || b.IsSpare() {
 		return false
@@ -589,16 +597,42 @@ func Diverged(a, b *Superblock) bool {
 		// array it left, it did not run on its own since.
 		return false
 	}
-	for u := range ina {
-		if inb[u] {
-			return false
+	return !intersects(ina, inb) && excludes(a, inb) && excludes(b, ina)
+}
+
+// bridged reports whether a member given ran with members of both a's and
+// b's tables after the older of a and b was written: then a and b are one
+// history (every member a knew left, one by one, while members it had
+// recorded failed came back), not a split. After a real split, each side's
+// first generation records the other side gone, so a member written later
+// than both sides' split holds members of one side only, and a member
+// written before the split is older than both a and b.
+func bridged(ms []MemberSB, a, b *Superblock) bool {
+	ina, inb := inArray(a), inArray(b)
+	for _, m := range ms {
+		sb := m.SB
+		if sb == a || sb == b || sb.IsSpare() || sb.Events <= min(a.Events, b.Events) {
+			continue
+		}
+		in := inArray(sb)
+		if intersects(in, ina) && intersects(in, inb) {
+			return true
 		}
 	}
-	return excludes(a, inb) || excludes(b, ina)
+	return false
+}
+
+func intersects(a, b map[[16]byte]bool) bool {
+	for u := range a {
+		if b[u] {
+			return true
+		}
+	}
+	return false
 }
 
 // splitBrain returns an ErrSplitBrain error if two of the members
-// diverged (see Diverged).
+// diverged (see Diverged) and no member given bridges them (bridged).
 func splitBrain(ms []MemberSB, fsb *Superblock) error {
 	keep := "" // what --force keeps: the first freshest member holding a role
 	for _, m := range ms {
@@ -609,14 +643,14 @@ func splitBrain(ms []MemberSB, fsb *Superblock) error {
 	for i := range ms {
 		for j := i + 1; j < len(ms); j++ {
 			a, b := &ms[i], &ms[j]
-			if !Diverged(a.SB, b.SB) {
+			if !Diverged(a.SB, b.SB) || bridged(ms, a.SB, b.SB) {
 				continue
 			}
 			var all []string
 			for _, m := range ms {
 				all = append(all, m.Path)
 			}
-			return fmt.Errorf("%w in array %s: %s (events %d) and %s (events %d) each ran without the other (each records the other side failed or missing), so their data differs; give only one side's members to keep that side, or add --force %s to keep the freshest, %s, and fully rebuild the others from it",
+			return fmt.Errorf("%w in array %s: %s (events %d) and %s (events %d) each ran without the other (each records the other failed or missing), so their data differs; give only one side's members to keep that side, or add --force %s to keep the freshest, %s, and fully rebuild the others from it",
 				ErrSplitBrain, arrayDesc(fsb), a.Path, a.SB.Events, b.Path, b.SB.Events, strings.Join(all, " "), keep)
 		}
 	}

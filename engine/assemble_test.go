@@ -772,4 +772,43 @@ func TestAssembleNotSplitBrain(t *testing.T) {
 	// since: the failed one is stale.
 	a = mustAssemble(t, asmInputs(t, yFailed[0], sbs[1]))
 	asmWantRoles(t, a, "active /dev/vda", "faulty /dev/vdb", "missing")
+
+	// A, B, C: C fails (A records it), A fails, B rebuilds C, B fails, D
+	// takes A's role. A's table records C failed while C is in the
+	// array, C's records B (of A's array) failed, and A shares no member
+	// with C's array: from A and C alone, a split brain. B, given too,
+	// ran with both A's and C's members later than A: one history.
+	g := asmNext(sbs, func(sb *Superblock) { sb.Roles[2].State = RoleFaulty })
+	aLast := g[0]
+	g = asmNext(g, func(sb *Superblock) { sb.Roles[0].State = RoleFaulty })
+	g = asmNext(g, func(sb *Superblock) { sb.Roles[2].State = RoleRebuilding })
+	g = asmNext(g, func(sb *Superblock) { sb.Roles[2].State = RoleActive })
+	bLast := g[1]
+	g = asmNext(g, func(sb *Superblock) { sb.Roles[1].State = RoleFaulty })
+	d := sbUUID(0x44)
+	g = asmNext(g, func(sb *Superblock) { sb.Roles[0] = RoleEntry{State: RoleRebuilding, Member: d} })
+	dsb := *g[2]
+	dsb.Role, dsb.MemberUUID = 0, d
+	_, err := Assemble(asmInputs(t, aLast, g[2], &dsb))
+	asmWantErr(t, err, ErrSplitBrain, "/dev/vda (events 2) and /dev/vdb (events 7)")
+	a = mustAssemble(t, asmInputs(t, aLast, g[2], &dsb, bLast))
+	asmWantRoles(t, a, "rebuilding /dev/vdc@0", "faulty /dev/vdd", "active /dev/vdb")
+	if !slices.Equal(a.Stale, []string{"/dev/vda", "/dev/vdd"}) {
+		t.Errorf("stale %q", a.Stale)
+	}
+}
+
+// TestAssembleSplitBrainNotBridgedByOlder: a member older than both sides
+// of a split (it stopped before it) holds members of both in its table,
+// but does not make them one history.
+func TestAssembleSplitBrainNotBridgedByOlder(t *testing.T) {
+	sbs := asmNewArray(t, 1, 0, 3, 0)
+	// vdc stops; vda and vdb write generation 2 (vdc missing).
+	g2 := asmNext(sbs[:2], func(sb *Superblock) { sb.Roles[2].State = RoleMissing })
+	// Split: vda alone (vdb missing) to generation 4; vdb alone (vda
+	// missing) to generation 3.
+	a := asmNext(asmNext(g2[:1], func(sb *Superblock) { sb.Roles[1].State = RoleMissing }), nil)[0]
+	b := asmNext(g2[1:], func(sb *Superblock) { sb.Roles[0].State = RoleMissing })[0]
+	_, err := Assemble(asmInputs(t, a, b, sbs[2]))
+	asmWantErr(t, err, ErrSplitBrain, "/dev/vda (events 4) and /dev/vdb (events 3)")
 }
