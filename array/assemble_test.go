@@ -6,6 +6,8 @@ import (
 	"os"
 	"strings"
 	"sync"
+	"sync/atomic"
+	"syscall"
 	"testing"
 
 	"github.com/ublk-raid/ublk-raid/engine"
@@ -388,5 +390,54 @@ func TestLoneFailedMemberRefused(t *testing.T) {
 	defer c.Close()
 	if st := c.Engine.State().Members; st[1].State != engine.MemberActive {
 		t.Fatalf("forced assembly: %+v", st)
+	}
+}
+
+// TestReAddAfterFailedRebuildRebuildsAll: a member that failed while
+// being rebuilt (a replacement here) holds current data only where the
+// rebuild reached; its superblock says it was rebuilding, so a re-add
+// must copy every written region, not only the dirty ones.
+func TestReAddAfterFailedRebuildRebuildsAll(t *testing.T) {
+	var writes atomic.Int32
+	old := memberRW
+	memberRW = func(fd int, p []byte, off int64, write bool) error {
+		if write && p != nil && writes.Add(1) == 3 {
+			return syscall.EIO // the rebuild target fails part-way
+		}
+		return fileRW(fd, p, off, write)
+	}
+	defer func() { memberRW = old }()
+	paths := memberFiles(t, 3, 16<<20)
+	a := newRAID1(t, paths[:2])
+	defer a.Close()
+	n := int(a.Engine.Geo.MemberSectors << 9)
+	scribble(t, a, paths[0], 0, n, 0xab)
+	scribble(t, a, paths[1], 0, n, 0xab)
+	if err := a.Fail(1); err != nil {
+		t.Fatal(err)
+	}
+	if err := a.Replace(1, paths[2]); err != nil {
+		t.Fatal(err)
+	}
+	a.WaitSync()
+	if st := a.Engine.State().Members[1].State; st != engine.MemberFaulty {
+		t.Fatalf("the rebuild target is %s after its write error", st)
+	}
+	if err := a.Remove(1); err != nil {
+		t.Fatal(err)
+	}
+	if err := a.ReAdd(paths[2]); err != nil {
+		t.Fatal(err)
+	}
+	a.WaitSync()
+	if st := a.Status(); st.ActiveDisks != 2 {
+		t.Fatalf("after re-add: %+v", st)
+	}
+	if d0, d2 := dataOf(t, a, paths[0]), dataOf(t, a, paths[2]); !bytes.Equal(d0, d2) {
+		i := 0
+		for i < len(d0) && d0[i] == d2[i] {
+			i++
+		}
+		t.Fatalf("re-added member differs from byte %d: %#x, want %#x", i, d2[i], d0[i])
 	}
 }

@@ -135,7 +135,9 @@ func (a *Array) Fail(role int) error {
 	if err := a.persist(st); err != nil {
 		return err
 	}
-	if dev != nil {
+	if dev != nil && m.State == engine.MemberActive {
+		// (A member failed while being rebuilt keeps its superblock
+		// saying so: a re-add must rebuild it in full.)
 		a.markFailed(role, dev)
 	}
 	return nil
