@@ -789,8 +789,8 @@ func (a *Array) previousRole(m *ublk.Member) (readdPlan, error) {
 	}
 	role := int(sb.Role)
 	if engine.Diverged(sb, cur) {
-		return readdPlan{}, fmt.Errorf("%s ran without this array's members (split brain: its superblock at events %d records them failed or missing, and this array records it gone at events %d): its data differs; re-adding it would mix both sides, so to discard its data use replace -n %d (a full rebuild)",
-			m.Path, sb.Events, cur.Events, role)
+		return readdPlan{}, fmt.Errorf("%w: %s ran without this array's members (its superblock, events %d, records them failed or missing, and this array, events %d, records it gone): its data differs and a re-add would mix both sides; to keep this array's data, wipe it and put it in role %d with replace (a full rebuild)",
+			engine.ErrSplitBrain, m.Path, sb.Events, cur.Events, role)
 	}
 	p := readdPlan{role: role, uuid: sb.MemberUUID, bitmap: true}
 	if cur.Roles[role].Member != sb.MemberUUID || sb.Roles[role].State == engine.RoleRebuilding || sb.Events > cur.Events {
