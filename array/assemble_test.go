@@ -441,3 +441,38 @@ func TestReAddAfterFailedRebuildRebuildsAll(t *testing.T) {
 		t.Fatalf("re-added member differs from byte %d: %#x, want %#x", i, d2[i], d0[i])
 	}
 }
+
+// TestReAddOldCopyRebuildsAll: md's events_cleared rule, for a member
+// this run last wrote: an old copy of it (its superblock older than the
+// last one written to it) missed writes whose regions were cleared since,
+// so a re-add copies every written region.
+func TestReAddOldCopyRebuildsAll(t *testing.T) {
+	paths := memberFiles(t, 2, 16<<20)
+	a := newRAID1(t, paths)
+	defer a.Close()
+	image := fileBytes(t, paths[1])[0] // an old copy of member 1
+	userWrite(t, a, paths, 3<<20, 4096, 0x3c)
+	// A clean stop and start: the region is cleared, generations pass.
+	if err := a.SetClean(true); err != nil {
+		t.Fatal(err)
+	}
+	if err := a.SetClean(false); err != nil {
+		t.Fatal(err)
+	}
+	if err := a.Fail(1); err != nil {
+		t.Fatal(err)
+	}
+	if err := a.Remove(1); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(paths[1], image, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := a.ReAdd(paths[1]); err != nil {
+		t.Fatal(err)
+	}
+	a.WaitSync()
+	if d0, d1 := dataOf(t, a, paths[0]), dataOf(t, a, paths[1]); !bytes.Equal(d0, d1) {
+		t.Fatalf("re-added old copy differs: byte at 3 MiB is %#x, want %#x", d1[3<<20], d0[3<<20])
+	}
+}

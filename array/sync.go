@@ -772,7 +772,11 @@ type readdPlan struct {
 // given to another device, rebuilt, and regions were cleared since: md's
 // events_cleared rule); its own superblock says it was still being
 // rebuilt (its data is current only below its recovery offset); or its
-// superblock is newer than the array's (it changed outside the array).
+// superblock is newer than the array's (it changed outside the array), or
+// older than the last one this run wrote to it (an old copy of it). md
+// keeps events_cleared in its bitmap for the last two; that an old copy of
+// a member that left in an earlier run is not caught is the price of not
+// changing the bitmap's on-disk format.
 // A member that ran without the array's members (engine.Diverged: a split
 // brain) is refused: copying one side's dirty regions onto the other
 // would mix both sides' data, block by block.
@@ -796,6 +800,13 @@ func (a *Array) previousRole(m *ublk.Member) (readdPlan, error) {
 	if cur.Roles[role].Member != sb.MemberUUID || sb.Roles[role].State == engine.RoleRebuilding || sb.Events > cur.Events {
 		p.bitmap = false
 	}
+	a.mu.Lock()
+	if last := a.SBs[role]; last != nil && last.MemberUUID == sb.MemberUUID && sb.Events < last.Events {
+		// Older than the last superblock this run wrote to it (an old
+		// copy of the device): regions may have been cleared since.
+		p.bitmap = false
+	}
+	a.mu.Unlock()
 	return p, nil
 }
 
