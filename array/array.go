@@ -52,7 +52,11 @@ type CreateSpec struct {
 	// Force overwrites devices that carry a signature of data (a
 	// filesystem, partition table, RAID or LVM metadata, ...: see package
 	// probe): members of a new array and blank spares. Without it they
-	// are refused before anything is written.
+	// are refused before anything is written. At assembly it also starts
+	// the array from the members given even when they disagree about each
+	// other (a split brain) or the freshest records itself failed: the
+	// freshest is authoritative and the others are rebuilt from it
+	// (engine.AssembleOptions.Force).
 	Force bool
 }
 
@@ -193,7 +197,8 @@ func Open(paths []string, spec CreateSpec, create bool) (*Array, error) {
 			withSB = append(withSB, m)
 		}
 	}
-	asm, err := engine.Assemble(append(append([]engine.MemberSB(nil), inputs...), spareIn...))
+	asm, err := engine.AssembleWith(append(append([]engine.MemberSB(nil), inputs...), spareIn...),
+		engine.AssembleOptions{Force: spec.Force})
 	// Devices carrying superblocks that make no one array (of other
 	// arrays, some blank, damaged) are no array to assemble: with a level
 	// and force a new one is created over them, as mdadm --create --run.
@@ -438,6 +443,17 @@ func assemble(ms []*ublk.Member, inputs []engine.MemberSB, asm *engine.Assembly,
 		case engine.RoleActive, engine.RoleRebuilding:
 			i := byPath[ra.Path]
 			roles[r], sbs[r], used[i] = ms[i], inputs[i].SB, true
+			if ra.Forced {
+				// Not trusted by the freshest table: it takes its role
+				// at the freshest generation and is rebuilt in full.
+				own := inputs[i].SB
+				if own.DataOffset != asm.Freshest.DataOffset {
+					return nil, fmt.Errorf("member %s has its data at byte %d, the array at %d: it cannot be rebuilt in place", ms[i].Path, own.DataOffset, asm.Freshest.DataOffset)
+				}
+				sb := *asm.Freshest
+				sb.Role, sb.MemberUUID, sb.DataSectors = uint32(r), own.MemberUUID, own.DataSectors
+				sbs[r] = &sb
+			}
 			if ra.State == engine.RoleRebuilding {
 				states[r] = engine.MemberStatus{State: engine.MemberRebuilding, RebuildOffset: ra.RecoveryOffset}
 			}
@@ -478,7 +494,13 @@ func assemble(ms []*ublk.Member, inputs []engine.MemberSB, asm *engine.Assembly,
 		return nil, err
 	}
 	st := ea.SetState(states)
-	a := &Array{Engine: ea, Members: roles, SBs: sbs, dataOffset: asm.Freshest.DataOffset, events: asm.Events, spares: spares}
+	a := &Array{Engine: ea, Members: roles, SBs: sbs, dataOffset: asm.Freshest.DataOffset, events: asm.Events, spares: spares,
+		checkpoint: map[int]uint64{}}
+	for r, m := range states {
+		if m.State == engine.MemberRebuilding {
+			a.checkpoint[r] = m.RebuildOffset // durable: from the superblocks
+		}
+	}
 	a.stateGen = st.Gen
 	a.durable.Store(st.Gen)
 	if !geometryCovered(ea) {

@@ -125,11 +125,22 @@ func (a *Array) Fail(role int) error {
 	if g.Level != engine.Level0 && !coveredWithout(a.Engine, role) {
 		return fmt.Errorf("role %d holds the last copy of some data: failing it would fail the array", role)
 	}
+	a.mu.Lock()
+	dev := a.Members[role]
+	a.mu.Unlock()
 	st, changed := a.Engine.Fail(role)
 	if !changed {
 		return nil
 	}
-	return a.persist(st)
+	if err := a.persist(st); err != nil {
+		return err
+	}
+	if dev != nil && m.State == engine.MemberActive {
+		// (A member failed while being rebuilt keeps its superblock
+		// saying so: a re-add must rebuild it in full.)
+		a.markFailed(role, dev)
+	}
+	return nil
 }
 
 // coveredWithout reports whether every chunk keeps a readable copy when

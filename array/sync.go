@@ -564,7 +564,9 @@ func (a *Array) finishJob(job resync.Job, since []uint64) error {
 
 // ReAdd returns a member that left the array (failed, removed or stale) to
 // its role and rebuilds it: with a write-intent bitmap only the regions
-// written while it was away, else everything written.
+// written while it was away, else everything written (see readdPlan for
+// when the bitmap cannot tell). A member that ran without the array's
+// members (split brain) is refused.
 func (a *Array) ReAdd(path string) error { return a.addMember(path, -1, true, false, false) }
 
 // Replace puts a new device or a spare into role (which must be faulty or
@@ -621,6 +623,7 @@ func (a *Array) addMember(path string, role int, readd, failActive, force bool) 
 		}
 	}
 	a.mu.Unlock()
+	reused := m != nil
 	var uuid [16]byte
 	switch {
 	case spare != nil:
@@ -630,18 +633,23 @@ func (a *Array) addMember(path string, role int, readd, failActive, force bool) 
 		if m, err = ublk.OpenMember(path); err != nil {
 			return err
 		}
-		if readd {
-			role = a.previousRole(m)
-			if role < 0 {
-				m.Close()
-				return fmt.Errorf("%s is not a member of this array: use replace to put a new device in", path)
-			}
-		}
 	}
 	drop := func() {
 		if spare == nil {
 			a.closeIfNew(m)
 		}
+	}
+	var plan *readdPlan
+	if readd {
+		p, err := a.previousRole(m)
+		if err == nil && reused && p.role != role {
+			err = fmt.Errorf("%s holds role %d but its superblock says role %d", path, role, p.role)
+		}
+		if err != nil {
+			drop()
+			return err
+		}
+		role, plan = p.role, &p
 	}
 	if err := a.checkAdd(m, role, failActive); err != nil {
 		drop()
@@ -669,7 +677,7 @@ func (a *Array) addMember(path string, role int, readd, failActive, force bool) 
 		if !a.takeSpare(sp) {
 			return fmt.Errorf("%s is no longer a spare", path)
 		}
-		err := a.addOpen(sp.m, role, false, sp.uuid)
+		err := a.addOpenPlan(sp.m, role, nil, sp.uuid)
 		if err != nil {
 			a.returnSpare(sp)
 		}
@@ -679,7 +687,7 @@ func (a *Array) addMember(path string, role int, readd, failActive, force bool) 
 		drop()
 		return err
 	}
-	return a.addOpen(m, role, readd, uuid)
+	return a.addOpenPlan(m, role, plan, uuid)
 }
 
 // takeSpare removes sp from the spares; false if it is not one any more.
@@ -728,8 +736,24 @@ func (a *Array) checkAdd(m *ublk.Member, role int, active bool) error {
 
 // addOpen puts the open device m into role and rebuilds it (see
 // addMember); uuid is its member UUID (zero: a new one, or for a re-add
-// the role's). m is closed on error unless it already was a member.
+// its own, and the role its superblock says). m is closed on error unless
+// it already was a member.
 func (a *Array) addOpen(m *ublk.Member, role int, readd bool, uuid [16]byte) error {
+	if readd {
+		plan, err := a.previousRole(m)
+		if err != nil {
+			a.closeIfNew(m)
+			return err
+		}
+		return a.addOpenPlan(m, plan.role, &plan, uuid)
+	}
+	return a.addOpenPlan(m, role, nil, uuid)
+}
+
+// addOpenPlan is addOpen; re, for a re-add, is what m's superblock
+// allows.
+func (a *Array) addOpenPlan(m *ublk.Member, role int, re *readdPlan, uuid [16]byte) error {
+	readd := re != nil
 	drop := func() {
 		if uuid == ([16]byte{}) { // a spare stays open
 			a.closeIfNew(m)
@@ -744,17 +768,16 @@ func (a *Array) addOpen(m *ublk.Member, role int, readd bool, uuid [16]byte) err
 	sb.Role = uint32(role)
 	if uuid != ([16]byte{}) {
 		sb.MemberUUID = uuid
-	} else if a.SBs[role] != nil && readd {
-		sb.MemberUUID = a.SBs[role].MemberUUID
+	} else if readd {
+		// Its own: were it the role's current one while the role was
+		// given to another member since, a later re-add of that other
+		// device would take it for this one.
+		sb.MemberUUID = re.uuid
 	} else if _, err := rand.Read(sb.MemberUUID[:]); err != nil {
 		drop()
 		return err
 	}
 	sb.DataSectors = (uint64(m.Size) - sb.DataOffset) >> 9 &^ 7
-	var dirty []bool
-	if readd && a.Bitmap != nil && a.fl != nil {
-		dirty = a.fl.dirtyRegions()
-	}
 	a.mu.Lock()
 	old := a.Members[role]
 	a.Members[role] = m
@@ -774,29 +797,31 @@ func (a *Array) addOpen(m *ublk.Member, role int, readd bool, uuid [16]byte) err
 		// Regions written from now on reach the member; the whole bitmap
 		// copy is rewritten (onto it too) before the superblocks name it.
 		a.fl.rewriteAll()
-		if !readd {
-			dirty = nil
-		}
 	}
 	if err := a.persist(st); err != nil {
 		return err
 	}
 	need2 := a.neededWritten
-	if dirty != nil {
-		rs := a.Bitmap.Geometry().RegionSectors
+	regions := 0
+	if readd && re.bitmap && a.Bitmap != nil {
+		// The live bitmap, asked as the rebuild goes: no region is
+		// cleared while the role is not in sync, so it covers every
+		// write the member missed, including those issued until it
+		// became writable (a snapshot taken before would miss them).
+		first, last := a.Bitmap.Regions(0, a.Engine.Geo.ArraySectors())
+		for r := first; r <= last; r++ {
+			if a.Bitmap.Dirty(r) {
+				regions++
+			}
+		}
 		need2 = func(sector, sectors uint64) bool {
-			for r := sector / rs; r <= (sector+sectors-1)/rs; r++ {
-				if dirty[r] || a.Bitmap.NeedsSync(int(r)) {
+			first, last := a.Bitmap.Regions(sector, sectors)
+			for r := first; r <= last; r++ {
+				if a.Bitmap.Dirty(r) {
 					return true
 				}
 			}
 			return false
-		}
-	}
-	regions := 0
-	for _, d := range dirty {
-		if d {
-			regions++
 		}
 	}
 	return a.sync.start(resync.Job{Kind: resync.Rebuild, Targets: []int{role}, Need: need2}, regions)
@@ -813,18 +838,63 @@ func (a *Array) closeIfNew(m *ublk.Member) {
 	m.Close()
 }
 
+// readdPlan is how a member returning to the array is rebuilt, from its
+// own superblock.
+type readdPlan struct {
+	role int      // the role it held
+	uuid [16]byte // its member UUID
+	// bitmap: only the regions the write-intent bitmap says dirty need
+	// copying; otherwise every written region does.
+	bitmap bool
+}
+
 // previousRole is the role m held in this array according to its own
-// superblock, or -1.
-func (a *Array) previousRole(m *ublk.Member) int {
+// superblock and how to rebuild it, or why it cannot be re-added.
+//
+// The bitmap covers every write since its regions were last cleared, and
+// no region is cleared while a role is not in sync; so only the regions
+// dirty now need copying onto a member that left the role, if its data
+// was current when it left. That is not so (every written region is
+// copied) when: the role table names another member for the role (it was
+// given to another device, rebuilt, and regions were cleared since: md's
+// events_cleared rule); its own superblock says it was still being
+// rebuilt (its data is current only below its recovery offset); or its
+// superblock is newer than the array's (it changed outside the array), or
+// older than the last one this run wrote to it (an old copy of it). md
+// keeps events_cleared in its bitmap for the last two; that an old copy of
+// a member that left in an earlier run is not caught is the price of not
+// changing the bitmap's on-disk format.
+// A member that ran without the array's members (engine.Diverged: a split
+// brain) is refused: copying one side's dirty regions onto the other
+// would mix both sides' data, block by block.
+func (a *Array) previousRole(m *ublk.Member) (readdPlan, error) {
+	notMember := fmt.Errorf("%s is not a member of this array: use replace to put a new device in", m.Path)
 	b, err := m.ReadBlock(engine.SuperblockOffset, engine.SuperblockSize)
 	if err != nil {
-		return -1
+		return readdPlan{}, fmt.Errorf("%s: read its superblock: %w", m.Path, err)
 	}
 	sb, err := engine.ParseSuperblock(b)
-	if err != nil || sb.ArrayUUID != a.refSB().ArrayUUID || sb.IsSpare() || int(sb.Role) >= a.Engine.Geo.Members {
-		return -1
+	cur := a.refSB()
+	if err != nil || sb.ArrayUUID != cur.ArrayUUID || sb.IsSpare() || int(sb.Role) >= a.Engine.Geo.Members {
+		return readdPlan{}, notMember
 	}
-	return int(sb.Role)
+	role := int(sb.Role)
+	if engine.Diverged(sb, cur) {
+		return readdPlan{}, fmt.Errorf("%w: %s ran without this array's members (its superblock, events %d, records them failed or missing, and this array, events %d, records it gone): its data differs and a re-add would mix both sides; to keep this array's data, wipe it and put it in role %d with replace (a full rebuild)",
+			engine.ErrSplitBrain, m.Path, sb.Events, cur.Events, role)
+	}
+	p := readdPlan{role: role, uuid: sb.MemberUUID, bitmap: true}
+	if cur.Roles[role].Member != sb.MemberUUID || sb.Roles[role].State == engine.RoleRebuilding || sb.Events > cur.Events {
+		p.bitmap = false
+	}
+	a.mu.Lock()
+	if last := a.SBs[role]; last != nil && last.MemberUUID == sb.MemberUUID && sb.Events < last.Events {
+		// Older than the last superblock this run wrote to it (an old
+		// copy of the device): regions may have been cleared since.
+		p.bitmap = false
+	}
+	a.mu.Unlock()
+	return p, nil
 }
 
 // refSB is a copy of a current superblock of the array (superblock
@@ -863,17 +933,6 @@ func (f *flusher) do(fn func()) {
 		<-r.reply
 	case <-f.done:
 	}
-}
-
-// dirtyRegions snapshots which regions are dirty (flusher goroutine).
-func (f *flusher) dirtyRegions() []bool {
-	out := make([]bool, f.bm.Geometry().Regions)
-	f.do(func() {
-		for _, r := range f.bm.DirtyRegions(nil) {
-			out[r] = true
-		}
-	})
-	return out
 }
 
 // rewriteAll schedules a rewrite of the whole bitmap copy.

@@ -356,6 +356,16 @@ func badRange(first, last, n int) {
 // thread.
 func (b *Bitmap) Written(r int) bool { return b.words[r].Load()&flagNever == 0 }
 
+// Dirty reports whether region r is dirty now: durable-dirty (a write to
+// it may have been issued since it was last clean) or needing sync. A
+// region is never cleared while a member is missing, so for a member that
+// went missing the regions Dirty when it returns cover every write it
+// missed, including writes issued until it became writable again (unlike
+// a DirtyRegions snapshot taken before). Any thread.
+func (b *Bitmap) Dirty(r int) bool {
+	return b.words[r].Load()&(flagDurable|flagNeedSync) != 0
+}
+
 // NeedsSync reports whether region r was dirty when the bitmap was loaded
 // (or is AllDirty/InitDirty) and ResyncDone has not been called for it:
 // its copies may differ, so reads must go to the one copy resync copies

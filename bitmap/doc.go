@@ -25,7 +25,7 @@
 //   - EndWrite(first, last) once the write has completed on every member
 //     it went to (one atomic add per region). Every StartWrite, ready or
 //     not, has exactly one EndWrite, after the write completed.
-//   - Regions, Written, NeedsSync, ResyncDone, SetMissing, Stats,
+//   - Regions, Written, Dirty, NeedsSync, ResyncDone, SetMissing, Stats,
 //     WaitTimes, Buffer, Geometry.
 //
 // The flusher, one goroutine (never two of these at once):
@@ -97,8 +97,10 @@
 // superblock changes), do not issue new data writes until then: a copy
 // whose header events are older than the superblock's is ignored by Load,
 // and until the superblock is written the failed member's copy still counts.
-// On re-add: RewriteAll and SetEvents, recover DirtyRegions onto the
-// member, then SetMissing(member, false).
+// On re-add: RewriteAll and SetEvents, recover the regions Dirty (asked
+// as the recovery goes, not a snapshot: writes issued until the member was
+// writable again went to the others only) onto the member, then
+// SetMissing(member, false).
 //
 // # Resync
 //

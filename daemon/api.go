@@ -69,7 +69,11 @@ type AddRequest struct {
 	Spares []string `json:"spares,omitempty"`
 	// Force overwrites members and blank spares that carry a signature
 	// of data (a filesystem, partition table, RAID or LVM metadata, ...);
-	// without it they are refused and nothing is written.
+	// without it they are refused and nothing is written. At assembly it
+	// starts the array from the members given even when they disagree
+	// about each other (a split brain: each ran without the other) or the
+	// freshest records itself failed: the freshest is authoritative and
+	// the others are fully rebuilt from it.
 	Force bool `json:"force,omitempty"`
 }
 
@@ -251,6 +255,7 @@ func (r AddRequest) spec() (array.CreateSpec, *FieldError) {
 		}
 	}
 	s.Spares = r.Spares
+	s.Force = r.Force
 	for i, w := range r.WriteMostly {
 		if !slices.Contains(r.Members, w) {
 			return s, fieldErr("write_mostly", shown(w), "not one of the members (give it as the members spell it)")

@@ -65,7 +65,8 @@
 //	 "spares": ["/dev/vde"],                raid1/10: held as spares
 //	 "write_mostly": [], "no_bitmap": false, "bitmap_region_bytes": 0,
 //	 "assume_clean": false, "sync_speed_min_bytes": 0, "sync_speed_max_bytes": 0,
-//	 "force": false}                        overwrite members/blank spares that hold data
+//	 "force": false}                        overwrite members/blank spares that hold data;
+//	                                        assembly: start members that disagree (split brain) from the freshest
 //
 // A numeric field that is 0 or omitted takes its default (bitmap_region_bytes:
 // from the array size; sync speeds: 1000 KiB/s and no limit). The same

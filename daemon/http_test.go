@@ -2,6 +2,7 @@ package daemon_test
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"io"
 	"net"
@@ -209,5 +210,20 @@ func TestAddRequestSpec(t *testing.T) {
 		if (tc.want == "") != (err == nil) || (err != nil && !strings.Contains(err.Error(), tc.want)) {
 			t.Errorf("%+v: %v, want %q", tc.req, err, tc.want)
 		}
+	}
+}
+
+// TestAddRequestForce: the force flag of an assembly reaches the array's
+// spec (and is a known JSON field: unknown ones are refused).
+func TestAddRequestForce(t *testing.T) {
+	var req daemon.AddRequest
+	dec := json.NewDecoder(strings.NewReader(`{"members": ["/dev/a", "/dev/b"], "force": true}`))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&req); err != nil {
+		t.Fatal(err)
+	}
+	s, err := req.Spec()
+	if err != nil || !s.Force {
+		t.Fatalf("spec %+v, %v", s, err)
 	}
 }

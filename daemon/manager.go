@@ -446,7 +446,6 @@ func (m *Manager) Add(_ context.Context, req AddRequest) (Array, error) {
 			return Array{}, err
 		}
 	}
-	spec.Force = req.Force
 	a, err := array.Open(req.Members, spec, spec.Level >= 0)
 	if err != nil {
 		return Array{}, Refused(err)

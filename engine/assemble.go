@@ -35,6 +35,11 @@ type RoleAssignment struct {
 	// RecoveryOffset is the rebuild progress of a rebuilding role, in
 	// sectors from the data offset.
 	RecoveryOffset uint64
+	// Forced is set for a role given by Assemble's force to a member the
+	// freshest table does not trust (stale, faulty or missing there): the
+	// role is RoleRebuilding from 0 on Path, every written region is
+	// copied onto it; its superblock is to be rewritten from Freshest.
+	Forced bool
 	// StalePath, for a missing role, is the input the freshest role table
 	// names for the role (as its holder, or as its last holder) but whose
 	// superblock is older: its data cannot be trusted, so the role is
@@ -98,7 +103,33 @@ var (
 	ErrDuplicateMember = errors.New("duplicate member")
 	// ErrCorruptArray: superblocks of the same generation disagree.
 	ErrCorruptArray = errors.New("inconsistent array")
+	// ErrSplitBrain: members ran without each other (each records the
+	// other failed or missing, and no member was with both), so their
+	// data diverged; AssembleOptions.Force picks the freshest side.
+	ErrSplitBrain = errors.New("split brain")
+	// ErrFailedMember: the only members with current data are recorded
+	// as failed by their own superblocks; Force starts from them anyway.
+	ErrFailedMember = errors.New("member recorded as failed")
 )
+
+// AssembleOptions changes Assemble's rules.
+type AssembleOptions struct {
+	// Force assembles from the members given even when they disagree
+	// about each other (split brain) or the freshest is recorded as
+	// failed: the freshest is authoritative (its own role active), and
+	// every other member given that the freshest table does not trust in
+	// its role is put back in it for a full rebuild (RoleAssignment.Forced).
+	Force bool
+}
+
+// EventSlack is how many generations a member may lag the freshest and
+// still be trusted, when the freshest table names it in its role as
+// active or rebuilding: a crash between the members' superblock writes of
+// one generation leaves some members one behind (mdadm allows the same
+// margin). Any state change that makes a member's data stale (its failure,
+// its removal) is recorded by the next generation's table, which a lagging
+// member's own role entry would then contradict.
+const EventSlack = 1
 
 // arrayDesc names an array in messages: its UUID and name.
 func arrayDesc(sb *Superblock) string {
@@ -124,7 +155,19 @@ func arrayDesc(sb *Superblock) string {
 //     only Stale. A role the freshest table marks faulty stays faulty.
 //   - Inputs the freshest table does not name are spares if their own
 //     superblock says so, otherwise stale (replaced since).
-func Assemble(ms []MemberSB) (*Assembly, error) {
+//   - A member at most EventSlack generations behind that the freshest
+//     table names, in the role its own superblock holds, as active or
+//     rebuilding is current (a torn superblock update), not stale.
+//   - Two members that ran without each other are refused (ErrSplitBrain):
+//     no member is in the array by both tables, and each records a member
+//     of the other side failed or missing (Diverged). A
+//     freshest generation whose table marks every member given with
+//     current data failed is refused (ErrFailedMember). See
+//     AssembleOptions.Force.
+func Assemble(ms []MemberSB) (*Assembly, error) { return AssembleWith(ms, AssembleOptions{}) }
+
+// AssembleWith is Assemble with options.
+func AssembleWith(ms []MemberSB, opt AssembleOptions) (*Assembly, error) {
 	if len(ms) == 0 {
 		return nil, errors.New("no members given")
 	}
@@ -195,6 +238,12 @@ func Assemble(ms []MemberSB) (*Assembly, error) {
 	}
 	fsb := freshest.SB
 
+	if !opt.Force {
+		if err := splitBrain(ms, fsb); err != nil {
+			return nil, err
+		}
+	}
+
 	// The freshest generation must be one consistent state.
 	claimed := make(map[uint32]string)
 	for i := range ms {
@@ -234,7 +283,17 @@ func Assemble(ms []MemberSB) (*Assembly, error) {
 	for i := range ms {
 		byUUID[ms[i].SB.MemberUUID] = &ms[i]
 	}
+	// With Force, the authority: the first member of the freshest
+	// generation holding a role.
+	var auth *MemberSB
+	for i := range ms {
+		if m := &ms[i]; opt.Force && auth == nil && m.SB.Events == fsb.Events && !m.SB.IsSpare() {
+			auth = m
+		}
+	}
 	holds := make(map[string]bool, len(ms)) // paths the freshest table names for a role
+	slack := make(map[string]bool)          // current although a generation behind
+	forced := make(map[string]bool)         // put back for a full rebuild (Force)
 	for r := range a.Roles {
 		e := fsb.Roles[r]
 		ra := &a.Roles[r]
@@ -246,7 +305,19 @@ func Assemble(ms []MemberSB) (*Assembly, error) {
 		if m != nil {
 			holds[m.Path] = true
 		}
+		inRole := e.State == RoleActive || e.State == RoleRebuilding
+		trusted := m != nil && inRole && (m.SB.Events == fsb.Events ||
+			m.SB.Events+EventSlack >= fsb.Events && m.SB.Role == uint32(r))
 		switch {
+		case m != nil && m == auth:
+			// Authoritative, even if its own table says it failed.
+			ra.State, ra.Path = RoleActive, m.Path
+			if e.State == RoleRebuilding {
+				ra.State, ra.RecoveryOffset = RoleRebuilding, e.RecoveryOffset
+			}
+		case opt.Force && m != nil && !trusted && m.SB.Role == uint32(r) && a.Level != 0:
+			ra.State, ra.Path, ra.Forced = RoleRebuilding, m.Path, true
+			forced[m.Path] = true
 		case e.State == RoleFaulty:
 			ra.State = RoleFaulty
 			if m != nil {
@@ -254,16 +325,17 @@ func Assemble(ms []MemberSB) (*Assembly, error) {
 			}
 		case m == nil:
 			ra.State = RoleMissing
-		case m.SB.Events < fsb.Events:
+		case !trusted:
 			ra.State = RoleMissing
 			ra.StalePath = m.Path
 		default:
 			// At the freshest generation the member's own role is this
 			// one and not missing (Validate), so e is active or
-			// rebuilding.
+			// rebuilding; a generation behind, the table says so.
 			ra.State = e.State
 			ra.Path = m.Path
 			ra.RecoveryOffset = e.RecoveryOffset
+			slack[m.Path] = m.SB.Events < fsb.Events
 		}
 		switch ra.State {
 		case RoleActive:
@@ -276,11 +348,25 @@ func Assemble(ms []MemberSB) (*Assembly, error) {
 			a.MissingRoles++
 		}
 	}
+	if !opt.Force && a.ActiveRoles == 0 && a.RebuildingRoles == 0 {
+		// Members whose own superblock, at the freshest generation,
+		// records them failed: nothing else with current data was given.
+		var self []string
+		for _, ra := range a.Roles {
+			if ra.State == RoleFaulty && ra.Path != "" && byPath(ms, ra.Path).SB.Events == fsb.Events {
+				self = append(self, ra.Path)
+			}
+		}
+		if len(self) > 0 {
+			return nil, fmt.Errorf("%w: %s of array %s: the superblock of %s records it as failed at events %d and no member in sync was given; add --force %s to start the array from it anyway",
+				ErrFailedMember, strings.Join(self, ", "), arrayDesc(fsb), self[0], fsb.Events, strings.Join(self, " "))
+		}
+	}
 	for i := range ms {
 		m := &ms[i]
 		switch {
 		case holds[m.Path]:
-			if m.SB.Events < fsb.Events {
+			if m.SB.Events < fsb.Events && !slack[m.Path] && !forced[m.Path] {
 				a.Stale = append(a.Stale, m.Path)
 			}
 		case m.SB.Role == SpareRole:
@@ -456,4 +542,126 @@ func newUUID() [16]byte {
 	u[6] = u[6]&0x0f | 0x40
 	u[8] = u[8]&0x3f | 0x80
 	return u
+}
+
+// byPath is the input named path (Assemble checked that there is one).
+func byPath(ms []MemberSB, path string) *MemberSB {
+	for i := range ms {
+		if ms[i].Path == path {
+			return &ms[i]
+		}
+	}
+	return nil
+}
+
+// inArray is the set of members sb's table holds in the array: the
+// members of its active and rebuilding roles.
+func inArray(sb *Superblock) map[[16]byte]bool {
+	in := make(map[[16]byte]bool, sb.Members)
+	for _, e := range sb.Roles[:sb.Members] {
+		if e.State == RoleActive || e.State == RoleRebuilding {
+			in[e.Member] = true
+		}
+	}
+	return in
+}
+
+// excludes reports whether sb's table records as failed or missing a
+// member (other than sb's own) that is in the set in.
+func excludes(sb *Superblock, in map[[16]byte]bool) bool {
+	for _, e := range sb.Roles[:sb.Members] {
+		if (e.State == RoleFaulty || e.State == RoleMissing) && e.Member != sb.MemberUUID && in[e.Member] {
+			return true
+		}
+	}
+	return false
+}
+
+// Diverged reports whether the members whose superblocks are a and b ran
+// without each other (a split brain): each table records as failed or
+// missing a member the other holds in the array, and no member is in the
+// array by both tables. Two members that each ran alone after a split, or
+// a member started alone after the others recorded it failed, are so:
+// their data diverged, and trusting one side's generation count, or
+// copying only one side's dirty regions onto the other, would mix them or
+// silently drop one side's writes. A member that merely missed updates
+// (it failed, was left out, or was stopped) is not: it records nobody of
+// the newer side as gone, or it still has a member in common with it.
+// Spares, and members whose last superblock records themselves failed
+// (written by the array they left), never diverge.
+//
+// A member that left long ago, after which every member it knew left too
+// while members it recorded failed came back (a 3-way mirror losing each
+// member in turn), looks the same from the two superblocks alone; Assemble
+// accepts it when a member given bridges the two (see bridged), and
+// otherwise leaving it out, or --force (which keeps the freshest side),
+// assembles the array.
+func Diverged(a, b *Superblock) bool {
+	if a.IsSpare() || b.IsSpare() {
+		return false
+	}
+	ina, inb := inArray(a), inArray(b)
+	if !ina[a.MemberUUID] || !inb[b.MemberUUID] {
+		// Its last superblock records itself failed: written by the
+		// array it left, it did not run on its own since.
+		return false
+	}
+	return !intersects(ina, inb) && excludes(a, inb) && excludes(b, ina)
+}
+
+// bridged reports whether a member given ran with members of both a's and
+// b's tables after the older of a and b was written: then a and b are one
+// history (every member a knew left, one by one, while members it had
+// recorded failed came back), not a split. After a real split, each side's
+// first generation records the other side gone, so a member written later
+// than both sides' split holds members of one side only, and a member
+// written before the split is older than both a and b.
+func bridged(ms []MemberSB, a, b *Superblock) bool {
+	ina, inb := inArray(a), inArray(b)
+	for _, m := range ms {
+		sb := m.SB
+		if sb == a || sb == b || sb.IsSpare() || sb.Events <= min(a.Events, b.Events) {
+			continue
+		}
+		in := inArray(sb)
+		if intersects(in, ina) && intersects(in, inb) {
+			return true
+		}
+	}
+	return false
+}
+
+func intersects(a, b map[[16]byte]bool) bool {
+	for u := range a {
+		if b[u] {
+			return true
+		}
+	}
+	return false
+}
+
+// splitBrain returns an ErrSplitBrain error if two of the members
+// diverged (see Diverged) and no member given bridges them (bridged).
+func splitBrain(ms []MemberSB, fsb *Superblock) error {
+	keep := "" // what --force keeps: the first freshest member holding a role
+	for _, m := range ms {
+		if keep == "" && m.SB.Events == fsb.Events && !m.SB.IsSpare() {
+			keep = m.Path
+		}
+	}
+	for i := range ms {
+		for j := i + 1; j < len(ms); j++ {
+			a, b := &ms[i], &ms[j]
+			if !Diverged(a.SB, b.SB) || bridged(ms, a.SB, b.SB) {
+				continue
+			}
+			var all []string
+			for _, m := range ms {
+				all = append(all, m.Path)
+			}
+			return fmt.Errorf("%w in array %s: %s (events %d) and %s (events %d) each ran without the other (each records the other failed or missing), so their data differs; give only one side's members to keep that side, or add --force %s to keep the freshest, %s, and fully rebuild the others from it",
+				ErrSplitBrain, arrayDesc(fsb), a.Path, a.SB.Events, b.Path, b.SB.Events, strings.Join(all, " "), keep)
+		}
+	}
+	return nil
 }

@@ -270,13 +270,13 @@ func TestAssembleCleanAndFreshest(t *testing.T) {
 
 func TestAssembleStale(t *testing.T) {
 	sbs := asmNewArray(t, 1, 0, 3, 0)
-	// /dev/vdc missed generation 2 (a crash between superblock writes, or
-	// it was away): its data is not trusted.
-	gen2 := asmNext(sbs[:2], func(sb *Superblock) { sb.Clean = true })
+	// /dev/vdc missed generations 2 and 3 (more than a crash between
+	// superblock writes, EventSlack): its data is not trusted.
+	gen2 := asmNext(asmNext(sbs[:2], nil), func(sb *Superblock) { sb.Clean = true })
 	a := mustAssemble(t, asmInputs(t, gen2[0], gen2[1], sbs[2]))
 	asmWantRoles(t, a, "active /dev/vda", "active /dev/vdb", "missing ~/dev/vdc")
 	asmWantCounts(t, a, 2, 0, 0, 1, true, false)
-	if !slices.Equal(a.Stale, []string{"/dev/vdc"}) || a.Events != 2 || !a.Clean {
+	if !slices.Equal(a.Stale, []string{"/dev/vdc"}) || a.Events != 3 || !a.Clean {
 		t.Errorf("stale %q, events %d, clean %v", a.Stale, a.Events, a.Clean)
 	}
 	if a.Roles[2].Member != sbs[2].MemberUUID {
@@ -316,8 +316,15 @@ func TestAssembleFaulty(t *testing.T) {
 			sb.Roles[i].State = RoleFaulty
 		}
 	})
-	a = mustAssemble(t, asmInputs(t, allFaulty...))
-	asmWantCounts(t, a, 0, 0, 3, 0, true, true)
+	_, err := Assemble(asmInputs(t, allFaulty...))
+	asmWantErr(t, err, ErrFailedMember, "the superblock of /dev/vda records it as failed at events 2", "add --force /dev/vda /dev/vdb /dev/vdc")
+	// Forced: the first freshest is authoritative, the others rebuilt.
+	a, err = AssembleWith(asmInputs(t, allFaulty...), AssembleOptions{Force: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	asmWantRoles(t, a, "active /dev/vda", "rebuilding /dev/vdb@0", "rebuilding /dev/vdc@0")
+	asmWantCounts(t, a, 1, 2, 0, 0, true, false)
 }
 
 func TestAssembleMissing(t *testing.T) {
@@ -386,11 +393,11 @@ func TestAssembleSparesAndRebuild(t *testing.T) {
 func TestAssembleSameRole(t *testing.T) {
 	sbs := asmNewArray(t, 1, 0, 3, 0)
 	// impostor claims role 1 with its own member UUID at generation 1
-	// (say, an old copy relabelled); generation 2 names the real one.
+	// (say, an old copy relabelled); generation 3 names the real one.
 	impostor := *sbs[1]
 	impostor.MemberUUID = sbUUID(0x77)
 	impostor.Roles[1].Member = impostor.MemberUUID
-	gen2 := asmNext([]*Superblock{sbs[0], sbs[2]}, nil)
+	gen2 := asmNext(asmNext([]*Superblock{sbs[0], sbs[2]}, nil), nil)
 	a := mustAssemble(t, asmInputs(t, gen2[0], &impostor, sbs[1], gen2[1]))
 	asmWantRoles(t, a, "active /dev/vda", "missing ~/dev/vdc", "active /dev/vdd")
 	if !slices.Equal(a.Stale, []string{"/dev/vdb", "/dev/vdc"}) {
@@ -426,7 +433,8 @@ func TestAssembleInconsistent(t *testing.T) {
 			_, err := Assemble(asmInputs(t, gen2...))
 			asmWantErr(t, err, ErrCorruptArray, "members /dev/vda and /dev/vdc disagree on the "+tc.want, "at events 2")
 			// At an older generation, the disagreement does not matter.
-			a := mustAssemble(t, asmInputs(t, asmNext(gen2[:2], nil)[0], asmNext(gen2[:2], nil)[1], gen2[2], asmNext(gen2[3:], nil)[0]))
+			gen4 := asmNext(asmNext(slices.Concat(gen2[:2], gen2[3:]), nil), nil)
+			a := mustAssemble(t, asmInputs(t, gen4[0], gen4[1], gen2[2], gen4[2]))
 			if !slices.Equal(a.Stale, []string{"/dev/vdc"}) {
 				t.Errorf("stale %q", a.Stale)
 			}
@@ -577,13 +585,22 @@ func TestAssembleProperties(t *testing.T) {
 		}
 		sbs = rapid.Permutation(sbs).Draw(t, "order")
 		ms := asmInputs(t, sbs...)
-		a, err := Assemble(ms)
-		if err != nil {
-			t.Fatalf("Assemble: %v", err)
-		}
 		var maxEvents uint64
 		for _, m := range ms {
 			maxEvents = max(maxEvents, m.SB.Events)
+		}
+		a, err := Assemble(ms)
+		if errors.Is(err, ErrFailedMember) {
+			// Every member given at the freshest generation is faulty
+			// there, and no older one is trusted.
+			a, err = AssembleWith(ms, AssembleOptions{Force: true})
+			if err != nil || a.ActiveRoles+a.RebuildingRoles == 0 {
+				t.Fatalf("forced: %v", err)
+			}
+			return
+		}
+		if err != nil {
+			t.Fatalf("Assemble: %v", err)
 		}
 		if a.Events != maxEvents || len(a.Roles) != members {
 			t.Fatalf("events %d (max %d), %d roles", a.Events, maxEvents, len(a.Roles))
@@ -604,7 +621,7 @@ func TestAssembleProperties(t *testing.T) {
 			counts[ra.State]++
 			if ra.Path != "" {
 				see(ra.Path, ra.State.String())
-				if ra.State != RoleFaulty && events[ra.Path] != maxEvents {
+				if ra.State != RoleFaulty && events[ra.Path]+EventSlack < maxEvents {
 					t.Fatalf("role %d %s on %s at events %d, freshest %d", r, ra.State, ra.Path, events[ra.Path], maxEvents)
 				}
 			}
@@ -636,4 +653,162 @@ func TestAssembleProperties(t *testing.T) {
 			t.Fatalf("degraded %v with %d of %d active", a.Degraded, a.ActiveRoles, members)
 		}
 	})
+}
+
+// TestAssembleTornSuperblockUpdate (issue "Trust under every fault" #6): a
+// crash between the members' superblock writes of one generation leaves
+// one member a generation behind; it is still current (mdadm's one event
+// of slack), so the array assembles instead of failing with 0 members
+// active.
+func TestAssembleTornSuperblockUpdate(t *testing.T) {
+	sbs := asmNewArray(t, 1, 0, 2, 0)
+	// Role 1 is being rebuilt onto /dev/vdb; a checkpoint rewrites the
+	// superblocks with its progress and reaches /dev/vdb only.
+	rebuild := asmNext(sbs, func(sb *Superblock) { sb.Roles[1].State = RoleRebuilding })
+	checkpoint := asmNext(rebuild, func(sb *Superblock) { sb.Roles[1].RecoveryOffset = 8192 })
+	a := mustAssemble(t, asmInputs(t, rebuild[0], checkpoint[1]))
+	asmWantRoles(t, a, "active /dev/vda", "rebuilding /dev/vdb@8192")
+	asmWantCounts(t, a, 1, 1, 0, 0, true, false)
+	if len(a.Stale) != 0 || a.Events != 3 {
+		t.Errorf("stale %q, events %d", a.Stale, a.Events)
+	}
+	// The other way round: the rebuilding member lags, the table's
+	// (newer) offset is what counts.
+	a = mustAssemble(t, asmInputs(t, checkpoint[0], rebuild[1]))
+	asmWantRoles(t, a, "active /dev/vda", "rebuilding /dev/vdb@8192")
+
+	// One generation is the limit.
+	gen4 := asmNext(checkpoint, nil)
+	a = mustAssemble(t, asmInputs(t, rebuild[0], gen4[1]))
+	asmWantRoles(t, a, "missing ~/dev/vda", "rebuilding /dev/vdb@8192")
+	asmWantCounts(t, a, 0, 1, 0, 1, true, true)
+	// A generation behind but recorded failed by it: stale, and faulty.
+	failed := asmNext(sbs, func(sb *Superblock) { sb.Roles[1].State = RoleFaulty })
+	a = mustAssemble(t, asmInputs(t, failed[0], sbs[1]))
+	asmWantRoles(t, a, "active /dev/vda", "faulty /dev/vdb")
+	// Or recorded missing.
+	missing := asmNext(sbs, func(sb *Superblock) { sb.Roles[1].State = RoleMissing })
+	a = mustAssemble(t, asmInputs(t, missing[0], sbs[1]))
+	asmWantRoles(t, a, "active /dev/vda", "missing ~/dev/vdb")
+}
+
+// splitSides returns a 2-member raid1 after a split: /dev/vda's side ran
+// ga generations after the split without vdb (recording role 1 as
+// vdbState), vdb's side gb generations without vda (role 0 missing).
+func splitSides(t *testing.T, ga, gb int, vdbState RoleState) (a, b *Superblock) {
+	sbs := asmNewArray(t, 1, 0, 2, 0)
+	a, b = sbs[0], sbs[1]
+	for i := range ga {
+		a = asmNext([]*Superblock{a}, func(sb *Superblock) {
+			if i == 0 {
+				sb.Roles[1].State = vdbState
+			}
+		})[0]
+	}
+	for range gb {
+		b = asmNext([]*Superblock{b}, func(sb *Superblock) { sb.Roles[0].State = RoleMissing })[0]
+	}
+	return a, b
+}
+
+// TestAssembleSplitBrainRefused (issue #9): raid1 of vdc+vdd; vdd is
+// failed (vdc records it faulty at events 4 after more writes); vdd is
+// then started alone twice (events 6, recording vdc missing). Given both,
+// the higher events must not win silently: every write vdc took after the
+// failure would be lost. Refused, naming both members and --force; with
+// --force the freshest is authoritative and the other fully rebuilt.
+func TestAssembleSplitBrainRefused(t *testing.T) {
+	vdc, vdd := splitSides(t, 3, 5, RoleFaulty)
+	ms := asmInputs(t, vdc, vdd)
+	ms[0].Path, ms[1].Path = "/dev/vdc", "/dev/vdd"
+	_, err := Assemble(ms)
+	asmWantErr(t, err, ErrSplitBrain, "/dev/vdc (events 4) and /dev/vdd (events 6) each ran without the other",
+		"add --force /dev/vdc /dev/vdd to keep the freshest, /dev/vdd")
+	if strings.Contains(err.Error(), "\n") {
+		t.Errorf("error is not one line: %q", err)
+	}
+	a, err := AssembleWith(ms, AssembleOptions{Force: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	asmWantRoles(t, a, "rebuilding /dev/vdc@0", "active /dev/vdd")
+	if !a.Roles[0].Forced || a.Roles[1].Forced || len(a.Stale) != 0 {
+		t.Errorf("forced %v %v, stale %q", a.Roles[0].Forced, a.Roles[1].Forced, a.Stale)
+	}
+	// Each side alone assembles (only the members given are known).
+	asmWantRoles(t, mustAssemble(t, ms[:1]), "active /dev/vdc", "faulty")
+	asmWantRoles(t, mustAssemble(t, ms[1:]), "missing", "active /dev/vdd")
+}
+
+// TestAssembleSplitBrainSameEvents (issue #10): raid1 vda+vdb stopped;
+// each started alone and written to, the same number of times. Refused
+// as a split brain (not as an inconsistent array), whichever side is
+// fresher.
+func TestAssembleSplitBrainSameEvents(t *testing.T) {
+	for _, g := range [][2]int{{2, 2}, {2, 3}, {4, 1}} {
+		a, b := splitSides(t, g[0], g[1], RoleMissing)
+		_, err := Assemble(asmInputs(t, a, b))
+		asmWantErr(t, err, ErrSplitBrain, "/dev/vda", "/dev/vdb", "--force")
+	}
+}
+
+// TestAssembleNotSplitBrain: members that merely missed updates are not a
+// split brain, even when tables record each other failed.
+func TestAssembleNotSplitBrain(t *testing.T) {
+	// X, Y, W: Y fails (X and W record it), then X fails (W records it),
+	// Y is re-added and rebuilt by W. X's table records Y failed while Y
+	// is in W's array, but W was with X when X left: X is just stale.
+	sbs := asmNewArray(t, 1, 0, 3, 0)
+	yFailed := asmNext(sbs, func(sb *Superblock) { sb.Roles[1].State = RoleFaulty })
+	xFailed := asmNext(yFailed, func(sb *Superblock) { sb.Roles[0].State = RoleFaulty })
+	yBack := asmNext(asmNext(xFailed, func(sb *Superblock) { sb.Roles[1].State = RoleRebuilding }),
+		func(sb *Superblock) { sb.Roles[1].State = RoleActive })
+	a := mustAssemble(t, asmInputs(t, yFailed[0], yBack[1], yBack[2]))
+	asmWantRoles(t, a, "faulty /dev/vda", "active /dev/vdb", "active /dev/vdc")
+	// A member that stopped long ago records nobody gone.
+	a = mustAssemble(t, asmInputs(t, sbs[0], yBack[1], yBack[2]))
+	asmWantRoles(t, a, "faulty /dev/vda", "active /dev/vdb", "active /dev/vdc")
+	// The survivor of a failure and the failed member that did not run
+	// since: the failed one is stale.
+	a = mustAssemble(t, asmInputs(t, yFailed[0], sbs[1]))
+	asmWantRoles(t, a, "active /dev/vda", "faulty /dev/vdb", "missing")
+
+	// A, B, C: C fails (A records it), A fails, B rebuilds C, B fails, D
+	// takes A's role. A's table records C failed while C is in the
+	// array, C's records B (of A's array) failed, and A shares no member
+	// with C's array: from A and C alone, a split brain. B, given too,
+	// ran with both A's and C's members later than A: one history.
+	g := asmNext(sbs, func(sb *Superblock) { sb.Roles[2].State = RoleFaulty })
+	aLast := g[0]
+	g = asmNext(g, func(sb *Superblock) { sb.Roles[0].State = RoleFaulty })
+	g = asmNext(g, func(sb *Superblock) { sb.Roles[2].State = RoleRebuilding })
+	g = asmNext(g, func(sb *Superblock) { sb.Roles[2].State = RoleActive })
+	bLast := g[1]
+	g = asmNext(g, func(sb *Superblock) { sb.Roles[1].State = RoleFaulty })
+	d := sbUUID(0x44)
+	g = asmNext(g, func(sb *Superblock) { sb.Roles[0] = RoleEntry{State: RoleRebuilding, Member: d} })
+	dsb := *g[2]
+	dsb.Role, dsb.MemberUUID = 0, d
+	_, err := Assemble(asmInputs(t, aLast, g[2], &dsb))
+	asmWantErr(t, err, ErrSplitBrain, "/dev/vda (events 2) and /dev/vdb (events 7)")
+	a = mustAssemble(t, asmInputs(t, aLast, g[2], &dsb, bLast))
+	asmWantRoles(t, a, "rebuilding /dev/vdc@0", "faulty /dev/vdd", "active /dev/vdb")
+	if !slices.Equal(a.Stale, []string{"/dev/vda", "/dev/vdd"}) {
+		t.Errorf("stale %q", a.Stale)
+	}
+}
+
+// TestAssembleSplitBrainNotBridgedByOlder: a member older than both sides
+// of a split (it stopped before it) holds members of both in its table,
+// but does not make them one history.
+func TestAssembleSplitBrainNotBridgedByOlder(t *testing.T) {
+	sbs := asmNewArray(t, 1, 0, 3, 0)
+	// vdc stops; vda and vdb write generation 2 (vdc missing).
+	g2 := asmNext(sbs[:2], func(sb *Superblock) { sb.Roles[2].State = RoleMissing })
+	// Split: vda alone (vdb missing) to generation 4; vdb alone (vda
+	// missing) to generation 3.
+	a := asmNext(asmNext(g2[:1], func(sb *Superblock) { sb.Roles[1].State = RoleMissing }), nil)[0]
+	b := asmNext(g2[1:], func(sb *Superblock) { sb.Roles[0].State = RoleMissing })[0]
+	_, err := Assemble(asmInputs(t, a, b, sbs[2]))
+	asmWantErr(t, err, ErrSplitBrain, "/dev/vda (events 4) and /dev/vdb (events 3)")
 }

@@ -126,8 +126,7 @@ func runServe(cfg daemon.Config) error {
 // ---- add
 
 type addOptions struct {
-	run   runOptions // level, layout, chunk, name, members
-	force bool
+	run runOptions // level, layout, chunk, name, members, force
 }
 
 func newAddCmd(socket *string) *cobra.Command {
@@ -181,7 +180,8 @@ func newAddCmd(socket *string) *cobra.Command {
 	c.Flags().StringArrayVar(&o.run.writeMostly, "write-mostly", nil,
 		"MEMBER (one of the members given) is read only when no other copy can serve (repeatable; raid1/raid10)")
 	c.Flags().StringArrayVar(&o.run.spares, "spare", nil, "hold DEVICE as a spare that takes a failed member's role (repeatable; raid1/raid10)")
-	c.Flags().BoolVar(&o.force, "force", false, forceUsage)
+	c.Flags().BoolVar(&o.run.force, "force", false, forceUsage+
+		"; assemble members that disagree (split brain, or a member recorded as failed): the freshest is authoritative, the others are fully rebuilt from it")
 	return c
 }
 
@@ -207,7 +207,7 @@ func addSpares(o addOptions, c *daemon.Client, stdout io.Writer) error {
 		}
 	}
 	for _, sp := range spares {
-		if _, err := c.MemberOp(o.run.serve.number, "add-spare", daemon.MemberRequest{Member: sp, Force: o.force}); err != nil {
+		if _, err := c.MemberOp(o.run.serve.number, "add-spare", daemon.MemberRequest{Member: sp, Force: o.run.force}); err != nil {
 			return err
 		}
 		fmt.Fprintf(stdout, "added %s as a spare of %s\n", sp, daemon.DevicePath(o.run.serve.number))
@@ -236,7 +236,6 @@ func (o *addOptions) request(members []string) (daemon.AddRequest, error) {
 	}
 	n := o.run.serve.number
 	req.Number, req.Queues, req.Depth, req.MaxIOBytes = &n, cfg.Queues, cfg.Depth, cfg.MaxIOBytes
-	req.Force = o.force
 	return req, nil
 }
 

@@ -39,7 +39,9 @@ type runOptions struct {
 	writeMostly []string
 	spares      []string
 	cpuProfile  string
-	force       bool // overwrite devices carrying signatures of data
+	// force: overwrite devices carrying signatures of data; at assembly,
+	// start members that disagree from the freshest.
+	force bool
 }
 
 // startCPUProfile profiles the process into path until stop is called.
@@ -138,7 +140,8 @@ func (o *runOptions) addBitmapFlags(c *cobra.Command) {
 // is what leaving the flag out asks for.
 func (o *runOptions) request() (daemon.AddRequest, error) {
 	req := daemon.AddRequest{Members: o.members, Level: o.level, Layout: o.layout, Name: o.name,
-		NoBitmap: o.noBitmap, AssumeClean: o.assumeClean, WriteMostly: o.writeMostly, Spares: o.spares}
+		NoBitmap: o.noBitmap, AssumeClean: o.assumeClean, WriteMostly: o.writeMostly, Spares: o.spares,
+		Force: o.force}
 	chunk, err := parseSize(o.chunk)
 	if err != nil {
 		return req, usagef("--chunk: %v", err)
