@@ -243,6 +243,14 @@ func (a *Array) initSync(spec CreateSpec) {
 	a.startRepairs()
 	a.sync = &syncer{a: a, s: resync.New(a.Engine, a.xbar, newMemberIO(a), resync.Config{
 		MinBytesPerSec: spec.SyncMinBytes, MaxBytesPerSec: spec.SyncMaxBytes, Busy: a.busy})}
+	// A rebuild found at assembly resumes from its recorded offset, which
+	// every superblock write until it moves on must keep.
+	a.checkpoint = map[int]uint64{}
+	for r, m := range a.Engine.State().Members {
+		if m.State == engine.MemberRebuilding {
+			a.checkpoint[r] = m.RebuildOffset
+		}
+	}
 }
 
 // wakeQueues wakes every queue (the barrier was lowered over writes it
@@ -467,6 +475,8 @@ func (y *syncer) start(job resync.Job, regions int) error {
 		res, err := y.s.Run(ctx, job)
 		if err == nil {
 			err = a.finishJob(job, since)
+		} else {
+			err = errors.Join(err, a.stoppedJob(job))
 		}
 		y.mu.Lock()
 		y.running, y.cancel, y.last, y.lastHad = false, nil, job.Kind, true
@@ -501,11 +511,12 @@ func (a *Array) rebuildProgress(targets []int, since []uint64) func(reached, dur
 				}
 			}
 		})
+		st := a.Engine.State()
 		a.mu.Lock()
 		defer a.mu.Unlock()
 		changed := false
-		for _, t := range targets {
-			if durable > a.checkpoint[t] {
+		for i, t := range targets {
+			if st.Members[t].State == engine.MemberRebuilding && st.Members[t].Since == since[i] && durable > a.checkpoint[t] {
 				a.checkpoint[t], changed = durable, true
 			}
 		}
@@ -528,6 +539,18 @@ func (a *Array) resyncProgress(_, durable uint64) error {
 		a.Bitmap.ResyncDone(0, end-1)
 	}
 	return nil
+}
+
+// stoppedJob records where a job that did not finish stopped: a rebuild's
+// last checkpoint is written to the superblocks (the periodic ones may be
+// up to checkpointEvery behind), so the next assembly resumes there.
+func (a *Array) stoppedJob(job resync.Job) error {
+	if job.Kind != resync.Rebuild {
+		return nil
+	}
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return a.writeSuperblocks(a.Engine.State(), false)
 }
 
 // finishJob records a finished job: rebuilt targets become active.
