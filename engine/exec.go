@@ -329,9 +329,11 @@ func (e *Executor) plan(tag uint16) {
 		e.finish(tag, err)
 		return
 	}
-	if r.op != ReqRead && r.op != ReqFlush && st.DropGen > e.persisted {
+	if r.op != ReqRead && st.DropGen > e.persisted {
 		// Planned around a member failure that may not be durable yet:
-		// acknowledged only once it is (see ArrayState.DropGen).
+		// acknowledged only once it is (see ArrayState.DropGen). A FLUSH
+		// too: what it makes durable skipped that member, which a power
+		// loss before the record would bring back as in sync.
 		r.needGen = max(r.needGen, st.DropGen)
 	}
 	r.planned = len(r.ios)
