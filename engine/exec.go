@@ -3,6 +3,7 @@ package engine
 import (
 	"errors"
 	"fmt"
+	"syscall"
 	"time"
 
 	"github.com/ublk-raid/ublk-raid/bitmap"
@@ -108,6 +109,11 @@ type request struct {
 	entered, started, waiting bool
 	first, last               int
 	waitSince                 time.Duration
+	// lastCopy: a member operation failed on a member kept because it
+	// holds the last in-sync copy (the request fails with EIO);
+	// unsupported: a member refused WRITE_ZEROES (the request fails with
+	// EOPNOTSUPP, and the kernel falls back to writing zeroes).
+	lastCopy, unsupported bool
 }
 
 // Executor runs requests of one queue against an Array through a Backend.
@@ -390,7 +396,12 @@ func (e *Executor) Done(tag uint16, id OpID, res int32) {
 	if io.Kind == IORead && res == want && e.Now != nil && op < r.planned {
 		e.bal.Complete(int(io.Member), io.Sectors, r.sent, e.Now())
 	}
-	if res != want {
+	if res != want && (io.Kind == IODiscard || io.Kind == IOWriteZeroes) && (res == -errnoNotSupp || res == -errnoInval) {
+		// The member cannot do it: no member failure. A discard is
+		// advisory (md ignores discard errors); a write-zeroes fails the
+		// request with EOPNOTSUPP, which makes the kernel write zeroes.
+		r.unsupported = r.unsupported || io.Kind == IOWriteZeroes
+	} else if res != want {
 		r.failed[op] = true
 		if e.MemberError != nil {
 			e.MemberError(int(io.Member), io.Kind, res)
@@ -450,8 +461,23 @@ func (e *Executor) Tick() {
 	}
 }
 
-// errnoTimedOut is ETIMEDOUT (the executor reports errnos as numbers).
-const errnoTimedOut = 110
+// Errnos the executor reads or reports as numbers: ETIMEDOUT, and
+// EOPNOTSUPP and EINVAL (what a member without discard or write-zeroes
+// support answers).
+const (
+	errnoTimedOut = 110
+	errnoNotSupp  = 95
+	errnoInval    = 22
+)
+
+// ErrNotSupported fails a WRITE_ZEROES some member cannot do: EOPNOTSUPP
+// makes the kernel's blkdev_issue_zeroout write zeroes instead.
+var ErrNotSupported = fmt.Errorf("write zeroes: %w", syscall.EOPNOTSUPP)
+
+// ErrLastCopy fails a request whose write, flush or discard failed on a
+// member that holds the last in-sync copy of some data: that member is
+// not failed (the array would be), the request gets EIO.
+var ErrLastCopy = fmt.Errorf("a member holding the last in-sync copy failed the request: %w", ErrNoCopy)
 
 // memberFailed handles a failed member operation: a read is retried on
 // another copy; a failed write, flush or discard marks the member faulty.
@@ -460,7 +486,11 @@ func (e *Executor) memberFailed(tag uint16, r *request, io MemberIO) {
 		e.retryRead(tag, r, io)
 		return
 	}
-	st, _ := e.arr.Fail(int(io.Member))
+	st, _, out := e.arr.FailRedundant(int(io.Member))
+	if !out {
+		r.lastCopy = true
+		return
+	}
 	r.needGen = max(r.needGen, st.Gen)
 }
 
@@ -520,6 +550,12 @@ func (e *Executor) retryRead(tag uint16, r *request, io MemberIO) {
 func (e *Executor) complete(tag uint16, r *request) {
 	if r.err == nil && r.op != ReqRead {
 		r.err = e.writeOutcome(r)
+	}
+	if r.err == nil && r.lastCopy {
+		r.err = ErrLastCopy
+	}
+	if r.err == nil && r.unsupported {
+		r.err = ErrNotSupported
 	}
 	if r.needGen > e.persisted {
 		e.waiting = append(e.waiting, tag)

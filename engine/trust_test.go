@@ -2,6 +2,8 @@ package engine
 
 import (
 	"bytes"
+	"errors"
+	"syscall"
 	"testing"
 )
 
@@ -73,5 +75,110 @@ func TestFlushWaitsForUnpersistedFailure(t *testing.T) {
 	e.Persisted(arr.State().Gen)
 	if err, done := be.done[0]; !done || err != nil {
 		t.Fatalf("FLUSH after the persist: done %v err %v", done, err)
+	}
+}
+
+// deliverWith delivers the pending operations, answering those res picks
+// (ok false: run them).
+func deliverWith(be *memBackend, e *Executor, res func(o memOp) (int32, bool)) {
+	for len(be.pending) > 0 {
+		o := be.pending[0]
+		be.pending = be.pending[1:]
+		v, ok := res(o)
+		if !ok {
+			v = be.run(o)
+		}
+		e.Done(o.tag, o.op, v)
+	}
+}
+
+// A member that cannot discard or write zeroes (EOPNOTSUPP, EINVAL: a file
+// on tmpfs, a disk without the command) is not failed: a discard is
+// advisory and completes; a write-zeroes fails with EOPNOTSUPP, so that
+// the kernel writes zeroes instead. It used to fail every member at once,
+// the last copy included.
+func TestUnsupportedDiscardWriteZeroesFailsNoMember(t *testing.T) {
+	for _, errno := range []int32{-95, -22} { // EOPNOTSUPP, EINVAL
+		arr, be, e := newTrustExec(t)
+		e.Start(0, ReqDiscard, 0, 8, false, nil)
+		deliverWith(be, e, func(o memOp) (int32, bool) { return errno, o.io.Kind == IODiscard })
+		if err, done := be.done[0]; !done || err != nil {
+			t.Fatalf("discard answered %d by every member: done %v err %v", errno, done, err)
+		}
+		delete(be.done, 0)
+		// One member only refuses.
+		e.Start(0, ReqDiscard, 8, 8, false, nil)
+		deliverWith(be, e, func(o memOp) (int32, bool) { return errno, o.io.Member == 1 })
+		if err, done := be.done[0]; !done || err != nil {
+			t.Fatalf("discard refused by one member: done %v err %v", done, err)
+		}
+		delete(be.done, 0)
+		e.Start(0, ReqWriteZeroes, 0, 8, false, nil)
+		deliverWith(be, e, func(o memOp) (int32, bool) { return errno, o.io.Kind == IOWriteZeroes })
+		if err, done := be.done[0]; !done || !errors.Is(err, syscall.EOPNOTSUPP) {
+			t.Fatalf("write-zeroes answered %d: done %v err %v, want EOPNOTSUPP", errno, done, err)
+		}
+		for i, m := range arr.State().Members {
+			if m.State != MemberActive {
+				t.Fatalf("errno %d failed member %d: %+v", errno, i, m)
+			}
+		}
+		if len(be.persists) != 0 {
+			t.Fatalf("errno %d asked for persists: %v", errno, be.persists)
+		}
+	}
+	// Other errors still fail the member (it has another copy).
+	arr, be, e := newTrustExec(t)
+	e.Start(0, ReqWriteZeroes, 0, 8, false, nil)
+	deliverWith(be, e, func(o memOp) (int32, bool) { return -5, o.io.Member == 1 })
+	if arr.State().Members[1].State != MemberFaulty {
+		t.Fatal("write-zeroes EIO did not fail the member")
+	}
+}
+
+// The last in-sync copy is never failed by a write error: the request
+// fails with EIO and the member stays (md keeps its last in-sync device).
+// It used to be failed, failing the array.
+func TestWriteErrorOnLastCopyFailsRequestNotMember(t *testing.T) {
+	arr, be, e := newTrustExec(t)
+	st, _ := arr.Fail(1)
+	e.Persisted(st.Gen)
+	be.members[0].failed = true
+	buf := bytes.Repeat([]byte{3}, 4096)
+	for _, op := range []ReqOp{ReqWrite, ReqFlush, ReqDiscard} {
+		e.Start(0, op, 0, 8, false, buf)
+		deliverAll(be, e)
+		err, done := be.done[0]
+		if !done || !errors.Is(err, ErrNoCopy) {
+			t.Fatalf("%v on the last copy: done %v err %v, want an EIO error", op, done, err)
+		}
+		delete(be.done, 0)
+		if m := arr.State().Members[0]; m.State != MemberActive {
+			t.Fatalf("%v error failed the last in-sync copy: %+v", op, m)
+		}
+	}
+	// The disk comes back: the array serves again.
+	be.members[0].failed = false
+	e.Start(0, ReqWrite, 0, 8, false, buf)
+	deliverAll(be, e)
+	if err, done := be.done[0]; !done || err != nil {
+		t.Fatalf("write after the member recovered: done %v err %v", done, err)
+	}
+}
+
+// FailRedundant keeps a member holding the last in-sync copy of some data
+// and fails one whose data has another active copy.
+func TestFailRedundant(t *testing.T) {
+	g := Geometry{Level: Level10, Members: 4, Layout: LayoutN2, ChunkSectors: 8, MemberSectors: 64}
+	arr10, err := NewArray(g)
+	if err != nil {
+		t.Fatal(err)
+	}
+	arr10.Fail(1)
+	if _, _, out := arr10.FailRedundant(0); out {
+		t.Fatal("raid10: the last copy of a mirror pair was failed")
+	}
+	if _, changed, out := arr10.FailRedundant(2); !changed || !out {
+		t.Fatal("raid10: a member with a live partner was not failed")
 	}
 }
