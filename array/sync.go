@@ -449,7 +449,8 @@ func (y *syncer) start(job resync.Job, regions int) error {
 	y.mu.Unlock()
 	a := y.a
 	job.OnMemberError = func(role int, err error) {
-		if st, changed := a.Engine.Fail(role); changed {
+		// The last in-sync copy is kept (the job stops with the error).
+		if st, changed, _ := a.Engine.FailRedundant(role); changed {
 			a.persist(st)
 		}
 	}

@@ -3,6 +3,7 @@ package engine
 import (
 	"bytes"
 	"errors"
+	"sync"
 	"syscall"
 	"testing"
 )
@@ -180,5 +181,26 @@ func TestFailRedundant(t *testing.T) {
 	}
 	if _, changed, out := arr10.FailRedundant(2); !changed || !out {
 		t.Fatal("raid10: a member with a live partner was not failed")
+	}
+}
+
+// Two failures at once on a two-way mirror: the check and the change are
+// one step, so exactly one of them fails its member.
+func TestFailRedundantConcurrent(t *testing.T) {
+	g := Geometry{Level: Level1, Members: 2, ChunkSectors: 8, MemberSectors: 64}
+	for range 200 {
+		arr, err := NewArray(g)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var outs [2]bool
+		var wg sync.WaitGroup
+		for m := range 2 {
+			wg.Go(func() { _, _, outs[m] = arr.FailRedundant(m) })
+		}
+		wg.Wait()
+		if outs[0] == outs[1] {
+			t.Fatalf("concurrent failures: member 0 out %v, member 1 out %v", outs[0], outs[1])
+		}
 	}
 }
