@@ -5,8 +5,11 @@ import (
 	"fmt"
 	"time"
 
+	"golang.org/x/sys/unix"
+
 	"github.com/ublk-raid/ublk-raid/bitmap"
 	"github.com/ublk-raid/ublk-raid/engine"
+	"github.com/ublk-raid/ublk-raid/ublk"
 )
 
 // flusher is the write-intent bitmap's one flusher goroutine: it writes
@@ -65,7 +68,7 @@ func (f *flusher) run() {
 		case <-f.notify:
 		case <-tick.C:
 			if bt := f.bm.Tick(f.now()); bt != nil {
-				f.commit(bt)
+				f.commit(bt, true)
 			}
 		case r := <-f.reqs:
 			if r.fn != nil {
@@ -75,7 +78,7 @@ func (f *flusher) run() {
 			}
 			if r.clear {
 				if bt := f.bm.ClearIdle(f.now()); bt != nil {
-					f.commit(bt)
+					f.commit(bt, true)
 				}
 			}
 			r.got = max(r.min, f.bm.Events()+1)
@@ -87,13 +90,17 @@ func (f *flusher) run() {
 			if bt == nil {
 				break
 			}
-			f.commit(bt)
+			f.commit(bt, false)
 		}
 	}
 }
 
 // commit writes bt's blocks to every present member, then commits it.
-func (f *flusher) commit(bt *bitmap.Batch) {
+// clears says the batch may write regions clean (Tick, ClearIdle): each
+// member is flushed first, so the data writes of those regions are
+// durable before a bit says the copies agree (md writes bitmap pages with
+// PREFLUSH). Batches that only set bits need no flush.
+func (f *flusher) commit(bt *bitmap.Batch, clears bool) {
 	st := f.a.Engine.State()
 	var roles []int
 	for r := range st.Members {
@@ -103,8 +110,13 @@ func (f *flusher) commit(bt *bitmap.Batch) {
 	}
 	errs := writeAll(len(st.Members), roles, f.a.MemberTimeout, func(r int) error {
 		m := f.a.current[r].Load() // a.Members changes under a.mu, which a waiter may hold
+		if clears {
+			if err := memberSync(m); err != nil {
+				return err
+			}
+		}
 		for _, b := range bt.Blocks {
-			if err := m.WriteAtDurable(b.Data, int64(b.Offset)); err != nil {
+			if err := writeBitmapBlock(m, b.Data, int64(b.Offset)); err != nil {
 				return err
 			}
 		}
@@ -140,6 +152,21 @@ func (f *flusher) commit(bt *bitmap.Batch) {
 		}
 		f.waiters = w
 	}
+}
+
+// memberSync flushes a member's volatile cache (a variable: tests watch
+// the order of flushes and bitmap writes).
+var memberSync = func(m *ublk.Member) error {
+	if err := unix.Fdatasync(m.Fd()); err != nil {
+		return fmt.Errorf("flush %s: %w", m.Path, err)
+	}
+	return nil
+}
+
+// writeBitmapBlock writes one bitmap block durably (a variable, as
+// memberSync).
+var writeBitmapBlock = func(m *ublk.Member, data []byte, off int64) error {
+	return m.WriteAtDurable(data, off)
 }
 
 // generation makes a new superblock generation >= min durable in the
