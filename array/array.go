@@ -519,7 +519,7 @@ func (a *Array) writeSuperblocks(st *engine.ArrayState, clean bool) error {
 		sb := *a.SBs[r]
 		sb.Events = a.events
 		sb.UpdateTime = now
-		sb.Clean = clean
+		sb.Clean, sb.ResyncOffset = a.cleanState(clean)
 		a.setSpareEntries(&sb)
 		for i := range st.Members {
 			if a.SBs[i] != nil {

@@ -55,8 +55,18 @@ type syncer struct {
 	lastRes  string
 	lastHad  bool
 	mism     uint64
+	// stopped: StopSync was called (the array is stopping); no job
+	// starts any more.
+	stopped bool
 	// log, if set, is told when a job starts and ends.
 	log func(msg string, r SyncReport, err error)
+
+	// An array without a bitmap that was not stopped cleanly needs a
+	// resync of every range (md's resync_offset): fullPending says so,
+	// fullPos is the array sector below which it is done and flushed.
+	// Under a.mu.
+	fullPending bool
+	fullPos     uint64
 }
 
 // SyncReport describes a background job for the log. Sector counts are
@@ -251,6 +261,48 @@ func (a *Array) initSync(spec CreateSpec) {
 			a.checkpoint[r] = m.RebuildOffset
 		}
 	}
+	// Without a bitmap, an array not stopped cleanly needs a full resync,
+	// from where a stopped one had got to. Read before the first
+	// superblock write (the daemon's SetClean(false)) changes them.
+	if !a.Created && a.Bitmap == nil {
+		var fresh *engine.Superblock
+		for _, sb := range a.SBs {
+			if sb != nil && (fresh == nil || sb.Events > fresh.Events) {
+				fresh = sb
+			}
+		}
+		if fresh != nil && !fresh.Clean {
+			a.sync.fullPending = true
+			if fresh.ResyncOffset < a.Engine.Geo.ArraySectors() {
+				a.sync.fullPos = fresh.ResyncOffset
+			}
+		}
+	}
+}
+
+// cleanState is what a superblock write records for a stop that is clean
+// or not: an array stopped in the middle of its full resync is not clean,
+// and records where the resync resumes; a running one records 0 (after a
+// crash everything is resynced: writes in flight may have reached one copy
+// only, below the position too). Called with a.mu held.
+func (a *Array) cleanState(clean bool) (bool, uint64) {
+	if a.sync == nil || !a.sync.fullPending {
+		return clean, 0
+	}
+	if clean {
+		return false, a.sync.fullPos
+	}
+	return false, 0
+}
+
+// fullResync reports whether a full resync is pending, and from where.
+func (a *Array) fullResync() (bool, uint64) {
+	if a.sync == nil {
+		return false, 0
+	}
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return a.sync.fullPending, a.sync.fullPos
 }
 
 // wakeQueues wakes every queue (the barrier was lowered over writes it
@@ -277,10 +329,12 @@ func (a *Array) busy() bool {
 	return b
 }
 
-// needsResync reports whether some region awaits resync.
+// needsResync reports whether some region awaits resync (without a
+// bitmap: the array's full resync).
 func (a *Array) needsResync() bool {
 	if a.Bitmap == nil {
-		return false
+		pending, _ := a.fullResync()
+		return pending
 	}
 	for r := range a.Bitmap.Geometry().Regions {
 		if a.Bitmap.NeedsSync(r) {
@@ -308,14 +362,45 @@ func (a *Array) StartBackground() {
 		}
 	}
 	if len(targets) > 0 {
+		// A resync pending too runs when it ends (nextJob).
 		a.sync.start(resync.Job{Kind: resync.Rebuild, Targets: targets, Start: from, Need: a.neededWritten}, 0)
 		return
 	}
-	if a.needsResync() {
-		a.sync.start(resync.Job{Kind: resync.Resync, Need: a.neededResync}, 0)
+	if a.startResync() {
 		return
 	}
 	a.activateSpare()
+}
+
+// startResync starts the resync the array needs, if it needs one, and
+// reports whether it did.
+func (a *Array) startResync() bool {
+	if !a.needsResync() {
+		return false
+	}
+	job := resync.Job{Kind: resync.Resync, Need: a.neededResync}
+	if a.Bitmap == nil {
+		_, job.Start = a.fullResync()
+		job.Need = nil
+	}
+	return a.sync.start(job, 0) == nil
+}
+
+// nextJob starts what is left to do once a job has ended (not stopped):
+// a spare for a role that failed meanwhile, else a resync that is still
+// pending (one waiting behind a rebuild, or one stopped by a member
+// error). A resync that failed without taking a member out is not retried
+// at once (it would fail the same way): it stays pending for the next
+// job's end or assembly.
+func (a *Array) nextJob(job resync.Job, err error, dropGen uint64) {
+	a.activateSpare()
+	if a.sync.busy() {
+		return
+	}
+	if job.Kind == resync.Resync && err != nil && a.Engine.State().DropGen == dropGen {
+		return
+	}
+	a.startResync()
 }
 
 // busy reports whether a job runs.
@@ -372,12 +457,14 @@ func (a *Array) Check(repair bool) error {
 }
 
 // StopSync stops the background job, if any, and waits for it (its
-// position is checkpointed so it resumes at the next assembly).
+// position is checkpointed so it resumes at the next assembly). It is for
+// stopping the array: no job starts after it.
 func (a *Array) StopSync() {
 	if a.sync == nil {
 		return
 	}
 	a.sync.mu.Lock()
+	a.sync.stopped = true // the job that ends does not start another
 	cancel, done := a.sync.cancel, a.sync.done
 	a.sync.mu.Unlock()
 	if cancel != nil {
@@ -386,16 +473,25 @@ func (a *Array) StopSync() {
 	}
 }
 
-// WaitSync waits for the background job, if any, to end.
+// WaitSync waits for the background job, if any, to end, and for the
+// jobs it hands on to (a resync after a rebuild).
 func (a *Array) WaitSync() {
 	if a.sync == nil {
 		return
 	}
-	a.sync.mu.Lock()
-	done := a.sync.done
-	a.sync.mu.Unlock()
-	if done != nil {
+	y := a.sync
+	y.mu.Lock()
+	done := y.done
+	y.mu.Unlock()
+	for done != nil {
 		<-done
+		y.mu.Lock()
+		next := y.done
+		if !y.running || next == done {
+			next = nil
+		}
+		y.mu.Unlock()
+		done = next
 	}
 }
 
@@ -442,6 +538,10 @@ func (y *syncer) start(job resync.Job, regions int) error {
 		y.mu.Unlock()
 		return fmt.Errorf("a %s is running: wait for it or stop it first", k)
 	}
+	if y.stopped {
+		y.mu.Unlock()
+		return errors.New("the array is stopping")
+	}
 	ctx, cancel := context.WithCancel(context.Background())
 	y.running, y.kind, y.targets, y.started, y.startPos = true, job.Kind, job.Targets, time.Now(), job.Start
 	y.cancel, y.done = cancel, make(chan struct{})
@@ -457,6 +557,7 @@ func (y *syncer) start(job resync.Job, regions int) error {
 	// The targets as the job starts: a target failed and given a new
 	// device meanwhile (Since changes) is not the job's any more.
 	st0 := a.Engine.State()
+	dropGen := st0.DropGen
 	since := make([]uint64, len(job.Targets))
 	for i, t := range job.Targets {
 		since[i] = st0.Members[t].Since
@@ -466,6 +567,9 @@ func (y *syncer) start(job resync.Job, regions int) error {
 		job.Progress = a.rebuildProgress(job.Targets, since)
 	case resync.Resync:
 		job.Progress = a.resyncProgress
+		if a.Bitmap == nil {
+			job.Progress = a.fullResyncProgress
+		}
 	}
 	if log != nil {
 		log("sync started", SyncReport{Kind: job.Kind.String(), Targets: job.Targets, Position: job.Start, Regions: regions}, nil)
@@ -494,7 +598,7 @@ func (y *syncer) start(job resync.Job, regions int) error {
 				Synced: res.Synced, Skipped: res.Skipped, Mismatches: res.Mismatches, Regions: regions}, err)
 		}
 		if !errors.Is(err, context.Canceled) {
-			a.activateSpare() // a role that failed meanwhile
+			a.nextJob(job, err, dropGen)
 		}
 	}()
 	return nil
@@ -554,12 +658,25 @@ func (a *Array) stoppedJob(job resync.Job) error {
 	return a.writeSuperblocks(a.Engine.State(), false)
 }
 
+// fullResyncProgress records how far the full resync of an array without
+// a bitmap has durably got (a stop records it in the superblocks).
+func (a *Array) fullResyncProgress(_, durable uint64) error {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	a.sync.fullPos = max(a.sync.fullPos, durable)
+	return nil
+}
+
 // finishJob records a finished job: rebuilt targets become active.
 func (a *Array) finishJob(job resync.Job, since []uint64) error {
 	switch job.Kind {
 	case resync.Resync:
 		if a.Bitmap != nil {
 			a.Bitmap.ResyncDone(0, a.Bitmap.Geometry().Regions-1)
+		} else {
+			a.mu.Lock()
+			a.sync.fullPending, a.sync.fullPos = false, 0
+			a.mu.Unlock()
 		}
 	case resync.Rebuild:
 		st := a.Engine.Update(func(ms []engine.MemberStatus) {
