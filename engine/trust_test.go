@@ -204,3 +204,30 @@ func TestFailRedundantConcurrent(t *testing.T) {
 		}
 	}
 }
+
+// The resync offset (arrays without a bitmap stopped during a resync)
+// round-trips, is refused on a clean array and is bounded by the array.
+func TestSuperblockResyncOffset(t *testing.T) {
+	sbs, err := NewSuperblocks(ArraySpec{Level: 1, MemberBytes: []uint64{64 << 20, 64 << 20}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	sb := *sbs[0]
+	sb.Clean, sb.ResyncOffset = false, 4096
+	b, err := sb.MarshalBinary()
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, err := ParseSuperblock(b)
+	if err != nil || *got != sb {
+		t.Fatalf("round trip: %v, %+v", err, got)
+	}
+	sb.Clean = true
+	if _, err := sb.MarshalBinary(); err == nil {
+		t.Fatal("a clean superblock with a resync offset was accepted")
+	}
+	sb.Clean, sb.ResyncOffset = false, sb.DataSectors*2+8
+	if _, err := sb.MarshalBinary(); err == nil {
+		t.Fatal("a resync offset past the array was accepted")
+	}
+}
