@@ -179,6 +179,9 @@ func (m memberIO) do(role int, p []byte, sector uint64, write bool) error {
 		return err
 	}
 	done := make(chan error, 1) // buffered: a late answer never blocks
+	var lmu sync.Mutex
+	var finished, given bool
+	var key lateKey
 	go func() {
 		// Control holds a reference on the file for the call: closing the
 		// member meanwhile cannot free its descriptor for reuse under the
@@ -187,6 +190,12 @@ func (m memberIO) do(role int, p []byte, sector uint64, write bool) error {
 		if err := rc.Control(func(fd uintptr) { ioErr = m.rw(int(fd), b, off, write) }); err != nil {
 			ioErr = err
 		}
+		lmu.Lock()
+		finished = true
+		if given {
+			lateEnd(key) // a rebuild onto the device may start now
+		}
+		lmu.Unlock()
 		done <- ioErr
 	}()
 	t := time.NewTimer(timeout)
@@ -199,7 +208,14 @@ func (m memberIO) do(role int, p []byte, sector uint64, write bool) error {
 		m.bounce.put(b)
 		return err
 	case <-t.C:
-		// b stays with the I/O: never reused, never unmapped.
+		// b stays with the I/O: never reused, never unmapped. Until it
+		// returns, no rebuild writes the device (a late write would land
+		// on the rebuilt data).
+		lmu.Lock()
+		if !finished {
+			given, key = true, lateBegin(f)
+		}
+		lmu.Unlock()
 		return fmt.Errorf("after %v: %w", timeout, errMemberTimeout)
 	}
 }
@@ -577,7 +593,16 @@ func (y *syncer) start(job resync.Job, regions int) error {
 	go func() {
 		defer close(done)
 		defer cancel()
-		res, err := y.s.Run(ctx, job)
+		var res resync.Result
+		var err error
+		if job.Kind == resync.Rebuild {
+			// A target device with given-up I/O still out (a member that
+			// hung, re-added) is written only once that I/O has returned.
+			err = a.waitLate(ctx, job.Targets)
+		}
+		if err == nil {
+			res, err = y.s.Run(ctx, job)
+		}
 		if err == nil {
 			err = a.finishJob(job, since)
 		} else {

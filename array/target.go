@@ -327,28 +327,30 @@ func (h *queue) Complete(tag uint16, err error) {
 	h.q.Complete(tag, err)
 }
 
-// quarantined is a member read given up after the member timeout: its
-// buffer (once the request completed) is not reused until it returns.
+// quarantined is a member operation given up after the member timeout:
+// a read's buffer (once the request completed) is not reused until it
+// returns, and no rebuild writes the device before it has (late).
 type quarantined struct {
-	tag uint16
-	op  engine.OpID
-	buf int // -1 until the request completes and swaps buffers
+	tag  uint16
+	op   engine.OpID
+	buf  int // -1 until the request completes and swaps buffers
+	late lateKey
 }
 
 // Abandon implements engine.Backend: a read may be given up only with a
-// spare buffer for its tag.
-func (h *queue) Abandon(tag uint16, op engine.OpID, read bool) bool {
-	if !read {
-		return true
-	}
-	if h.spare[tag] < 0 {
+// spare buffer for its tag. The operation counts as late I/O on its
+// device until it returns (Stale): a late write landing after a rebuild
+// of that device (re-add) would undo it.
+func (h *queue) Abandon(tag uint16, op engine.OpID, io engine.MemberIO) bool {
+	if io.Kind == engine.IORead && h.spare[tag] < 0 {
 		sp, ok := h.q.ReserveBuffer()
 		if !ok {
 			return false
 		}
 		h.spare[tag] = sp
 	}
-	h.quarantine = append(h.quarantine, quarantined{tag: tag, op: op, buf: -1})
+	key := lateBegin(h.a.current[io.Member].Load())
+	h.quarantine = append(h.quarantine, quarantined{tag: tag, op: op, buf: -1, late: key})
 	return true
 }
 
@@ -360,6 +362,7 @@ func (h *queue) Stale(tag uint16, op engine.OpID) {
 			continue
 		}
 		h.quarantine = append(h.quarantine[:i], h.quarantine[i+1:]...)
+		lateEnd(q.late)
 		shared := false
 		for _, o := range h.quarantine {
 			shared = shared || (q.buf >= 0 && o.buf == q.buf)

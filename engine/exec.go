@@ -45,13 +45,15 @@ type Backend interface {
 	Persist(st *ArrayState)
 	// Abandon asks whether member operation op of request tag, which has
 	// not completed within MemberTimeout, may be given up: the member is
-	// then failed and the request carries on without it. read says the
-	// operation is a read into the request's buffer, which it may still
-	// write to when it ends: the backend must then give the tag another
-	// buffer (with the request's data) before the request completes, and
-	// keep the old one until the late result arrives (Stale). It returns
-	// false when it cannot (no spare buffer): the operation is waited for.
-	Abandon(tag uint16, op OpID, read bool) bool
+	// then failed and the request carries on without it. io is the
+	// operation. A read into the request's buffer may still write to it
+	// when it ends: the backend must then give the tag another buffer
+	// (with the request's data) before the request completes, and keep
+	// the old one until the late result arrives (Stale). A late write
+	// may still land on the member: the backend must not let the device
+	// be rebuilt before it has (Stale). It returns false when it cannot
+	// (no spare buffer): the operation is waited for.
+	Abandon(tag uint16, op OpID, io MemberIO) bool
 	// Stale delivers the late result of an abandoned operation.
 	Stale(tag uint16, op OpID)
 }
@@ -437,7 +439,7 @@ func (e *Executor) Tick() {
 				continue
 			}
 			io := r.ios[i]
-			if !e.be.Abandon(uint16(t), opID(r.seq, i), io.Kind == IORead) {
+			if !e.be.Abandon(uint16(t), opID(r.seq, i), io) {
 				continue
 			}
 			r.done[i], r.failed[i] = true, true

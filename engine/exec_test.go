@@ -410,11 +410,11 @@ func BenchmarkPlan4K(b *testing.B) {
 }
 
 // Abandon implements Backend: abandonment is allowed unless refuse is set.
-func (b *memBackend) Abandon(tag uint16, op OpID, read bool) bool {
+func (b *memBackend) Abandon(tag uint16, op OpID, io MemberIO) bool {
 	if b.refuseAbandon {
 		return false
 	}
-	b.abandoned = append(b.abandoned, memOp{tag: tag, op: op})
+	b.abandoned = append(b.abandoned, memOp{tag: tag, op: op, io: io})
 	return true
 }
 

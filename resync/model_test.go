@@ -654,15 +654,16 @@ func (w *world) Complete(tag uint16, err error) {
 
 func (w *world) Persist(*engine.ArrayState) { w.m.persist() }
 
-func (w *world) Abandon(tag uint16, op engine.OpID, read bool) bool {
+func (w *world) Abandon(tag uint16, op engine.OpID, io engine.MemberIO) bool {
 	m := w.m
+	read := io.Kind == engine.IORead
 	i := slices.IndexFunc(w.pending, func(o *memOp) bool { return o.tag == tag && o.op == op })
 	if i < 0 {
 		m.fatalf("Abandon of tag %d op %#x, which is not pending", tag, op)
 	}
 	o := w.pending[i]
-	if read != (o.io.Kind == engine.IORead) {
-		m.fatalf("Abandon of a %v says read=%v", o.io.Kind, read)
+	if io != o.io {
+		m.fatalf("Abandon of %+v names %+v", o.io, io)
 	}
 	if read {
 		if !o.r.spare {
