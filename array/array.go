@@ -113,6 +113,7 @@ type Array struct {
 	leaked     []*ublk.Member // swapped out but possibly still in a queue's ring
 	spares     []spareMember
 	closing    bool       // Close has begun: no spare is activated
+	closed     bool       // Close took the flusher: no superblock write any more
 	spareMu    sync.Mutex // serialises spare activations
 }
 
@@ -484,6 +485,9 @@ func (a *Array) persist(st *engine.ArrayState) error {
 	if a.durable.Load() >= st.Gen {
 		return nil
 	}
+	if a.closed {
+		return errors.New("the array is closed")
+	}
 	st = a.Engine.State() // the newest, which covers st
 	return a.writeSuperblocks(st, false)
 }
@@ -721,9 +725,17 @@ func (a *Array) Close() {
 		a.stopRepairs()
 		a.stopRepairs = nil
 	}
-	if a.fl != nil {
-		a.fl.close()
-		a.fl = nil
+	// Under the lock: a persist under way (a failure recorded from the
+	// flusher's goroutine) finishes first, and none writes afterwards.
+	a.mu.Lock()
+	fl := a.fl
+	a.fl = nil
+	a.closed = true
+	spares := a.spares
+	a.spares = nil
+	a.mu.Unlock()
+	if fl != nil {
+		fl.close()
 	}
 	for _, m := range a.Members {
 		if m != nil {
@@ -733,8 +745,7 @@ func (a *Array) Close() {
 	for _, m := range a.leaked {
 		m.Close()
 	}
-	for _, s := range a.spares {
+	for _, s := range spares {
 		s.m.Close()
 	}
-	a.spares = nil
 }

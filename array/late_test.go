@@ -102,3 +102,25 @@ func TestRebuildWaitsForLateIO(t *testing.T) {
 		t.Fatal("a late write from before the re-add landed on the rebuilt member")
 	}
 }
+
+// Close takes the flusher away under the array lock: a superblock write
+// running meanwhile (a member failure persisted from a queue) reads it.
+// Run with -race: Close wrote a.fl without the lock.
+func TestCloseWhilePersisting(t *testing.T) {
+	paths := memberFiles(t, 2, 16<<20)
+	a, err := Open(paths, CreateSpec{Level: engine.Level1}, true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		for range 20 {
+			// A failure recorded from the flusher's goroutine: errors once
+			// the array is closed.
+			a.persist(a.Engine.Update(func([]engine.MemberStatus) {}))
+		}
+	}()
+	a.Close()
+	<-done
+}

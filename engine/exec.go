@@ -365,8 +365,12 @@ func (e *Executor) submitFrom(tag uint16, first int) {
 			r.times = append(r.times, now)
 		}
 	}
-	r.pending += len(r.ios) - first
-	for i := first; i < len(r.ios); i++ {
+	// A backend may complete an operation from within Submit; a failed
+	// read then retries, appending and submitting its own operations:
+	// those past end are not this call's.
+	end := len(r.ios)
+	r.pending += end - first
+	for i := first; i < end; i++ {
 		io := r.ios[i]
 		e.bal.Inflight[io.Member] += int64(io.Sectors)
 		var data []byte

@@ -231,3 +231,51 @@ func TestSuperblockResyncOffset(t *testing.T) {
 		t.Fatal("a resync offset past the array was accepted")
 	}
 }
+
+// syncBackend completes operations on a failed member from within Submit,
+// as the ring backend does when it cannot queue one.
+type syncBackend struct {
+	*memBackend
+	e         *Executor
+	submitted map[[2]uint32]int // (tag, op) -> times submitted
+}
+
+func (b *syncBackend) Submit(tag uint16, op OpID, io MemberIO, data []byte) {
+	b.submitted[[2]uint32{uint32(tag), uint32(op)}]++
+	if b.members[io.Member].failed {
+		b.e.Done(tag, op, -5)
+		return
+	}
+	b.memBackend.Submit(tag, op, io, data)
+}
+
+// A read retried from within Submit (the backend completed the failed
+// operation at once) submits its retries once. The outer submission went
+// on over the retries the nested one had appended and submitted them
+// again.
+func TestNestedReadRetrySubmittedOnce(t *testing.T) {
+	arr, mb, _ := newTrustExec(t)
+	for i := range mb.members[0].data {
+		mb.members[0].data[i] = 9
+		mb.members[1].data[i] = 9
+	}
+	be := &syncBackend{memBackend: mb, submitted: map[[2]uint32]int{}}
+	e := NewExecutor(arr, be, 2, 64<<10)
+	be.e = e
+	e.Balance().WriteMostly = 1 << 1 // read member 0 first
+	mb.members[0].failed = true
+	buf := make([]byte, 16<<9)
+	e.Start(0, ReqRead, 0, 16, false, buf)
+	for k, n := range be.submitted {
+		if n != 1 {
+			t.Fatalf("operation %v submitted %d times", k, n)
+		}
+	}
+	deliverAll(mb, e)
+	if err, done := mb.done[0]; !done || err != nil {
+		t.Fatalf("read: done %v err %v", done, err)
+	}
+	if !bytes.Equal(buf, mb.members[1].data[:16<<9]) {
+		t.Fatal("read returned wrong data")
+	}
+}
