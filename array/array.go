@@ -649,7 +649,8 @@ func (a *Array) start() {
 		if a.OnBitmapMemberError != nil {
 			a.OnBitmapMemberError(role, err)
 		}
-		if st, changed := a.Engine.Fail(role); changed {
+		// The last in-sync copy is kept (its bitmap copy stays missing).
+		if st, changed, _ := a.Engine.FailRedundant(role); changed {
 			go a.persist(st) // waits for the flusher, so not on it
 		}
 	}

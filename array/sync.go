@@ -5,7 +5,9 @@ import (
 	"crypto/rand"
 	"errors"
 	"fmt"
+	"math"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"golang.org/x/sys/unix"
@@ -67,6 +69,10 @@ type syncer struct {
 	// Under a.mu.
 	fullPending bool
 	fullPos     uint64
+	// from is the array sector from which the copies may differ (the
+	// full resync's reached position; MaxUint64: in sync): reads past it
+	// answer from the chosen copy (engine.Executor.ResyncFrom).
+	from atomic.Uint64
 }
 
 // SyncReport describes a background job for the log. Sector counts are
@@ -293,6 +299,10 @@ func (a *Array) initSync(spec CreateSpec) {
 				a.sync.fullPos = fresh.ResyncOffset
 			}
 		}
+	}
+	a.sync.from.Store(math.MaxUint64)
+	if a.sync.fullPending {
+		a.sync.from.Store(a.sync.fullPos)
 	}
 }
 
@@ -685,7 +695,11 @@ func (a *Array) stoppedJob(job resync.Job) error {
 
 // fullResyncProgress records how far the full resync of an array without
 // a bitmap has durably got (a stop records it in the superblocks).
-func (a *Array) fullResyncProgress(_, durable uint64) error {
+func (a *Array) fullResyncProgress(reached, durable uint64) error {
+	// Below reached the copies are equal: reads may balance there.
+	if reached > a.sync.from.Load() {
+		a.sync.from.Store(reached)
+	}
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	a.sync.fullPos = max(a.sync.fullPos, durable)
@@ -702,6 +716,7 @@ func (a *Array) finishJob(job resync.Job, since []uint64) error {
 			a.mu.Lock()
 			a.sync.fullPending, a.sync.fullPos = false, 0
 			a.mu.Unlock()
+			a.sync.from.Store(math.MaxUint64)
 		}
 	case resync.Rebuild:
 		st := a.Engine.Update(func(ms []engine.MemberStatus) {

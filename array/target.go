@@ -112,6 +112,9 @@ func (a *Array) NewQueue(q *ublk.Queue) (ublk.QueueHandler, error) {
 	if a.barrier != nil {
 		h.exec.Barrier = a.barrier
 	}
+	if a.sync != nil && a.Bitmap == nil {
+		h.exec.ResyncFrom = &a.sync.from
+	}
 	if a.repairs != nil {
 		h.exec.ReadRepair = a.requestRepair
 	}

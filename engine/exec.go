@@ -3,6 +3,7 @@ package engine
 import (
 	"errors"
 	"fmt"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -150,6 +151,13 @@ type Executor struct {
 	Token uint32
 	// Barrier, if set, keeps writes out of ranges being synced.
 	Barrier WriteBarrier
+	// ResyncFrom, if set (an array without a bitmap: Intent nil), is the
+	// array sector from which the copies may differ (a full resync is
+	// pending or running; math.MaxUint64: none). Reads reaching past it
+	// are treated as reads of regions needing sync: answered by the
+	// chosen copy, through the barrier (md reads the first disk above its
+	// resync point).
+	ResyncFrom *atomic.Uint64
 	// Now and Waited, if set, measure how long writes wait for the bitmap.
 	// Now also times member reads for read balancing (Balance).
 	Now    func() time.Duration
@@ -213,7 +221,7 @@ func (e *Executor) Start(tag uint16, op ReqOp, sector uint64, sectors uint32, fu
 		e.admit(tag)
 		return
 	}
-	if op == ReqRead && e.Barrier != nil && e.Intent != nil && e.needsSync(sector, sectors) {
+	if op == ReqRead && e.Barrier != nil && e.unsynced(sector, sectors) {
 		// A read of a range awaiting resync answers from the chosen copy,
 		// and a sync step of the range writes the copies with what it read
 		// from it: the read goes through the barrier like a write, so that
@@ -294,6 +302,16 @@ func (e *Executor) RetryParked() {
 // Parked reports how many requests wait for the barrier.
 func (e *Executor) Parked() int { return len(e.parked) }
 
+// unsynced reports whether the copies of the range may differ: a region
+// of it needs resync (Intent), or, without a bitmap, it reaches past
+// ResyncFrom.
+func (e *Executor) unsynced(sector uint64, sectors uint32) bool {
+	if e.Intent != nil {
+		return e.needsSync(sector, sectors)
+	}
+	return e.ResyncFrom != nil && sector+uint64(sectors) > e.ResyncFrom.Load()
+}
+
 // needsSync reports whether some region of the range needs resync.
 func (e *Executor) needsSync(sector uint64, sectors uint32) bool {
 	first, last := e.Intent.Regions(sector, uint64(sectors))
@@ -314,7 +332,7 @@ func (e *Executor) plan(tag uint16) {
 	switch r.op {
 	case ReqRead:
 		var bal Balancer = &e.bal
-		if e.Intent != nil && e.needsSync(sector, sectors) {
+		if e.unsynced(sector, sectors) {
 			bal = LowestMember{} // the copy resync copies from
 		}
 		if e.Now != nil {
@@ -515,7 +533,7 @@ func (e *Executor) retryRead(tag uint16, r *request, io MemberIO) {
 	st := e.arr.State()
 	unit := max(e.RetryUnit, 1)
 	var bal Balancer = &e.bal
-	stable := e.Intent != nil && e.needsSync(r.sector+uint64(io.BufOff>>9), io.Sectors)
+	stable := e.unsynced(r.sector+uint64(io.BufOff>>9), io.Sectors)
 	if stable {
 		bal = LowestMember{}
 	}

@@ -3,7 +3,9 @@ package engine
 import (
 	"bytes"
 	"errors"
+	"math"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"testing"
 )
@@ -277,5 +279,40 @@ func TestNestedReadRetrySubmittedOnce(t *testing.T) {
 	}
 	if !bytes.Equal(buf, mb.members[1].data[:16<<9]) {
 		t.Fatal("read returned wrong data")
+	}
+}
+
+// Without a bitmap, reads reaching past ResyncFrom (a full resync pending
+// or running) answer from the chosen copy, as resync copies from it: the
+// copies may differ there. Below it they are balanced.
+func TestReadPastResyncFromUsesChosenCopy(t *testing.T) {
+	_, be, e := newTrustExec(t)
+	for i := range be.members[0].data {
+		be.members[0].data[i], be.members[1].data[i] = 'a', 'b'
+	}
+	e.Balance().WriteMostly = 1 << 0 // balancing reads member 1
+	var from atomic.Uint64
+	from.Store(8)
+	e.ResyncFrom = &from
+	read := func(sector uint64) byte {
+		t.Helper()
+		buf := make([]byte, 4096)
+		e.Start(0, ReqRead, sector, 8, false, buf)
+		deliverAll(be, e)
+		if err, done := be.done[0]; !done || err != nil {
+			t.Fatalf("read %d: done %v err %v", sector, done, err)
+		}
+		delete(be.done, 0)
+		return buf[0]
+	}
+	if got := read(0); got != 'b' {
+		t.Fatalf("read below ResyncFrom answered from %q, want the balanced copy", got)
+	}
+	if got := read(8); got != 'a' {
+		t.Fatalf("read past ResyncFrom answered from %q, want the chosen copy (member 0)", got)
+	}
+	from.Store(math.MaxUint64)
+	if got := read(8); got != 'b' {
+		t.Fatalf("read after the resync answered from %q, want the balanced copy", got)
 	}
 }
