@@ -551,7 +551,7 @@ func (a *Array) writeSuperblocks(st *engine.ArrayState, clean bool) error {
 		roles = append(roles, r)
 	}
 	members := append([]*ublk.Member(nil), a.Members...)
-	werrs := writeAll(len(a.Members), roles, a.MemberTimeout, func(r int) error {
+	werrs := writeAll(members, roles, a.MemberTimeout, func(r int) error {
 		return writeSuperblock(members[r], blocks[r])
 	})
 	var notWritten []int

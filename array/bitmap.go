@@ -3,6 +3,7 @@ package array
 import (
 	"errors"
 	"fmt"
+	"sync"
 	"time"
 
 	"golang.org/x/sys/unix"
@@ -103,13 +104,16 @@ func (f *flusher) run() {
 func (f *flusher) commit(bt *bitmap.Batch, clears bool) {
 	st := f.a.Engine.State()
 	var roles []int
+	// a.Members changes under a.mu, which a waiter may hold
+	members := make([]*ublk.Member, len(st.Members))
 	for r := range st.Members {
 		if m := f.a.current[r].Load(); m != nil && writable(st.Members[r]) {
 			roles = append(roles, r)
+			members[r] = m
 		}
 	}
-	errs := writeAll(len(st.Members), roles, f.a.MemberTimeout, func(r int) error {
-		m := f.a.current[r].Load() // a.Members changes under a.mu, which a waiter may hold
+	errs := writeAll(members, roles, f.a.MemberTimeout, func(r int) error {
+		m := members[r]
 		if clears {
 			if err := memberSync(m); err != nil {
 				return err
@@ -193,18 +197,31 @@ func (f *flusher) close() {
 var errMemberTimeout = errors.New("member I/O timed out")
 
 // writeAll runs write for each of roles in parallel and returns each
-// role's error (indexed by role, n long). With a timeout, a role whose
-// write has not returned by then gets errMemberTimeout and is left behind
-// (its goroutine ends whenever the member answers): a hung member must
-// not hang the metadata writes of the whole array.
-func writeAll(n int, roles []int, timeout time.Duration, write func(r int) error) []error {
+// role's error (indexed by role, len(members) long). With a timeout, a
+// role whose write has not returned by then gets errMemberTimeout and is
+// left behind (its goroutine ends whenever the member answers): a hung
+// member must not hang the metadata writes of the whole array. Until it
+// answers, it counts as late I/O on members[r]'s device (no rebuild
+// writes the device: the late write would land on rebuilt data).
+func writeAll(members []*ublk.Member, roles []int, timeout time.Duration, write func(r int) error) []error {
 	type result struct {
 		r   int
 		err error
 	}
+	n := len(members)
 	ch := make(chan result, len(roles)) // buffered: late writers never block
+	var lmu sync.Mutex
+	finished := make([]bool, n)
+	given := make([]lateKey, n)
 	for _, r := range roles {
-		go func() { ch <- result{r, write(r)} }()
+		go func() {
+			err := write(r)
+			lmu.Lock()
+			finished[r] = true
+			lateEnd(given[r])
+			lmu.Unlock()
+			ch <- result{r, err}
+		}()
 	}
 	errs := make([]error, n)
 	pending := make(map[int]bool, len(roles))
@@ -223,9 +240,14 @@ func writeAll(n int, roles []int, timeout time.Duration, write func(r int) error
 			errs[res.r] = res.err
 			delete(pending, res.r)
 		case <-deadline:
+			lmu.Lock()
 			for r := range pending {
 				errs[r] = errMemberTimeout
+				if !finished[r] {
+					given[r] = lateBegin(members[r])
+				}
 			}
+			lmu.Unlock()
 			return errs
 		}
 	}

@@ -2,6 +2,7 @@ package array
 
 import (
 	"bytes"
+	"errors"
 	"fmt"
 	"os"
 	"sync"
@@ -9,6 +10,7 @@ import (
 	"time"
 
 	"github.com/ublk-raid/ublk-raid/engine"
+	"github.com/ublk-raid/ublk-raid/ublk"
 )
 
 // lateRW is a memberIO rw whose first data write to path hangs until
@@ -123,4 +125,34 @@ func TestCloseWhilePersisting(t *testing.T) {
 	}()
 	a.Close()
 	<-done
+}
+
+// A metadata write (superblock, bitmap) given up after the member timeout
+// counts as late I/O on its device until it returns.
+func TestWriteAllCountsLateWrites(t *testing.T) {
+	paths := memberFiles(t, 2, 4<<20)
+	var ms []*ublk.Member
+	for _, p := range paths {
+		m, err := ublk.OpenMember(p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer m.Close()
+		ms = append(ms, m)
+	}
+	release := make(chan struct{})
+	errs := writeAll(ms, []int{0, 1}, 20*time.Millisecond, func(r int) error {
+		if r == 1 {
+			<-release
+		}
+		return nil
+	})
+	if errs[0] != nil || !errors.Is(errs[1], errMemberTimeout) {
+		t.Fatalf("errors %v", errs)
+	}
+	if lateOn(ms[0]) || !lateOn(ms[1]) {
+		t.Fatalf("late I/O on member 0 %v, member 1 %v; want only member 1", lateOn(ms[0]), lateOn(ms[1]))
+	}
+	close(release)
+	waitFor(t, "the late write is counted back", func() bool { return !lateOn(ms[1]) })
 }
