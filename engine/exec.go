@@ -504,10 +504,19 @@ var ErrNotSupported = fmt.Errorf("write zeroes: %w", syscall.EOPNOTSUPP)
 var ErrLastCopy = fmt.Errorf("a member holding the last in-sync copy failed the request: %w", ErrNoCopy)
 
 // memberFailed handles a failed member operation: a read is retried on
-// another copy; a failed write, flush or discard marks the member faulty.
+// another copy; a failed write, flush or discard marks the member faulty,
+// unless it holds the last in-sync copy of some data (raid1/10: the
+// request fails instead).
 func (e *Executor) memberFailed(tag uint16, r *request, io MemberIO) {
 	if io.Kind == IORead {
 		e.retryRead(tag, r, io)
+		return
+	}
+	if e.arr.Geo.Level == Level0 {
+		// Every member holds the only copy of its data: md fails the
+		// array (MD_BROKEN), as failing the member does.
+		st, _ := e.arr.Fail(int(io.Member))
+		r.needGen = max(r.needGen, st.Gen)
 		return
 	}
 	st, _, out := e.arr.FailRedundant(int(io.Member))
