@@ -125,6 +125,7 @@ type Array struct {
 	leaked     []*ublk.Member // swapped out but possibly still in a queue's ring
 	spares     []spareMember
 	closing    bool       // Close has begun: no spare is activated
+	closed     bool       // Close took the flusher: no superblock write any more
 	spareMu    sync.Mutex // serialises spare activations
 }
 
@@ -603,6 +604,9 @@ func (a *Array) persist(st *engine.ArrayState) error {
 	if a.durable.Load() >= st.Gen {
 		return nil
 	}
+	if a.closed {
+		return errors.New("the array is closed")
+	}
 	st = a.Engine.State() // the newest, which covers st
 	return a.writeSuperblocks(st, false)
 }
@@ -641,7 +645,7 @@ func (a *Array) writeSuperblocks(st *engine.ArrayState, clean bool) error {
 		sb := *a.SBs[r]
 		sb.Events = a.events
 		sb.UpdateTime = now
-		sb.Clean = clean
+		sb.Clean, sb.ResyncOffset = a.cleanState(clean)
 		a.setSpareEntries(&sb)
 		for i := range st.Members {
 			if a.SBs[i] != nil {
@@ -669,7 +673,7 @@ func (a *Array) writeSuperblocks(st *engine.ArrayState, clean bool) error {
 		roles = append(roles, r)
 	}
 	members := append([]*ublk.Member(nil), a.Members...)
-	werrs := writeAll(len(a.Members), roles, a.MemberTimeout, func(r int) error {
+	werrs := writeAll(members, roles, a.MemberTimeout, func(r int) error {
 		return writeSuperblock(members[r], blocks[r])
 	})
 	var notWritten []int
@@ -767,7 +771,8 @@ func (a *Array) start() {
 		if a.OnBitmapMemberError != nil {
 			a.OnBitmapMemberError(role, err)
 		}
-		if st, changed := a.Engine.Fail(role); changed {
+		// The last in-sync copy is kept (its bitmap copy stays missing).
+		if st, changed, _ := a.Engine.FailRedundant(role); changed {
 			go a.persist(st) // waits for the flusher, so not on it
 		}
 	}
@@ -843,9 +848,17 @@ func (a *Array) Close() {
 		a.stopRepairs()
 		a.stopRepairs = nil
 	}
-	if a.fl != nil {
-		a.fl.close()
-		a.fl = nil
+	// Under the lock: a persist under way (a failure recorded from the
+	// flusher's goroutine) finishes first, and none writes afterwards.
+	a.mu.Lock()
+	fl := a.fl
+	a.fl = nil
+	a.closed = true
+	spares := a.spares
+	a.spares = nil
+	a.mu.Unlock()
+	if fl != nil {
+		fl.close()
 	}
 	for _, m := range a.Members {
 		if m != nil {
@@ -855,8 +868,7 @@ func (a *Array) Close() {
 	for _, m := range a.leaked {
 		m.Close()
 	}
-	for _, s := range a.spares {
+	for _, s := range spares {
 		s.m.Close()
 	}
-	a.spares = nil
 }

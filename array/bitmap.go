@@ -3,10 +3,14 @@ package array
 import (
 	"errors"
 	"fmt"
+	"sync"
 	"time"
+
+	"golang.org/x/sys/unix"
 
 	"github.com/ublk-raid/ublk-raid/bitmap"
 	"github.com/ublk-raid/ublk-raid/engine"
+	"github.com/ublk-raid/ublk-raid/ublk"
 )
 
 // flusher is the write-intent bitmap's one flusher goroutine: it writes
@@ -65,7 +69,7 @@ func (f *flusher) run() {
 		case <-f.notify:
 		case <-tick.C:
 			if bt := f.bm.Tick(f.now()); bt != nil {
-				f.commit(bt)
+				f.commit(bt, true)
 			}
 		case r := <-f.reqs:
 			if r.fn != nil {
@@ -75,7 +79,7 @@ func (f *flusher) run() {
 			}
 			if r.clear {
 				if bt := f.bm.ClearIdle(f.now()); bt != nil {
-					f.commit(bt)
+					f.commit(bt, true)
 				}
 			}
 			r.got = max(r.min, f.bm.Events()+1)
@@ -87,24 +91,36 @@ func (f *flusher) run() {
 			if bt == nil {
 				break
 			}
-			f.commit(bt)
+			f.commit(bt, false)
 		}
 	}
 }
 
 // commit writes bt's blocks to every present member, then commits it.
-func (f *flusher) commit(bt *bitmap.Batch) {
+// clears says the batch may write regions clean (Tick, ClearIdle): each
+// member is flushed first, so the data writes of those regions are
+// durable before a bit says the copies agree (md writes bitmap pages with
+// PREFLUSH). Batches that only set bits need no flush.
+func (f *flusher) commit(bt *bitmap.Batch, clears bool) {
 	st := f.a.Engine.State()
 	var roles []int
+	// a.Members changes under a.mu, which a waiter may hold
+	members := make([]*ublk.Member, len(st.Members))
 	for r := range st.Members {
 		if m := f.a.current[r].Load(); m != nil && writable(st.Members[r]) {
 			roles = append(roles, r)
+			members[r] = m
 		}
 	}
-	errs := writeAll(len(st.Members), roles, f.a.MemberTimeout, func(r int) error {
-		m := f.a.current[r].Load() // a.Members changes under a.mu, which a waiter may hold
+	errs := writeAll(members, roles, f.a.MemberTimeout, func(r int) error {
+		m := members[r]
+		if clears {
+			if err := memberSync(m); err != nil {
+				return err
+			}
+		}
 		for _, b := range bt.Blocks {
-			if err := m.WriteAtDurable(b.Data, int64(b.Offset)); err != nil {
+			if err := writeBitmapBlock(m, b.Data, int64(b.Offset)); err != nil {
 				return err
 			}
 		}
@@ -142,6 +158,21 @@ func (f *flusher) commit(bt *bitmap.Batch) {
 	}
 }
 
+// memberSync flushes a member's volatile cache (a variable: tests watch
+// the order of flushes and bitmap writes).
+var memberSync = func(m *ublk.Member) error {
+	if err := unix.Fdatasync(m.Fd()); err != nil {
+		return fmt.Errorf("flush %s: %w", m.Path, err)
+	}
+	return nil
+}
+
+// writeBitmapBlock writes one bitmap block durably (a variable, as
+// memberSync).
+var writeBitmapBlock = func(m *ublk.Member, data []byte, off int64) error {
+	return m.WriteAtDurable(data, off)
+}
+
 // generation makes a new superblock generation >= min durable in the
 // bitmap header (clearing idle regions first if clear) and returns it.
 // Not on the flusher goroutine.
@@ -166,18 +197,31 @@ func (f *flusher) close() {
 var errMemberTimeout = errors.New("member I/O timed out")
 
 // writeAll runs write for each of roles in parallel and returns each
-// role's error (indexed by role, n long). With a timeout, a role whose
-// write has not returned by then gets errMemberTimeout and is left behind
-// (its goroutine ends whenever the member answers): a hung member must
-// not hang the metadata writes of the whole array.
-func writeAll(n int, roles []int, timeout time.Duration, write func(r int) error) []error {
+// role's error (indexed by role, len(members) long). With a timeout, a
+// role whose write has not returned by then gets errMemberTimeout and is
+// left behind (its goroutine ends whenever the member answers): a hung
+// member must not hang the metadata writes of the whole array. Until it
+// answers, it counts as late I/O on members[r]'s device (no rebuild
+// writes the device: the late write would land on rebuilt data).
+func writeAll(members []*ublk.Member, roles []int, timeout time.Duration, write func(r int) error) []error {
 	type result struct {
 		r   int
 		err error
 	}
+	n := len(members)
 	ch := make(chan result, len(roles)) // buffered: late writers never block
+	var lmu sync.Mutex
+	finished := make([]bool, n)
+	given := make([]lateKey, n)
 	for _, r := range roles {
-		go func() { ch <- result{r, write(r)} }()
+		go func() {
+			err := write(r)
+			lmu.Lock()
+			finished[r] = true
+			lateEnd(given[r])
+			lmu.Unlock()
+			ch <- result{r, err}
+		}()
 	}
 	errs := make([]error, n)
 	pending := make(map[int]bool, len(roles))
@@ -196,9 +240,14 @@ func writeAll(n int, roles []int, timeout time.Duration, write func(r int) error
 			errs[res.r] = res.err
 			delete(pending, res.r)
 		case <-deadline:
+			lmu.Lock()
 			for r := range pending {
 				errs[r] = errMemberTimeout
+				if !finished[r] {
+					given[r] = lateBegin(members[r])
+				}
 			}
+			lmu.Unlock()
 			return errs
 		}
 	}

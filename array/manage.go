@@ -122,13 +122,21 @@ func (a *Array) Fail(role int) error {
 	if m.State == engine.MemberFaulty || m.State == engine.MemberMissing {
 		return fmt.Errorf("role %d is already %s", role, m.State)
 	}
-	if g.Level != engine.Level0 && !coveredWithout(a.Engine, role) {
-		return fmt.Errorf("role %d holds the last copy of some data: failing it would fail the array", role)
-	}
 	a.mu.Lock()
 	dev := a.Members[role]
 	a.mu.Unlock()
-	st, changed := a.Engine.Fail(role)
+	var st *engine.ArrayState
+	changed, ok := false, true
+	if g.Level == engine.Level0 {
+		st, changed = a.Engine.Fail(role)
+	} else {
+		// The check and the change in one step: two Fails at once cannot
+		// both pass the check and fail the array between them.
+		st, changed, ok = a.Engine.FailRedundant(role)
+	}
+	if !ok {
+		return fmt.Errorf("role %d holds the last copy of some data: failing it would fail the array", role)
+	}
 	if !changed {
 		return nil
 	}
@@ -141,20 +149,6 @@ func (a *Array) Fail(role int) error {
 		a.markFailed(role, dev)
 	}
 	return nil
-}
-
-// coveredWithout reports whether every chunk keeps a readable copy when
-// role is no longer used.
-func coveredWithout(ea *engine.Array, role int) bool {
-	st := ea.State()
-	ms := append([]engine.MemberStatus(nil), st.Members...)
-	ms[role] = engine.MemberStatus{State: engine.MemberFaulty}
-	tmp, err := engine.NewArray(ea.Geo)
-	if err != nil {
-		return false
-	}
-	tmp.SetState(ms)
-	return geometryCovered(tmp)
 }
 
 // Remove takes a faulty member out of the array (like mdadm --remove): its

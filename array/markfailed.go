@@ -48,7 +48,7 @@ func (a *Array) markFailed(role int, m *ublk.Member) {
 	if err != nil {
 		return
 	}
-	writeAll(1, []int{0}, a.MemberTimeout, func(int) error { return writeMarked(m, b) })
+	writeAll([]*ublk.Member{m}, []int{0}, a.MemberTimeout, func(int) error { return writeMarked(m, b) })
 }
 
 // writeMarked writes superblock block b to m durably, through a

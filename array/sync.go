@@ -5,7 +5,9 @@ import (
 	"crypto/rand"
 	"errors"
 	"fmt"
+	"math"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"golang.org/x/sys/unix"
@@ -55,8 +57,22 @@ type syncer struct {
 	lastRes  string
 	lastHad  bool
 	mism     uint64
+	// stopped: StopSync was called (the array is stopping); no job
+	// starts any more.
+	stopped bool
 	// log, if set, is told when a job starts and ends.
 	log func(msg string, r SyncReport, err error)
+
+	// An array without a bitmap that was not stopped cleanly needs a
+	// resync of every range (md's resync_offset): fullPending says so,
+	// fullPos is the array sector below which it is done and flushed.
+	// Under a.mu.
+	fullPending bool
+	fullPos     uint64
+	// from is the array sector from which the copies may differ (the
+	// full resync's reached position; MaxUint64: in sync): reads past it
+	// answer from the chosen copy (engine.Executor.ResyncFrom).
+	from atomic.Uint64
 }
 
 // SyncReport describes a background job for the log. Sector counts are
@@ -169,6 +185,9 @@ func (m memberIO) do(role int, p []byte, sector uint64, write bool) error {
 		return err
 	}
 	done := make(chan error, 1) // buffered: a late answer never blocks
+	var lmu sync.Mutex
+	var finished, given bool
+	var key lateKey
 	go func() {
 		// Control holds a reference on the file for the call: closing the
 		// member meanwhile cannot free its descriptor for reuse under the
@@ -177,6 +196,12 @@ func (m memberIO) do(role int, p []byte, sector uint64, write bool) error {
 		if err := rc.Control(func(fd uintptr) { ioErr = m.rw(int(fd), b, off, write) }); err != nil {
 			ioErr = err
 		}
+		lmu.Lock()
+		finished = true
+		if given {
+			lateEnd(key) // a rebuild onto the device may start now
+		}
+		lmu.Unlock()
 		done <- ioErr
 	}()
 	t := time.NewTimer(timeout)
@@ -189,7 +214,14 @@ func (m memberIO) do(role int, p []byte, sector uint64, write bool) error {
 		m.bounce.put(b)
 		return err
 	case <-t.C:
-		// b stays with the I/O: never reused, never unmapped.
+		// b stays with the I/O: never reused, never unmapped. Until it
+		// returns, no rebuild writes the device (a late write would land
+		// on the rebuilt data).
+		lmu.Lock()
+		if !finished {
+			given, key = true, lateBegin(f)
+		}
+		lmu.Unlock()
 		return fmt.Errorf("after %v: %w", timeout, errMemberTimeout)
 	}
 }
@@ -243,6 +275,60 @@ func (a *Array) initSync(spec CreateSpec) {
 	a.startRepairs()
 	a.sync = &syncer{a: a, s: resync.New(a.Engine, a.xbar, newMemberIO(a), resync.Config{
 		MinBytesPerSec: spec.SyncMinBytes, MaxBytesPerSec: spec.SyncMaxBytes, Busy: a.busy})}
+	// A rebuild found at assembly resumes from its recorded offset, which
+	// every superblock write until it moves on must keep.
+	a.checkpoint = map[int]uint64{}
+	for r, m := range a.Engine.State().Members {
+		if m.State == engine.MemberRebuilding {
+			a.checkpoint[r] = m.RebuildOffset
+		}
+	}
+	// Without a bitmap, an array not stopped cleanly needs a full resync,
+	// from where a stopped one had got to. Read before the first
+	// superblock write (the daemon's SetClean(false)) changes them.
+	if !a.Created && a.Bitmap == nil {
+		var fresh *engine.Superblock
+		for _, sb := range a.SBs {
+			if sb != nil && (fresh == nil || sb.Events > fresh.Events) {
+				fresh = sb
+			}
+		}
+		if fresh != nil && !fresh.Clean {
+			a.sync.fullPending = true
+			if fresh.ResyncOffset < a.Engine.Geo.ArraySectors() {
+				a.sync.fullPos = fresh.ResyncOffset
+			}
+		}
+	}
+	a.sync.from.Store(math.MaxUint64)
+	if a.sync.fullPending {
+		a.sync.from.Store(a.sync.fullPos)
+	}
+}
+
+// cleanState is what a superblock write records for a stop that is clean
+// or not: an array stopped in the middle of its full resync is not clean,
+// and records where the resync resumes; a running one records 0 (after a
+// crash everything is resynced: writes in flight may have reached one copy
+// only, below the position too). Called with a.mu held.
+func (a *Array) cleanState(clean bool) (bool, uint64) {
+	if a.sync == nil || !a.sync.fullPending {
+		return clean, 0
+	}
+	if clean {
+		return false, a.sync.fullPos
+	}
+	return false, 0
+}
+
+// fullResync reports whether a full resync is pending, and from where.
+func (a *Array) fullResync() (bool, uint64) {
+	if a.sync == nil {
+		return false, 0
+	}
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return a.sync.fullPending, a.sync.fullPos
 }
 
 // wakeQueues wakes every queue (the barrier was lowered over writes it
@@ -269,10 +355,12 @@ func (a *Array) busy() bool {
 	return b
 }
 
-// needsResync reports whether some region awaits resync.
+// needsResync reports whether some region awaits resync (without a
+// bitmap: the array's full resync).
 func (a *Array) needsResync() bool {
 	if a.Bitmap == nil {
-		return false
+		pending, _ := a.fullResync()
+		return pending
 	}
 	for r := range a.Bitmap.Geometry().Regions {
 		if a.Bitmap.NeedsSync(r) {
@@ -300,14 +388,45 @@ func (a *Array) StartBackground() {
 		}
 	}
 	if len(targets) > 0 {
+		// A resync pending too runs when it ends (nextJob).
 		a.sync.start(resync.Job{Kind: resync.Rebuild, Targets: targets, Start: from, Need: a.neededWritten}, 0)
 		return
 	}
-	if a.needsResync() {
-		a.sync.start(resync.Job{Kind: resync.Resync, Need: a.neededResync}, 0)
+	if a.startResync() {
 		return
 	}
 	a.activateSpare()
+}
+
+// startResync starts the resync the array needs, if it needs one, and
+// reports whether it did.
+func (a *Array) startResync() bool {
+	if !a.needsResync() {
+		return false
+	}
+	job := resync.Job{Kind: resync.Resync, Need: a.neededResync}
+	if a.Bitmap == nil {
+		_, job.Start = a.fullResync()
+		job.Need = nil
+	}
+	return a.sync.start(job, 0) == nil
+}
+
+// nextJob starts what is left to do once a job has ended (not stopped):
+// a spare for a role that failed meanwhile, else a resync that is still
+// pending (one waiting behind a rebuild, or one stopped by a member
+// error). A resync that failed without taking a member out is not retried
+// at once (it would fail the same way): it stays pending for the next
+// job's end or assembly.
+func (a *Array) nextJob(job resync.Job, err error, dropGen uint64) {
+	a.activateSpare()
+	if a.sync.busy() {
+		return
+	}
+	if job.Kind == resync.Resync && err != nil && a.Engine.State().DropGen == dropGen {
+		return
+	}
+	a.startResync()
 }
 
 // busy reports whether a job runs.
@@ -364,12 +483,14 @@ func (a *Array) Check(repair bool) error {
 }
 
 // StopSync stops the background job, if any, and waits for it (its
-// position is checkpointed so it resumes at the next assembly).
+// position is checkpointed so it resumes at the next assembly). It is for
+// stopping the array: no job starts after it.
 func (a *Array) StopSync() {
 	if a.sync == nil {
 		return
 	}
 	a.sync.mu.Lock()
+	a.sync.stopped = true // the job that ends does not start another
 	cancel, done := a.sync.cancel, a.sync.done
 	a.sync.mu.Unlock()
 	if cancel != nil {
@@ -378,16 +499,25 @@ func (a *Array) StopSync() {
 	}
 }
 
-// WaitSync waits for the background job, if any, to end.
+// WaitSync waits for the background job, if any, to end, and for the
+// jobs it hands on to (a resync after a rebuild).
 func (a *Array) WaitSync() {
 	if a.sync == nil {
 		return
 	}
-	a.sync.mu.Lock()
-	done := a.sync.done
-	a.sync.mu.Unlock()
-	if done != nil {
+	y := a.sync
+	y.mu.Lock()
+	done := y.done
+	y.mu.Unlock()
+	for done != nil {
 		<-done
+		y.mu.Lock()
+		next := y.done
+		if !y.running || next == done {
+			next = nil
+		}
+		y.mu.Unlock()
+		done = next
 	}
 }
 
@@ -434,6 +564,10 @@ func (y *syncer) start(job resync.Job, regions int) error {
 		y.mu.Unlock()
 		return fmt.Errorf("a %s is running: wait for it or stop it first", k)
 	}
+	if y.stopped {
+		y.mu.Unlock()
+		return errors.New("the array is stopping")
+	}
 	ctx, cancel := context.WithCancel(context.Background())
 	y.running, y.kind, y.targets, y.started, y.startPos = true, job.Kind, job.Targets, time.Now(), job.Start
 	y.cancel, y.done = cancel, make(chan struct{})
@@ -441,13 +575,15 @@ func (y *syncer) start(job resync.Job, regions int) error {
 	y.mu.Unlock()
 	a := y.a
 	job.OnMemberError = func(role int, err error) {
-		if st, changed := a.Engine.Fail(role); changed {
+		// The last in-sync copy is kept (the job stops with the error).
+		if st, changed, _ := a.Engine.FailRedundant(role); changed {
 			a.persist(st)
 		}
 	}
 	// The targets as the job starts: a target failed and given a new
 	// device meanwhile (Since changes) is not the job's any more.
 	st0 := a.Engine.State()
+	dropGen := st0.DropGen
 	since := make([]uint64, len(job.Targets))
 	for i, t := range job.Targets {
 		since[i] = st0.Members[t].Since
@@ -457,6 +593,9 @@ func (y *syncer) start(job resync.Job, regions int) error {
 		job.Progress = a.rebuildProgress(job.Targets, since)
 	case resync.Resync:
 		job.Progress = a.resyncProgress
+		if a.Bitmap == nil {
+			job.Progress = a.fullResyncProgress
+		}
 	}
 	if log != nil {
 		log("sync started", SyncReport{Kind: job.Kind.String(), Targets: job.Targets, Position: job.Start, Regions: regions}, nil)
@@ -464,9 +603,20 @@ func (y *syncer) start(job resync.Job, regions int) error {
 	go func() {
 		defer close(done)
 		defer cancel()
-		res, err := y.s.Run(ctx, job)
+		var res resync.Result
+		var err error
+		if job.Kind == resync.Rebuild {
+			// A target device with given-up I/O still out (a member that
+			// hung, re-added) is written only once that I/O has returned.
+			err = a.waitLate(ctx, job.Targets)
+		}
+		if err == nil {
+			res, err = y.s.Run(ctx, job)
+		}
 		if err == nil {
 			err = a.finishJob(job, since)
+		} else {
+			err = errors.Join(err, a.stoppedJob(job))
 		}
 		y.mu.Lock()
 		y.running, y.cancel, y.last, y.lastHad = false, nil, job.Kind, true
@@ -483,7 +633,7 @@ func (y *syncer) start(job resync.Job, regions int) error {
 				Synced: res.Synced, Skipped: res.Skipped, Mismatches: res.Mismatches, Regions: regions}, err)
 		}
 		if !errors.Is(err, context.Canceled) {
-			a.activateSpare() // a role that failed meanwhile
+			a.nextJob(job, err, dropGen)
 		}
 	}()
 	return nil
@@ -501,11 +651,12 @@ func (a *Array) rebuildProgress(targets []int, since []uint64) func(reached, dur
 				}
 			}
 		})
+		st := a.Engine.State()
 		a.mu.Lock()
 		defer a.mu.Unlock()
 		changed := false
-		for _, t := range targets {
-			if durable > a.checkpoint[t] {
+		for i, t := range targets {
+			if st.Members[t].State == engine.MemberRebuilding && st.Members[t].Since == since[i] && durable > a.checkpoint[t] {
 				a.checkpoint[t], changed = durable, true
 			}
 		}
@@ -530,12 +681,42 @@ func (a *Array) resyncProgress(_, durable uint64) error {
 	return nil
 }
 
+// stoppedJob records where a job that did not finish stopped: a rebuild's
+// last checkpoint is written to the superblocks (the periodic ones may be
+// up to checkpointEvery behind), so the next assembly resumes there.
+func (a *Array) stoppedJob(job resync.Job) error {
+	if job.Kind != resync.Rebuild {
+		return nil
+	}
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return a.writeSuperblocks(a.Engine.State(), false)
+}
+
+// fullResyncProgress records how far the full resync of an array without
+// a bitmap has durably got (a stop records it in the superblocks).
+func (a *Array) fullResyncProgress(reached, durable uint64) error {
+	// Below reached the copies are equal: reads may balance there.
+	if reached > a.sync.from.Load() {
+		a.sync.from.Store(reached)
+	}
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	a.sync.fullPos = max(a.sync.fullPos, durable)
+	return nil
+}
+
 // finishJob records a finished job: rebuilt targets become active.
 func (a *Array) finishJob(job resync.Job, since []uint64) error {
 	switch job.Kind {
 	case resync.Resync:
 		if a.Bitmap != nil {
 			a.Bitmap.ResyncDone(0, a.Bitmap.Geometry().Regions-1)
+		} else {
+			a.mu.Lock()
+			a.sync.fullPending, a.sync.fullPos = false, 0
+			a.mu.Unlock()
+			a.sync.from.Store(math.MaxUint64)
 		}
 	case resync.Rebuild:
 		st := a.Engine.Update(func(ms []engine.MemberStatus) {
@@ -716,7 +897,7 @@ func (a *Array) checkAdd(m *ublk.Member, role int, active bool) error {
 	case s == engine.MemberFaulty || s == engine.MemberMissing:
 	case !active:
 		return fmt.Errorf("role %d is %s: fail and remove it first", role, s)
-	case !coveredWithout(a.Engine, role):
+	case !a.Engine.CoveredWithout(role):
 		return fmt.Errorf("role %d holds the last copy of some data: failing it would fail the array", role)
 	}
 	if k, busy := a.sync.active(); busy {

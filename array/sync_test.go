@@ -227,3 +227,16 @@ func TestCheckSkipsNeverWritten(t *testing.T) {
 		t.Fatalf("check of a written region that differs: %d mismatches, want 256", n)
 	}
 }
+
+// scribbleBytes writes p into path's data area at off.
+func scribbleBytes(t *testing.T, a *Array, path string, off int64, p []byte) {
+	t.Helper()
+	f, err := os.OpenFile(path, os.O_RDWR, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	if _, err := f.WriteAt(p, int64(a.dataOffset)+off); err != nil {
+		t.Fatal(err)
+	}
+}

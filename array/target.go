@@ -16,22 +16,34 @@ import (
 // Params derives the ublk device parameters from the array: the array's
 // size; logical/physical block = the largest of the members'; io_min =
 // chunk and io_opt = one full data stripe when that is a power of two
-// (raid0/raid10), chunk_sectors for raid0/raid10; VOLATILE_CACHE|FUA when
-// some member has a volatile cache (FLUSH then reaches every member as
-// fdatasync); DISCARD when every member can discard; WRITE_ZEROES always.
+// (raid0/raid10), chunk_sectors for raid0/raid10; VOLATILE_CACHE|FUA
+// always, as md: a member put in later (replace, a spare, re-add) may
+// have a write-back cache, and parameters are fixed while the device
+// lives, so FLUSH must reach the array whatever today's members are (it
+// reaches every member as fdatasync, which costs nothing on one without a
+// cache); DISCARD and WRITE_ZEROES when every member and spare can do
+// them. A later member that cannot answers EOPNOTSUPP, which fails no
+// member: a discard is advisory and completes, a write-zeroes fails with
+// EOPNOTSUPP and the kernel writes zeroes instead.
 func (a *Array) Params() ublk.Params {
 	g := a.Engine.Geo
 	var p ublk.Params
 	p.Types = ublk.ParamTypeBasic | ublk.ParamTypeDiscard
 	b := &p.Basic
-	lbs, pbs, volatile, discard := 512, 512, false, true
-	for _, m := range a.Members {
+	lbs, pbs, discard, zeroes := 512, 512, true, true
+	a.mu.Lock()
+	ms := append([]*ublk.Member(nil), a.Members...)
+	for _, sp := range a.spares {
+		ms = append(ms, sp.m)
+	}
+	a.mu.Unlock()
+	for _, m := range ms {
 		if m == nil {
 			continue
 		}
 		lbs, pbs = max(lbs, m.LogicalBlock), max(pbs, m.PhysicalBlock)
-		volatile = volatile || m.VolatileCache
 		discard = discard && m.Discard
+		zeroes = zeroes && m.WriteZeroes
 	}
 	b.LogicalBSShift, b.PhysicalBSShift = log2(uint64(lbs)), log2(uint64(pbs))
 	b.IOMinShift = b.PhysicalBSShift
@@ -44,12 +56,12 @@ func (a *Array) Params() ublk.Params {
 		}
 	}
 	b.DevSectors = g.ArraySectors()
-	if volatile {
-		b.Attrs |= ublk.AttrVolatileCache | ublk.AttrFUA
-	}
+	b.Attrs |= ublk.AttrVolatileCache | ublk.AttrFUA
 	d := &p.Discard
 	d.DiscardGranularity = uint32(max(pbs, 4096))
-	d.MaxWriteZeroesSectors = 1 << 21
+	if zeroes {
+		d.MaxWriteZeroesSectors = 1 << 21
+	}
 	if discard {
 		d.MaxDiscardSectors = 1 << 21
 		d.MaxDiscardSegments = 1
@@ -99,6 +111,9 @@ func (a *Array) NewQueue(q *ublk.Queue) (ublk.QueueHandler, error) {
 	}
 	if a.barrier != nil {
 		h.exec.Barrier = a.barrier
+	}
+	if a.sync != nil && a.Bitmap == nil {
+		h.exec.ResyncFrom = &a.sync.from
 	}
 	if a.repairs != nil {
 		h.exec.ReadRepair = a.requestRepair
@@ -315,28 +330,30 @@ func (h *queue) Complete(tag uint16, err error) {
 	h.q.Complete(tag, err)
 }
 
-// quarantined is a member read given up after the member timeout: its
-// buffer (once the request completed) is not reused until it returns.
+// quarantined is a member operation given up after the member timeout:
+// a read's buffer (once the request completed) is not reused until it
+// returns, and no rebuild writes the device before it has (late).
 type quarantined struct {
-	tag uint16
-	op  engine.OpID
-	buf int // -1 until the request completes and swaps buffers
+	tag  uint16
+	op   engine.OpID
+	buf  int // -1 until the request completes and swaps buffers
+	late lateKey
 }
 
 // Abandon implements engine.Backend: a read may be given up only with a
-// spare buffer for its tag.
-func (h *queue) Abandon(tag uint16, op engine.OpID, read bool) bool {
-	if !read {
-		return true
-	}
-	if h.spare[tag] < 0 {
+// spare buffer for its tag. The operation counts as late I/O on its
+// device until it returns (Stale): a late write landing after a rebuild
+// of that device (re-add) would undo it.
+func (h *queue) Abandon(tag uint16, op engine.OpID, io engine.MemberIO) bool {
+	if io.Kind == engine.IORead && h.spare[tag] < 0 {
 		sp, ok := h.q.ReserveBuffer()
 		if !ok {
 			return false
 		}
 		h.spare[tag] = sp
 	}
-	h.quarantine = append(h.quarantine, quarantined{tag: tag, op: op, buf: -1})
+	key := lateBegin(h.a.current[io.Member].Load())
+	h.quarantine = append(h.quarantine, quarantined{tag: tag, op: op, buf: -1, late: key})
 	return true
 }
 
@@ -348,6 +365,7 @@ func (h *queue) Stale(tag uint16, op engine.OpID) {
 			continue
 		}
 		h.quarantine = append(h.quarantine[:i], h.quarantine[i+1:]...)
+		lateEnd(q.late)
 		shared := false
 		for _, o := range h.quarantine {
 			shared = shared || (q.buf >= 0 && o.buf == q.buf)

@@ -478,8 +478,8 @@ func TestBalanceOutlierRecovers(t *testing.T) {
 	}
 }
 
-func (b *simBackend) Abandon(uint16, OpID, bool) bool { return false }
-func (b *simBackend) Stale(uint16, OpID)              {}
+func (b *simBackend) Abandon(uint16, OpID, MemberIO) bool { return false }
+func (b *simBackend) Stale(uint16, OpID)                  {}
 
-func (b *memExecBackend) Abandon(uint16, OpID, bool) bool { return false }
-func (b *memExecBackend) Stale(uint16, OpID)              {}
+func (b *memExecBackend) Abandon(uint16, OpID, MemberIO) bool { return false }
+func (b *memExecBackend) Stale(uint16, OpID)                  {}

@@ -3,6 +3,8 @@ package engine
 import (
 	"errors"
 	"fmt"
+	"sync/atomic"
+	"syscall"
 	"time"
 
 	"github.com/ublk-raid/ublk-raid/bitmap"
@@ -44,13 +46,15 @@ type Backend interface {
 	Persist(st *ArrayState)
 	// Abandon asks whether member operation op of request tag, which has
 	// not completed within MemberTimeout, may be given up: the member is
-	// then failed and the request carries on without it. read says the
-	// operation is a read into the request's buffer, which it may still
-	// write to when it ends: the backend must then give the tag another
-	// buffer (with the request's data) before the request completes, and
-	// keep the old one until the late result arrives (Stale). It returns
-	// false when it cannot (no spare buffer): the operation is waited for.
-	Abandon(tag uint16, op OpID, read bool) bool
+	// then failed and the request carries on without it. io is the
+	// operation. A read into the request's buffer may still write to it
+	// when it ends: the backend must then give the tag another buffer
+	// (with the request's data) before the request completes, and keep
+	// the old one until the late result arrives (Stale). A late write
+	// may still land on the member: the backend must not let the device
+	// be rebuilt before it has (Stale). It returns false when it cannot
+	// (no spare buffer): the operation is waited for.
+	Abandon(tag uint16, op OpID, io MemberIO) bool
 	// Stale delivers the late result of an abandoned operation.
 	Stale(tag uint16, op OpID)
 }
@@ -108,6 +112,11 @@ type request struct {
 	entered, started, waiting bool
 	first, last               int
 	waitSince                 time.Duration
+	// lastCopy: a member operation failed on a member kept because it
+	// holds the last in-sync copy (the request fails with EIO);
+	// unsupported: a member refused WRITE_ZEROES (the request fails with
+	// EOPNOTSUPP, and the kernel falls back to writing zeroes).
+	lastCopy, unsupported bool
 }
 
 // Executor runs requests of one queue against an Array through a Backend.
@@ -142,6 +151,13 @@ type Executor struct {
 	Token uint32
 	// Barrier, if set, keeps writes out of ranges being synced.
 	Barrier WriteBarrier
+	// ResyncFrom, if set (an array without a bitmap: Intent nil), is the
+	// array sector from which the copies may differ (a full resync is
+	// pending or running; math.MaxUint64: none). Reads reaching past it
+	// are treated as reads of regions needing sync: answered by the
+	// chosen copy, through the barrier (md reads the first disk above its
+	// resync point).
+	ResyncFrom *atomic.Uint64
 	// Now and Waited, if set, measure how long writes wait for the bitmap.
 	// Now also times member reads for read balancing (Balance).
 	Now    func() time.Duration
@@ -205,7 +221,7 @@ func (e *Executor) Start(tag uint16, op ReqOp, sector uint64, sectors uint32, fu
 		e.admit(tag)
 		return
 	}
-	if op == ReqRead && e.Barrier != nil && e.Intent != nil && e.needsSync(sector, sectors) {
+	if op == ReqRead && e.Barrier != nil && e.unsynced(sector, sectors) {
 		// A read of a range awaiting resync answers from the chosen copy,
 		// and a sync step of the range writes the copies with what it read
 		// from it: the read goes through the barrier like a write, so that
@@ -286,6 +302,16 @@ func (e *Executor) RetryParked() {
 // Parked reports how many requests wait for the barrier.
 func (e *Executor) Parked() int { return len(e.parked) }
 
+// unsynced reports whether the copies of the range may differ: a region
+// of it needs resync (Intent), or, without a bitmap, it reaches past
+// ResyncFrom.
+func (e *Executor) unsynced(sector uint64, sectors uint32) bool {
+	if e.Intent != nil {
+		return e.needsSync(sector, sectors)
+	}
+	return e.ResyncFrom != nil && sector+uint64(sectors) > e.ResyncFrom.Load()
+}
+
 // needsSync reports whether some region of the range needs resync.
 func (e *Executor) needsSync(sector uint64, sectors uint32) bool {
 	first, last := e.Intent.Regions(sector, uint64(sectors))
@@ -306,7 +332,7 @@ func (e *Executor) plan(tag uint16) {
 	switch r.op {
 	case ReqRead:
 		var bal Balancer = &e.bal
-		if e.Intent != nil && e.needsSync(sector, sectors) {
+		if e.unsynced(sector, sectors) {
 			bal = LowestMember{} // the copy resync copies from
 		}
 		if e.Now != nil {
@@ -329,9 +355,11 @@ func (e *Executor) plan(tag uint16) {
 		e.finish(tag, err)
 		return
 	}
-	if r.op != ReqRead && r.op != ReqFlush && st.DropGen > e.persisted {
+	if r.op != ReqRead && st.DropGen > e.persisted {
 		// Planned around a member failure that may not be durable yet:
-		// acknowledged only once it is (see ArrayState.DropGen).
+		// acknowledged only once it is (see ArrayState.DropGen). A FLUSH
+		// too: what it makes durable skipped that member, which a power
+		// loss before the record would bring back as in sync.
 		r.needGen = max(r.needGen, st.DropGen)
 	}
 	r.planned = len(r.ios)
@@ -355,8 +383,12 @@ func (e *Executor) submitFrom(tag uint16, first int) {
 			r.times = append(r.times, now)
 		}
 	}
-	r.pending += len(r.ios) - first
-	for i := first; i < len(r.ios); i++ {
+	// A backend may complete an operation from within Submit; a failed
+	// read then retries, appending and submitting its own operations:
+	// those past end are not this call's.
+	end := len(r.ios)
+	r.pending += end - first
+	for i := first; i < end; i++ {
 		io := r.ios[i]
 		e.bal.Inflight[io.Member] += int64(io.Sectors)
 		var data []byte
@@ -388,7 +420,12 @@ func (e *Executor) Done(tag uint16, id OpID, res int32) {
 	if io.Kind == IORead && res == want && e.Now != nil && op < r.planned {
 		e.bal.Complete(int(io.Member), io.Sectors, r.sent, e.Now())
 	}
-	if res != want {
+	if res != want && (io.Kind == IODiscard || io.Kind == IOWriteZeroes) && (res == -errnoNotSupp || res == -errnoInval) {
+		// The member cannot do it: no member failure. A discard is
+		// advisory (md ignores discard errors); a write-zeroes fails the
+		// request with EOPNOTSUPP, which makes the kernel write zeroes.
+		r.unsupported = r.unsupported || io.Kind == IOWriteZeroes
+	} else if res != want {
 		r.failed[op] = true
 		if e.MemberError != nil {
 			e.MemberError(int(io.Member), io.Kind, res)
@@ -424,7 +461,7 @@ func (e *Executor) Tick() {
 				continue
 			}
 			io := r.ios[i]
-			if !e.be.Abandon(uint16(t), opID(r.seq, i), io.Kind == IORead) {
+			if !e.be.Abandon(uint16(t), opID(r.seq, i), io) {
 				continue
 			}
 			r.done[i], r.failed[i] = true, true
@@ -448,17 +485,45 @@ func (e *Executor) Tick() {
 	}
 }
 
-// errnoTimedOut is ETIMEDOUT (the executor reports errnos as numbers).
-const errnoTimedOut = 110
+// Errnos the executor reads or reports as numbers: ETIMEDOUT, and
+// EOPNOTSUPP and EINVAL (what a member without discard or write-zeroes
+// support answers).
+const (
+	errnoTimedOut = 110
+	errnoNotSupp  = 95
+	errnoInval    = 22
+)
+
+// ErrNotSupported fails a WRITE_ZEROES some member cannot do: EOPNOTSUPP
+// makes the kernel's blkdev_issue_zeroout write zeroes instead.
+var ErrNotSupported = fmt.Errorf("write zeroes: %w", syscall.EOPNOTSUPP)
+
+// ErrLastCopy fails a request whose write, flush or discard failed on a
+// member that holds the last in-sync copy of some data: that member is
+// not failed (the array would be), the request gets EIO.
+var ErrLastCopy = fmt.Errorf("a member holding the last in-sync copy failed the request: %w", ErrNoCopy)
 
 // memberFailed handles a failed member operation: a read is retried on
-// another copy; a failed write, flush or discard marks the member faulty.
+// another copy; a failed write, flush or discard marks the member faulty,
+// unless it holds the last in-sync copy of some data (raid1/10: the
+// request fails instead).
 func (e *Executor) memberFailed(tag uint16, r *request, io MemberIO) {
 	if io.Kind == IORead {
 		e.retryRead(tag, r, io)
 		return
 	}
-	st, _ := e.arr.Fail(int(io.Member))
+	if e.arr.Geo.Level == Level0 {
+		// Every member holds the only copy of its data: md fails the
+		// array (MD_BROKEN), as failing the member does.
+		st, _ := e.arr.Fail(int(io.Member))
+		r.needGen = max(r.needGen, st.Gen)
+		return
+	}
+	st, _, out := e.arr.FailRedundant(int(io.Member))
+	if !out {
+		r.lastCopy = true
+		return
+	}
 	r.needGen = max(r.needGen, st.Gen)
 }
 
@@ -477,7 +542,7 @@ func (e *Executor) retryRead(tag uint16, r *request, io MemberIO) {
 	st := e.arr.State()
 	unit := max(e.RetryUnit, 1)
 	var bal Balancer = &e.bal
-	stable := e.Intent != nil && e.needsSync(r.sector+uint64(io.BufOff>>9), io.Sectors)
+	stable := e.unsynced(r.sector+uint64(io.BufOff>>9), io.Sectors)
 	if stable {
 		bal = LowestMember{}
 	}
@@ -518,6 +583,12 @@ func (e *Executor) retryRead(tag uint16, r *request, io MemberIO) {
 func (e *Executor) complete(tag uint16, r *request) {
 	if r.err == nil && r.op != ReqRead {
 		r.err = e.writeOutcome(r)
+	}
+	if r.err == nil && r.lastCopy {
+		r.err = ErrLastCopy
+	}
+	if r.err == nil && r.unsupported {
+		r.err = ErrNotSupported
 	}
 	if r.needGen > e.persisted {
 		e.waiting = append(e.waiting, tag)

@@ -173,6 +173,60 @@ func (a *Array) Fail(m int) (*ArrayState, bool) {
 	return st, true
 }
 
+// FailRedundant marks member m faulty unless it holds the only in-sync
+// copy of some data (md never fails its last in-sync device: the request
+// that hit the error fails instead). The check and the change are one
+// step under the array's lock. It returns the current snapshot, whether
+// the state changed, and whether m is (now, or already) out of use; false
+// means m was kept because it is the last copy.
+func (a *Array) FailRedundant(m int) (*ArrayState, bool, bool) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	old := a.state.Load()
+	if s := old.Members[m].State; s == MemberFaulty || s == MemberMissing {
+		return old, false, true
+	}
+	if old.Members[m].State == MemberActive && !a.coveredWithout(old, m) {
+		return old, false, false
+	}
+	ms := append([]MemberStatus(nil), old.Members...)
+	ms[m] = MemberStatus{State: MemberFaulty}
+	st := next(old, ms)
+	a.state.Store(st)
+	return st, true, true
+}
+
+// CoveredWithout reports whether every chunk keeps an active copy on a
+// member other than m in the current state.
+func (a *Array) CoveredWithout(m int) bool {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return a.coveredWithout(a.state.Load(), m)
+}
+
+// coveredWithout reports whether every chunk keeps an active copy on a
+// member other than m in st.
+func (a *Array) coveredWithout(st *ArrayState, m int) bool {
+	g := a.Geo
+	var locs [MaxCopies]Location
+	step := g.ChunkSectors
+	if g.Level == Level1 {
+		step = g.ArraySectors()
+	}
+	// The pattern of members repeats within Members*Copies chunks.
+	limit := min(g.ArraySectors(), step*uint64(g.Members*g.Copies()+g.Members))
+	for s := uint64(0); s < limit; s += step {
+		ok := false
+		for _, l := range g.Locate(s, locs[:0]) {
+			ok = ok || (l.Member != m && st.Members[l.Member].State == MemberActive)
+		}
+		if !ok {
+			return false
+		}
+	}
+	return true
+}
+
 // MaxPlanIOs is the capacity a plan needs for requests of up to maxBytes.
 func (a *Array) MaxPlanIOs(maxBytes int) int {
 	pieces := 1

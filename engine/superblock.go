@@ -52,7 +52,8 @@ import (
 //	   136     8  events: generation counter, incremented on every state change (1..2^64-2)
 //	   144     8  creation time, Unix nanoseconds (signed)
 //	   152     8  update time, Unix nanoseconds (signed)
-//	   160    96  reserved
+//	   160     8  resync offset in array sectors (not clean only: a resync of an array without a bitmap resumes here)
+//	   168    88  reserved
 //	   256  2048  role table: 64 entries of 32 bytes, indexed by role (see below)
 //	  2304  1792  reserved
 //
@@ -129,7 +130,8 @@ const (
 	offEvents       = 136
 	offCreateTime   = 144
 	offUpdateTime   = 152
-	offReserved1    = 160
+	offResyncOffset = 160
+	offReserved1    = 168
 	offRoles        = 256
 	roleEntrySize   = 32
 	offReserved2    = offRoles + RoleTableSize*roleEntrySize // 2304
@@ -215,6 +217,12 @@ type Superblock struct {
 	CreateTime   int64  // Unix nanoseconds
 	UpdateTime   int64  // Unix nanoseconds
 	Roles        [RoleTableSize]RoleEntry
+
+	// ResyncOffset is, for an array that is not clean, the array sector
+	// from which its copies must be resynced (md's resync_offset): 0 after
+	// a crash, where a resync stopped when the array was stopped part-way
+	// through one. Zero when clean.
+	ResyncOffset uint64
 }
 
 // Errors. ParseSuperblock's errors wrap ErrNoSuperblock or
@@ -345,6 +353,7 @@ func (sb *Superblock) encode() []byte {
 	le.PutUint64(b[offEvents:], sb.Events)
 	le.PutUint64(b[offCreateTime:], uint64(sb.CreateTime))
 	le.PutUint64(b[offUpdateTime:], uint64(sb.UpdateTime))
+	le.PutUint64(b[offResyncOffset:], sb.ResyncOffset)
 	for i, e := range sb.Roles {
 		o := offRoles + i*roleEntrySize
 		le.PutUint32(b[o:], uint32(e.State))
@@ -421,6 +430,7 @@ func ParseSuperblock(b []byte) (*Superblock, error) {
 		Clean:        flags&flagClean != 0,
 		CreateTime:   int64(le.Uint64(b[offCreateTime:])),
 		UpdateTime:   int64(le.Uint64(b[offUpdateTime:])),
+		ResyncOffset: le.Uint64(b[offResyncOffset:]),
 	}
 	copy(sb.ArrayUUID[:], b[offArrayUUID:])
 	copy(sb.MemberUUID[:], b[offMemberUUID:])
@@ -495,6 +505,12 @@ func raid10Copies(layout uint32) (int, error) {
 
 // validate checks the invariants; errors are bare reasons.
 func (sb *Superblock) validate() error {
+	if sb.Clean && sb.ResyncOffset != 0 {
+		return fmt.Errorf("clean array with resync offset %d", sb.ResyncOffset)
+	}
+	if sb.Members != 0 && sb.ResyncOffset/uint64(sb.Members) > sb.DataSectors {
+		return fmt.Errorf("resync offset %d is past any array of %d members of %d sectors", sb.ResyncOffset, sb.Members, sb.DataSectors)
+	}
 	if sb.ArrayUUID == ([16]byte{}) {
 		return errors.New("array UUID is zero")
 	}

@@ -654,15 +654,16 @@ func (w *world) Complete(tag uint16, err error) {
 
 func (w *world) Persist(*engine.ArrayState) { w.m.persist() }
 
-func (w *world) Abandon(tag uint16, op engine.OpID, read bool) bool {
+func (w *world) Abandon(tag uint16, op engine.OpID, io engine.MemberIO) bool {
 	m := w.m
+	read := io.Kind == engine.IORead
 	i := slices.IndexFunc(w.pending, func(o *memOp) bool { return o.tag == tag && o.op == op })
 	if i < 0 {
 		m.fatalf("Abandon of tag %d op %#x, which is not pending", tag, op)
 	}
 	o := w.pending[i]
-	if read != (o.io.Kind == engine.IORead) {
-		m.fatalf("Abandon of a %v says read=%v", o.io.Kind, read)
+	if io != o.io {
+		m.fatalf("Abandon of %+v names %+v", o.io, io)
 	}
 	if read {
 		if !o.r.spare {
@@ -823,11 +824,40 @@ func (m *model) lostSector(r *request) int64 {
 	return -1
 }
 
+// keptDead reports whether a dead member is still active: the executor
+// keeps a member that holds the last in-sync copy of some data (the
+// request that hit its error fails instead, as md's last device).
+// Something else (a sync job, the bitmap, a timeout) may have failed it
+// since, and then some data has no active copy left.
+func (m *model) keptDead() bool {
+	st := m.w.arr.State()
+	for r, ms := range st.Members {
+		if ms.State == engine.MemberActive && m.devs[r].dead {
+			return true
+		}
+	}
+	var locs [engine.MaxCopies]engine.Location
+	for s := uint64(0); s < m.g.ArraySectors(); s += m.g.ChunkSectors {
+		ok := false
+		for _, l := range m.g.Locate(s, locs[:0]) {
+			ok = ok || st.Members[l.Member].State == engine.MemberActive
+		}
+		if !ok {
+			return true
+		}
+	}
+	return false
+}
+
 // completed checks a request's outcome and updates the reference.
 func (m *model) completed(r *request, err error) {
 	m.logf("  done %v: %v", r, err)
 	switch r.op {
 	case engine.ReqFlush:
+		if errors.Is(err, engine.ErrLastCopy) && m.keptDead() {
+			m.count("flush failed on a kept last copy")
+			return
+		}
 		if err != nil && (!errors.Is(err, engine.ErrNoCopy) || r.seenM != 1<<m.g.Members-1) {
 			m.fatalf("%v failed (%v) though some member could always be flushed (seen unusable %b)", r, err, r.seenM)
 		}
@@ -891,7 +921,9 @@ func (m *model) completed(r *request, err error) {
 			if !errors.Is(err, engine.ErrNoCopy) {
 				m.fatalf("%v: unexpected error %v", r, err)
 			}
-			if m.lostSector(r) < 0 {
+			if errors.Is(err, engine.ErrLastCopy) && m.keptDead() {
+				m.count("write failed on a kept last copy")
+			} else if m.lostSector(r) < 0 {
 				m.fatalf("%v failed (%v) though every sector always had a writable copy", r, err)
 			}
 			for i := range uint64(r.n) {

@@ -29,7 +29,11 @@ type Member struct {
 	VolatileCache bool
 	// Discard is true when DISCARD can be forwarded (punch hole for files,
 	// BLOCK_URING_CMD_DISCARD for block devices that support discard).
-	Discard            bool
+	Discard bool
+	// WriteZeroes is true when WRITE_ZEROES can be forwarded (fallocate
+	// ZERO_RANGE: block devices always, as the kernel writes zeroes where
+	// the device cannot; files when their filesystem supports it).
+	WriteZeroes        bool
 	DiscardGranularity int
 	Rotational         bool
 }
@@ -92,7 +96,7 @@ func (m *Member) probe(st os.FileInfo) error {
 		// O_DIRECT on most filesystems wants the fs block size; be safe.
 		m.LogicalBlock = m.PhysicalBlock
 		m.VolatileCache = true
-		m.Discard = true
+		m.Discard, m.WriteZeroes = fileSupports(fd, m.Size)
 		m.DiscardGranularity = m.PhysicalBlock
 		return nil
 	}
@@ -123,6 +127,7 @@ func (m *Member) probe(st os.FileInfo) error {
 	}
 	q := fmt.Sprintf("/sys/dev/block/%d:%d/queue/", unix.Major(rdev.Rdev), unix.Minor(rdev.Rdev))
 	m.VolatileCache = strings.TrimSpace(readSys(q+"write_cache")) == "write back"
+	m.WriteZeroes = true
 	if n, _ := strconv.ParseInt(strings.TrimSpace(readSys(q+"discard_max_bytes")), 10, 64); n > 0 {
 		m.Discard = true
 		g, _ := strconv.Atoi(strings.TrimSpace(readSys(q + "discard_granularity")))
@@ -130,6 +135,27 @@ func (m *Member) probe(st os.FileInfo) error {
 	}
 	m.Rotational = strings.TrimSpace(readSys(q+"rotational")) == "1"
 	return nil
+}
+
+// fileSupports probes whether the filesystem holding a member file of
+// size bytes can punch holes (discard) and zero ranges (write-zeroes):
+// tmpfs, for one, cannot zero ranges, and a member that answers
+// EOPNOTSUPP must not have the request advertised. The probe is a 4 KiB
+// fallocate past the end of the file, with KEEP_SIZE: the data and the
+// size stay as they are (a filesystem may keep a block allocated past
+// the end). A read-only descriptor (examine) probes nothing.
+func fileSupports(fd int, size int64) (discard, zeroes bool) {
+	if fl, err := unix.FcntlInt(uintptr(fd), unix.F_GETFL, 0); err != nil || fl&unix.O_ACCMODE == unix.O_RDONLY {
+		return false, false
+	}
+	off := (size + 4095) &^ 4095
+	ok := func(mode uint32) bool {
+		err := unix.Fallocate(fd, mode, off, 4096)
+		return err == nil
+	}
+	zeroes = ok(unix.FALLOC_FL_ZERO_RANGE | unix.FALLOC_FL_KEEP_SIZE)
+	discard = ok(unix.FALLOC_FL_PUNCH_HOLE | unix.FALLOC_FL_KEEP_SIZE)
+	return discard, zeroes
 }
 
 func readSys(path string) string {

@@ -36,7 +36,9 @@ func (p *Passthrough) Params() Params {
 		b.Attrs |= AttrRotational
 	}
 	d := &pr.Discard
-	d.MaxWriteZeroesSectors = 1 << 21 // 1 GiB per request
+	if m.WriteZeroes {
+		d.MaxWriteZeroesSectors = 1 << 21 // 1 GiB per request
+	}
 	d.DiscardGranularity = uint32(max(m.LogicalBlock, 4096))
 	if m.Discard {
 		d.DiscardGranularity = uint32(max(m.DiscardGranularity, m.LogicalBlock))

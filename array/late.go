@@ -1,0 +1,110 @@
+package array
+
+import (
+	"context"
+	"sync"
+	"time"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/ublk-raid/ublk-raid/ublk"
+)
+
+// lateKey identifies a device (a block device by its number, a file by
+// its inode), whichever descriptor or path reaches it.
+type lateKey struct{ dev, ino, rdev uint64 }
+
+// lateIO counts member operations given up after the member timeout that
+// have not returned, per device: until they have, a late write may still
+// land on the device, so no rebuild onto it starts (re-adding the failed
+// device would have the late write undo the rebuild).
+type lateIO struct {
+	mu sync.Mutex
+	n  map[lateKey]int
+}
+
+var late lateIO // devices are shared by every array of the process
+
+func keyOf(m *ublk.Member) (lateKey, bool) {
+	if m == nil {
+		return lateKey{}, false
+	}
+	var st unix.Stat_t
+	if err := unix.Fstat(m.Fd(), &st); err != nil {
+		return lateKey{}, false
+	}
+	if m.BlockDevice {
+		return lateKey{rdev: uint64(st.Rdev)}, true
+	}
+	return lateKey{dev: uint64(st.Dev), ino: st.Ino}, true
+}
+
+// lateBegin records a given-up operation on m and returns its device key
+// for lateEnd.
+func lateBegin(m *ublk.Member) lateKey {
+	k, ok := keyOf(m)
+	if !ok {
+		return lateKey{}
+	}
+	late.mu.Lock()
+	if late.n == nil {
+		late.n = map[lateKey]int{}
+	}
+	late.n[k]++
+	late.mu.Unlock()
+	return k
+}
+
+// lateEnd records that a given-up operation returned.
+func lateEnd(k lateKey) {
+	if k == (lateKey{}) {
+		return
+	}
+	late.mu.Lock()
+	if late.n[k]--; late.n[k] <= 0 {
+		delete(late.n, k)
+	}
+	late.mu.Unlock()
+}
+
+// lateOn reports whether given-up operations on m's device are still out.
+func lateOn(m *ublk.Member) bool {
+	k, ok := keyOf(m)
+	if !ok {
+		return false
+	}
+	late.mu.Lock()
+	defer late.mu.Unlock()
+	return late.n[k] > 0
+}
+
+// lateWait is how often a rebuild waiting for late I/O looks again.
+const lateWait = 20 * time.Millisecond
+
+// waitLate waits until no given-up operation is out on the devices of
+// roles (a rebuild's targets), or ctx ends.
+func (a *Array) waitLate(ctx context.Context, roles []int) error {
+	for {
+		busy := false
+		for _, r := range roles {
+			busy = busy || lateOn(a.current[r].Load())
+		}
+		if !busy {
+			return nil
+		}
+		if waitingLate != nil {
+			waitingLate()
+		}
+		t := time.NewTimer(lateWait)
+		select {
+		case <-t.C:
+		case <-ctx.Done():
+			t.Stop()
+			return ctx.Err()
+		}
+	}
+}
+
+// waitingLate, if set, is called while a rebuild waits for late I/O
+// (tests).
+var waitingLate func()

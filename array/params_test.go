@@ -1,0 +1,78 @@
+package array
+
+import (
+	"os"
+	"path/filepath"
+	"testing"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/ublk-raid/ublk-raid/engine"
+	"github.com/ublk-raid/ublk-raid/ublk"
+)
+
+// The device always has a volatile cache (as md): a member with a
+// write-back cache put in later (replace, spare) must receive FLUSH, and
+// the parameters cannot change while the device lives. It used to follow
+// the members of the day only.
+func TestParamsAlwaysVolatileCache(t *testing.T) {
+	paths := memberFiles(t, 2, 16<<20)
+	a, err := Open(paths, CreateSpec{Level: engine.Level1}, true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer a.Close()
+	for _, m := range a.Members {
+		m.VolatileCache = false // disks without a write-back cache
+	}
+	if p := a.Params(); p.Basic.Attrs&ublk.AttrVolatileCache == 0 || p.Basic.Attrs&ublk.AttrFUA == 0 {
+		t.Fatalf("attrs %#x: no volatile cache advertised, so a later member with one never gets FLUSH", p.Basic.Attrs)
+	}
+}
+
+// Discard and write-zeroes are advertised only when every member and
+// spare can do them: a spare on tmpfs (no ZERO_RANGE) takes write-zeroes
+// away.
+func TestParamsWriteZeroesOverMembersAndSpares(t *testing.T) {
+	var fs unix.Statfs_t
+	if err := unix.Statfs("/dev/shm", &fs); err != nil || fs.Type != unix.TMPFS_MAGIC {
+		t.Skip("no tmpfs at /dev/shm")
+	}
+	paths := memberFiles(t, 2, 16<<20)
+	if err := unix.Statfs(paths[0], &fs); err != nil || fs.Type == unix.TMPFS_MAGIC {
+		t.Skip("the test directory is on tmpfs")
+	}
+	spareDir, err := os.MkdirTemp("/dev/shm", "params")
+	if err != nil {
+		t.Skip(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(spareDir) })
+	spare := filepath.Join(spareDir, "spare")
+	if err := os.WriteFile(spare, nil, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Truncate(spare, 16<<20); err != nil {
+		t.Fatal(err)
+	}
+	a, err := Open(paths, CreateSpec{Level: engine.Level1}, true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer a.Close()
+	if !a.Members[0].WriteZeroes {
+		t.Skip("the test directory's filesystem cannot zero ranges")
+	}
+	if p := a.Params(); p.Discard.MaxWriteZeroesSectors == 0 || p.Discard.MaxDiscardSectors == 0 {
+		t.Fatalf("members that can do both: %+v", p.Discard)
+	}
+	if err := a.AddSpare(spare); err != nil {
+		t.Fatal(err)
+	}
+	p := a.Params()
+	if p.Discard.MaxWriteZeroesSectors != 0 {
+		t.Fatalf("write-zeroes advertised with a spare on tmpfs: %+v", p.Discard)
+	}
+	if p.Discard.MaxDiscardSectors == 0 {
+		t.Fatalf("discard not advertised though tmpfs punches holes: %+v", p.Discard)
+	}
+}

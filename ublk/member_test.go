@@ -1,0 +1,56 @@
+package ublk
+
+import (
+	"bytes"
+	"os"
+	"path/filepath"
+	"testing"
+
+	"golang.org/x/sys/unix"
+)
+
+// The write-zeroes and discard probe of a member file leaves its size and
+// data as they were, and finds tmpfs unable to zero ranges (it answered
+// EOPNOTSUPP to every WRITE_ZEROES, which failed the members).
+func TestMemberFileProbe(t *testing.T) {
+	dirs := []string{t.TempDir()}
+	var fs unix.Statfs_t
+	if unix.Statfs("/dev/shm", &fs) == nil && fs.Type == unix.TMPFS_MAGIC {
+		d, err := os.MkdirTemp("/dev/shm", "probe")
+		if err == nil {
+			t.Cleanup(func() { os.RemoveAll(d) })
+			dirs = append(dirs, d)
+		}
+	}
+	for _, dir := range dirs {
+		p := filepath.Join(dir, "m")
+		data := bytes.Repeat([]byte{0x5a}, 2<<20)
+		if err := os.WriteFile(p, data, 0o600); err != nil {
+			t.Fatal(err)
+		}
+		m, err := OpenMember(p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		m.Close()
+		got, err := os.ReadFile(p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !bytes.Equal(got, data) {
+			t.Fatalf("%s: the probe changed the file (size %d)", dir, len(got))
+		}
+		if err := unix.Statfs(p, &fs); err != nil {
+			t.Fatal(err)
+		}
+		if fs.Type == unix.TMPFS_MAGIC && m.WriteZeroes {
+			t.Fatalf("%s: tmpfs reported able to zero ranges", dir)
+		}
+		if fs.Type == unix.TMPFS_MAGIC && !m.Discard {
+			t.Fatalf("%s: tmpfs reported unable to punch holes", dir)
+		}
+		if fs.Type == unix.EXT4_SUPER_MAGIC && (!m.WriteZeroes || !m.Discard) {
+			t.Fatalf("%s: ext4 reported discard %v write-zeroes %v", dir, m.Discard, m.WriteZeroes)
+		}
+	}
+}
