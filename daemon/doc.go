@@ -74,7 +74,8 @@
 // A body is one JSON object in UTF-8 and nothing after it but white space;
 // unknown fields, fields not spelled exactly as here (encoding/json would
 // take "Level") and fields given twice are refused (400) before anything
-// is done, so a typo is not silently ignored.
+// is done, so a typo is not silently ignored. check and repair take no
+// body: one that holds anything but white space is refused (400).
 //
 // MemberRequest: {"member": "/dev/vdd"} (a member path as added, or a role
 // number such as "1"; for add-spare the new device); replace also takes

@@ -122,7 +122,7 @@ func NewHandler(b Backend, version string) http.Handler {
 				return
 			}
 			n, ok := number(w, r)
-			if !ok {
+			if !ok || !noBody(w, r) {
 				return
 			}
 			a, err := op(n)
@@ -172,6 +172,21 @@ func readJSON(w http.ResponseWriter, r *http.Request, v any) bool {
 	body, err := io.ReadAll(io.LimitReader(r.Body, maxBody+1))
 	if err == nil {
 		err = decodeBody(body, v)
+	}
+	if err != nil {
+		writeError(w, http.StatusBadRequest, "request body: "+err.Error())
+		return false
+	}
+	return true
+}
+
+// noBody refuses (400) a request that carries a body where the endpoint
+// takes none, as readJSON refuses fields it does not know: what a client
+// sent is never silently ignored.
+func noBody(w http.ResponseWriter, r *http.Request) bool {
+	body, err := io.ReadAll(io.LimitReader(r.Body, maxBody+1))
+	if err == nil && len(bytes.Trim(body, jsonSpace)) != 0 {
+		err = errors.New("this endpoint takes none")
 	}
 	if err != nil {
 		writeError(w, http.StatusBadRequest, "request body: "+err.Error())
