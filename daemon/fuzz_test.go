@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"math/bits"
+	"path/filepath"
 	"reflect"
 	"strings"
 	"testing"
@@ -72,7 +73,7 @@ func FuzzDecodeAddRequest(f *testing.F) {
 			t.Fatalf("Spec accepted region %d sectors from %+v", r, req)
 		}
 		for i, p := range append(append([]string{}, req.Members...), req.Spares...) {
-			if p == "" || checkText(p) != nil {
+			if p == "" || checkText(p) != nil || !filepath.IsAbs(p) {
 				t.Fatalf("Spec accepted path %q", p)
 			}
 			for _, q := range append(append([]string{}, req.Members...), req.Spares...)[:i] {

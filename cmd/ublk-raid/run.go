@@ -74,7 +74,14 @@ func newRunCmd(logLevel *string) *cobra.Command {
 			return nil
 		},
 		RunE: func(cmd *cobra.Command, args []string) error {
+			// Absolute paths, as add sends: the same request rules apply.
+			var err error
 			o.members = args
+			for _, ps := range []*[]string{&o.members, &o.spares, &o.writeMostly} {
+				if *ps, err = absPaths(*ps); err != nil {
+					return err
+				}
+			}
 			spec, err := o.spec()
 			if err != nil {
 				return err
