@@ -67,6 +67,12 @@ func TestAddSpareOfAMemberUnderAnotherPath(t *testing.T) {
 	if code != http.StatusConflict || !strings.Contains(msg, "already holds role 0") {
 		t.Errorf("add-spare of role 0 through a symlink: %d %q; want 409 naming role 0", code, msg)
 	}
+	// Not even forced: force overwrites a device of another array, never
+	// an active member.
+	code, msg = post(t, m, "/arrays/0/add-spare", map[string]any{"member": symlink(t, paths[1]), "force": true})
+	if code != http.StatusConflict || !strings.Contains(msg, "already holds role 1") {
+		t.Errorf("forced add-spare of role 1 through a symlink: %d %q; want 409 naming role 1", code, msg)
+	}
 	sameHashes(t, "refused add-spare", before, hashes(t, paths...))
 	if after := a.Status(); after.Events != st.Events || after.SpareDisks != 0 {
 		t.Errorf("refused add-spare changed the array: %+v", after)

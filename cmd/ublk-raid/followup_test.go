@@ -115,7 +115,10 @@ type spareServer struct {
 }
 
 func (s *spareServer) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	var req daemon.MemberRequest
+	var req struct { // as daemon.MemberRequest has them
+		Member  string   `json:"member"`
+		Members []string `json:"members"`
+	}
 	if err := json.NewDecoder(r.Body).Decode(&req); err != nil {
 		w.WriteHeader(http.StatusBadRequest)
 		json.NewEncoder(w).Encode(daemon.ErrorBody{Error: err.Error()})
