@@ -12,6 +12,7 @@ package array
 import (
 	"errors"
 	"fmt"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -54,6 +55,11 @@ type CreateSpec struct {
 	// probe): members of a new array and blank spares. Without it they
 	// are refused before anything is written.
 	Force bool
+	// WriteMostly are members (spelled as Open's paths) to read only when
+	// no other copy can serve (Array.WriteMostly). At assembly each must
+	// get a role: one that does not (stale, faulty, a spare) is refused
+	// before anything is written.
+	WriteMostly []string
 }
 
 // Array is an open RAID array.
@@ -139,6 +145,11 @@ func Open(paths []string, spec CreateSpec, create bool) (*Array, error) {
 			return nil, fmt.Errorf("member %s is given twice", p)
 		}
 		seen[p] = true
+	}
+	for _, w := range spec.WriteMostly {
+		if !slices.Contains(paths, w) {
+			return nil, fmt.Errorf("write-mostly %s: not one of the members", w)
+		}
 	}
 	var ms []*ublk.Member
 	closeAll := func() {
@@ -232,6 +243,7 @@ func Open(paths []string, spec CreateSpec, create bool) (*Array, error) {
 			closeSpares()
 			return nil, err
 		}
+		a.WriteMostly, _ = a.writeMostlyMask(spec.WriteMostly) // every member has a role
 		a.initSync(spec)
 		a.start()
 		return a, nil
@@ -260,6 +272,13 @@ func Open(paths []string, spec CreateSpec, create bool) (*Array, error) {
 		}
 	}
 	a, err := assemble(ms, inputs, asm, spec.BitmapOptions)
+	if err == nil {
+		// Before anything is written (blank spares, the bitmap).
+		if a.WriteMostly, err = a.writeMostlyMask(spec.WriteMostly); err != nil {
+			a.Close()
+			ms = nil // a closed them
+		}
+	}
 	if err != nil {
 		closeAll()
 		for _, m := range blank {
@@ -274,6 +293,19 @@ func Open(paths []string, spec CreateSpec, create bool) (*Array, error) {
 		return nil, err
 	}
 	return a, nil
+}
+
+// writeMostlyMask is the mask of the roles of the members at paths.
+func (a *Array) writeMostlyMask(paths []string) (uint64, error) {
+	var mask uint64
+	for _, p := range paths {
+		r := a.RoleOf(p)
+		if r < 0 {
+			return 0, fmt.Errorf("write-mostly %s: it holds no role in the array (stale, faulty or a spare): leave it out, or re-add it first", p)
+		}
+		mask |= 1 << uint(r)
+	}
+	return mask, nil
 }
 
 // readSB reads m's superblock for assembly.

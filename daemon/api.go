@@ -286,6 +286,7 @@ func (r AddRequest) spec() (array.CreateSpec, *FieldError) {
 			return s, fieldErr("write_mostly", "", "raid0 has a single copy of everything")
 		}
 	}
+	s.WriteMostly = r.WriteMostly
 	s.NoBitmap, s.AssumeClean = r.NoBitmap, r.AssumeClean
 	if rb := r.BitmapRegionBytes; rb != 0 {
 		v := strconv.FormatUint(rb, 10)

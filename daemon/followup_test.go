@@ -7,6 +7,9 @@ import (
 	"slices"
 	"strings"
 	"testing"
+
+	"github.com/ublk-raid/ublk-raid/array"
+	"github.com/ublk-raid/ublk-raid/engine"
 )
 
 // symlink makes a symbolic link to target in a new directory.
@@ -115,4 +118,33 @@ func TestAddSpareSeveralAllOrNothing(t *testing.T) {
 	if sp := a.Spares(); !slices.Equal(sp, two) {
 		t.Fatalf("spares %v, want %v", sp, two)
 	}
+}
+
+// At assembly, a --write-mostly member that gets no role (here: failed,
+// so stale) is refused before anything is written: the blank spare given
+// with it stays as it was.
+func TestAddWriteMostlyWithoutRoleWritesNothing(t *testing.T) {
+	const size = 8 << 20
+	paths := files(t, 2, size)
+	a, err := array.Open(paths, array.CreateSpec{Level: engine.Level1}, true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := a.Fail(1); err != nil {
+		t.Fatal(err)
+	}
+	if err := a.SetClean(true); err != nil {
+		t.Fatal(err)
+	}
+	a.Close()
+	blank := files(t, 1, size)[0]
+	all := append(paths, blank)
+	before := hashes(t, all...)
+	five := 5
+	m := NewManager(nil, ManagerOptions{})
+	code, msg := post(t, m, "/arrays", AddRequest{Members: paths, Spares: []string{blank}, WriteMostly: paths[1:], Number: &five})
+	if code != http.StatusConflict || !strings.Contains(msg, "write-mostly "+paths[1]) {
+		t.Errorf("add with a write-mostly member that holds no role: %d %q; want 409 naming it", code, msg)
+	}
+	sameHashes(t, "refused add", before, hashes(t, all...))
 }

@@ -456,10 +456,6 @@ func (m *Manager) Add(_ context.Context, req AddRequest) (Array, error) {
 		a.Close()
 		return Array{}, Refused(fmt.Errorf("the members hold a %s array; level %d would create a new one: wipe them first", a.Engine.Geo.Level, spec.Level))
 	}
-	if err := setWriteMostly(a, req.WriteMostly); err != nil {
-		a.Close()
-		return Array{}, Refused(err)
-	}
 	created, warnings := a.Created, a.Warnings
 	s, err := m.start(a, n, m.config(n, req.Queues, req.Depth, req.MaxIOBytes), false)
 	if err != nil {

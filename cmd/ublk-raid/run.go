@@ -243,9 +243,6 @@ func runArray(o runOptions, spec array.CreateSpec, cfg ublk.Config, stdout io.Wr
 	for _, w := range a.Warnings {
 		log.Warn(w)
 	}
-	if a.WriteMostly, err = writeMostlyRoles(a, o.writeMostly); err != nil {
-		return err
-	}
 	g := a.Engine.Geo
 	log.Info("array open", zap.String("level", g.Level.String()), zap.Int("members", g.Members),
 		zap.String("layout", g.Layout.String()), zap.Uint64("chunk_bytes", g.ChunkSectors<<9),
@@ -349,22 +346,4 @@ func logBitmap(log *zap.Logger, a *array.Array) {
 	}
 	log.Info("bitmap", f...)
 
-}
-
-// writeMostlyRoles maps --write-mostly members to a mask of their roles.
-func writeMostlyRoles(a *array.Array, paths []string) (uint64, error) {
-	var mask uint64
-	for _, p := range paths {
-		found := false
-		for r, m := range a.Members {
-			if m != nil && m.Path == p {
-				mask |= 1 << uint(r)
-				found = true
-			}
-		}
-		if !found {
-			return 0, usagef("--write-mostly %s: not a member of the array", p)
-		}
-	}
-	return mask, nil
 }
