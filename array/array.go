@@ -623,21 +623,13 @@ func (a *Array) writeSuperblocks(st *engine.ArrayState, clean bool) error {
 	if a.events >= engine.MaxEvents {
 		return fmt.Errorf("events counter %d is at its maximum: the update would wrap it; nothing written", a.events)
 	}
+	// The new generation: above the superblocks' and the bitmap header's
+	// (which may be ahead after assembly). Only this writer, under a.mu,
+	// moves the header's, so the flusher makes exactly this one durable.
+	ev := a.events + 1
 	if a.fl != nil {
-		for r, m := range st.Members {
-			if !writable(m) {
-				a.Bitmap.SetMissing(r, true)
-			}
-		}
-		// The bitmap header must carry the new generation first: a copy
-		// older than the superblocks is not trusted at assembly.
-		ev, err := a.fl.generation(a.events+1, clean)
-		if err != nil {
-			return err
-		}
-		a.events = ev - 1
+		a.fl.do(func() { ev = max(ev, a.Bitmap.Events()+1) })
 	}
-	a.events++
 	now := time.Now().UnixNano()
 	var errs []error
 	wrote := 0
@@ -649,7 +641,7 @@ func (a *Array) writeSuperblocks(st *engine.ArrayState, clean bool) error {
 			continue
 		}
 		sb := *a.SBs[r]
-		sb.Events = a.events
+		sb.Events = ev
 		sb.UpdateTime = now
 		sb.Clean = clean
 		a.setSpareEntries(&sb)
@@ -670,14 +662,34 @@ func (a *Array) writeSuperblocks(st *engine.ArrayState, clean bool) error {
 				sb.Roles[i].State = engine.RoleActive
 			}
 		}
+		// Marshalled, and so validated, before anything is written: one
+		// that is not valid refuses the whole update.
 		b, err := sb.MarshalBinary()
 		if err != nil {
-			errs = append(errs, err)
-			continue
+			return fmt.Errorf("superblock of role %d: %w; nothing written", r, err)
 		}
 		sbs[r], blocks[r] = sb, b
 		roles = append(roles, r)
 	}
+	if a.fl != nil {
+		for r, m := range st.Members {
+			if !writable(m) {
+				a.Bitmap.SetMissing(r, true)
+			}
+		}
+		// The bitmap header must carry the new generation first: a copy
+		// older than the superblocks is not trusted at assembly.
+		got, err := a.fl.generation(ev, clean)
+		if err != nil {
+			return err
+		}
+		if got != ev {
+			// Not reached (see ev); a header ahead of the superblocks is
+			// trusted, so stopping here loses nothing.
+			return fmt.Errorf("the bitmap header took generation %d, not %d: superblocks not written", got, ev)
+		}
+	}
+	a.events = ev
 	members := append([]*ublk.Member(nil), a.Members...)
 	werrs := writeAll(len(a.Members), roles, a.MemberTimeout, func(r int) error {
 		return writeSuperblock(members[r], blocks[r])

@@ -48,3 +48,42 @@ func TestOpenWriteMostly(t *testing.T) {
 		t.Fatalf("assembled: write-mostly mask %#x, want role 0", a.WriteMostly)
 	}
 }
+
+// A superblock update marshals and validates every new superblock before
+// it writes anything, the bitmap header's new generation included: an
+// invalid one refuses the update and leaves every member as it was.
+func TestWriteSuperblocksValidatesBeforeWriting(t *testing.T) {
+	for _, bitmap := range []bool{true, false} {
+		paths := memberFiles(t, 2, 8<<20)
+		a, err := Open(paths, CreateSpec{Level: engine.Level1, NoBitmap: !bitmap}, true)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if (a.Bitmap != nil) != bitmap {
+			t.Fatalf("bitmap %v: the array has none", bitmap)
+		}
+		if err := a.SetClean(false); err != nil {
+			t.Fatal(err)
+		}
+		before, events := contents(t, paths...), a.Status().Events
+		a.mu.Lock()
+		good := a.SBs[1].DataSectors
+		a.SBs[1].DataSectors = 3 // not a multiple of 4 KiB: invalid
+		a.mu.Unlock()
+		err = a.SetClean(true)
+		if err == nil || !strings.Contains(err.Error(), "superblock of role 1") || !strings.Contains(err.Error(), "nothing written") {
+			t.Errorf("bitmap %v: update with an invalid superblock: %v", bitmap, err)
+		}
+		unchanged(t, "refused superblock update", paths, before)
+		a.mu.Lock()
+		a.SBs[1].DataSectors = good
+		a.mu.Unlock()
+		if err := a.SetClean(true); err != nil {
+			t.Fatal(err)
+		}
+		if got := a.Status().Events; got != events+1 {
+			t.Errorf("bitmap %v: events %d after the refused update and a good one; want %d", bitmap, got, events+1)
+		}
+		a.Close()
+	}
+}
