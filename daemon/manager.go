@@ -723,8 +723,8 @@ func spareOf(s *served, member string) string {
 
 // known is the path under which s's array holds the device or file that
 // p names (a member's or a spare's: p may name it by another path, as
-// AddRequest.Spec tells a device given twice), or p itself when the array
-// holds no such device.
+// AddRequest.Spec tells a device given twice), or p cleaned when the
+// array holds no such device.
 func known(s *served, p string) string {
 	st := s.a.Status()
 	paths := st.Spares
@@ -743,7 +743,7 @@ func known(s *served, p string) string {
 			return q
 		}
 	}
-	return p
+	return filepath.Clean(p)
 }
 
 // dropFromState removes path from s's members in the state file.
