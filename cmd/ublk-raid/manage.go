@@ -139,7 +139,8 @@ func newAddCmd(socket *string) *cobra.Command {
 			"their superblocks describe, served by the daemon as /dev/ublkbN. --spare devices are held as spares: a\n" +
 			"member that fails is replaced by one at once and rebuilt.\n" +
 			"Without members (-n N --spare DEV): adds DEV as a spare of running array N (like mdadm --add); if a role\n" +
-			"is faulty or missing, DEV takes it and is rebuilt at once.",
+			"is faulty or missing, DEV takes it and is rebuilt at once. Every DEV is checked before any is added: a refusal\n" +
+			"adds none.",
 		Args: func(_ *cobra.Command, args []string) error {
 			if len(args) == 0 && len(o.run.spares) == 0 {
 				return usagef("add needs at least one member")
