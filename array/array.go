@@ -12,6 +12,7 @@ package array
 import (
 	"errors"
 	"fmt"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -58,6 +59,11 @@ type CreateSpec struct {
 	// freshest is authoritative and the others are rebuilt from it
 	// (engine.AssembleOptions.Force).
 	Force bool
+	// WriteMostly are members (spelled as Open's paths) to read only when
+	// no other copy can serve (Array.WriteMostly). At assembly each must
+	// get a role: one that does not (stale, faulty, a spare) is refused
+	// before anything is written.
+	WriteMostly []string
 }
 
 // Array is an open RAID array.
@@ -144,6 +150,11 @@ func Open(paths []string, spec CreateSpec, create bool) (*Array, error) {
 			return nil, fmt.Errorf("member %s is given twice", p)
 		}
 		seen[p] = true
+	}
+	for _, w := range spec.WriteMostly {
+		if !slices.Contains(paths, w) {
+			return nil, fmt.Errorf("write-mostly %s: not one of the members", w)
+		}
 	}
 	var ms []*ublk.Member
 	closeAll := func() {
@@ -238,6 +249,7 @@ func Open(paths []string, spec CreateSpec, create bool) (*Array, error) {
 			closeSpares()
 			return nil, err
 		}
+		a.WriteMostly, _ = a.writeMostlyMask(spec.WriteMostly) // every member has a role
 		a.initSync(spec)
 		a.start()
 		return a, nil
@@ -266,6 +278,13 @@ func Open(paths []string, spec CreateSpec, create bool) (*Array, error) {
 		}
 	}
 	a, err := assemble(ms, inputs, asm, spec.BitmapOptions)
+	if err == nil {
+		// Before anything is written (blank spares, the bitmap).
+		if a.WriteMostly, err = a.writeMostlyMask(spec.WriteMostly); err != nil {
+			a.Close()
+			ms = nil // a closed them
+		}
+	}
 	if err != nil {
 		closeAll()
 		for _, m := range blank {
@@ -280,6 +299,19 @@ func Open(paths []string, spec CreateSpec, create bool) (*Array, error) {
 		return nil, err
 	}
 	return a, nil
+}
+
+// writeMostlyMask is the mask of the roles of the members at paths.
+func (a *Array) writeMostlyMask(paths []string) (uint64, error) {
+	var mask uint64
+	for _, p := range paths {
+		r := a.RoleOf(p)
+		if r < 0 {
+			return 0, fmt.Errorf("write-mostly %s: it holds no role in the array (stale, faulty or a spare): leave it out, or re-add it first", p)
+		}
+		mask |= 1 << uint(r)
+	}
+	return mask, nil
 }
 
 // readSB reads m's superblock for assembly.
@@ -617,21 +649,13 @@ func (a *Array) writeSuperblocks(st *engine.ArrayState, clean bool) error {
 	if a.events >= engine.MaxEvents {
 		return fmt.Errorf("events counter %d is at its maximum: the update would wrap it; nothing written", a.events)
 	}
+	// The new generation: above the superblocks' and the bitmap header's
+	// (which may be ahead after assembly). Only this writer, under a.mu,
+	// moves the header's, so the flusher makes exactly this one durable.
+	ev := a.events + 1
 	if a.fl != nil {
-		for r, m := range st.Members {
-			if !writable(m) {
-				a.Bitmap.SetMissing(r, true)
-			}
-		}
-		// The bitmap header must carry the new generation first: a copy
-		// older than the superblocks is not trusted at assembly.
-		ev, err := a.fl.generation(a.events+1, clean)
-		if err != nil {
-			return err
-		}
-		a.events = ev - 1
+		a.fl.do(func() { ev = max(ev, a.Bitmap.Events()+1) })
 	}
-	a.events++
 	now := time.Now().UnixNano()
 	var errs []error
 	wrote := 0
@@ -643,7 +667,7 @@ func (a *Array) writeSuperblocks(st *engine.ArrayState, clean bool) error {
 			continue
 		}
 		sb := *a.SBs[r]
-		sb.Events = a.events
+		sb.Events = ev
 		sb.UpdateTime = now
 		sb.Clean, sb.ResyncOffset = a.cleanState(clean)
 		a.setSpareEntries(&sb)
@@ -664,14 +688,34 @@ func (a *Array) writeSuperblocks(st *engine.ArrayState, clean bool) error {
 				sb.Roles[i].State = engine.RoleActive
 			}
 		}
+		// Marshalled, and so validated, before anything is written: one
+		// that is not valid refuses the whole update.
 		b, err := sb.MarshalBinary()
 		if err != nil {
-			errs = append(errs, err)
-			continue
+			return fmt.Errorf("superblock of role %d: %w; nothing written", r, err)
 		}
 		sbs[r], blocks[r] = sb, b
 		roles = append(roles, r)
 	}
+	if a.fl != nil {
+		for r, m := range st.Members {
+			if !writable(m) {
+				a.Bitmap.SetMissing(r, true)
+			}
+		}
+		// The bitmap header must carry the new generation first: a copy
+		// older than the superblocks is not trusted at assembly.
+		got, err := a.fl.generation(ev, clean)
+		if err != nil {
+			return err
+		}
+		if got != ev {
+			// Not reached (see ev); a header ahead of the superblocks is
+			// trusted, so stopping here loses nothing.
+			return fmt.Errorf("the bitmap header took generation %d, not %d: superblocks not written", got, ev)
+		}
+	}
+	a.events = ev
 	members := append([]*ublk.Member(nil), a.Members...)
 	werrs := writeAll(members, roles, a.MemberTimeout, func(r int) error {
 		return writeSuperblock(members[r], blocks[r])

@@ -4,6 +4,7 @@ import (
 	"crypto/rand"
 	"errors"
 	"fmt"
+	"slices"
 
 	"github.com/ublk-raid/ublk-raid/engine"
 	"github.com/ublk-raid/ublk-raid/ublk"
@@ -53,28 +54,47 @@ func (a *Array) AddSpare(path string) error { return a.AddSpareForce(path, false
 // array's superblock or a signature of data (see package probe) is
 // overwritten.
 func (a *Array) AddSpareForce(path string, force bool) error {
+	return a.AddSpares([]string{path}, force)
+}
+
+// AddSpares is AddSpareForce for several devices: every one is opened
+// and checked before any is written, so a refusal adds none.
+func (a *Array) AddSpares(paths []string, force bool) error {
 	if a.sync == nil {
 		return errors.New("a raid0 array has no spares")
 	}
 	a.mu.Lock()
-	for r, m := range a.Members {
-		if m != nil && m.Path == path {
-			a.mu.Unlock()
-			return fmt.Errorf("%s already holds role %d", path, r)
+	for i, path := range paths {
+		for r, m := range a.Members {
+			if m != nil && m.Path == path {
+				a.mu.Unlock()
+				return fmt.Errorf("%s already holds role %d", path, r)
+			}
 		}
-	}
-	for _, s := range a.spares {
-		if s.m.Path == path {
+		for _, s := range a.spares {
+			if s.m.Path == path {
+				a.mu.Unlock()
+				return fmt.Errorf("%s is already a spare", path)
+			}
+		}
+		if slices.Contains(paths[:i], path) {
 			a.mu.Unlock()
-			return fmt.Errorf("%s is already a spare", path)
+			return fmt.Errorf("%s is given twice", path)
 		}
 	}
 	a.mu.Unlock()
-	m, err := ublk.OpenMember(path)
-	if err != nil {
-		return err
+	var ms []*ublk.Member
+	for _, path := range paths {
+		m, err := ublk.OpenMember(path)
+		if err != nil {
+			for _, m := range ms {
+				m.Close()
+			}
+			return err
+		}
+		ms = append(ms, m)
 	}
-	return a.addSpares([]*ublk.Member{m}, force)
+	return a.addSpares(ms, force)
 }
 
 // addSpares checks every device of ms, then (only if all pass) makes

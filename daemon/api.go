@@ -141,6 +141,15 @@ func checkText(s string) error {
 	return nil
 }
 
+// checkAbs refuses a relative path: the daemon would resolve it against
+// its own working directory, not the client's, and name another file.
+func checkAbs(p string) error {
+	if !filepath.IsAbs(p) {
+		return errors.New("relative path: give it absolute (the daemon does not run in the client's directory)")
+	}
+	return nil
+}
+
 // deviceKeys identifies the device or file at path for duplicate checks,
 // without opening it: its path cleaned and with symlinks resolved, and,
 // when it exists, its device number (block devices) or inode (files).
@@ -160,6 +169,18 @@ func deviceKeys(path string) []string {
 		}
 	}
 	return keys
+}
+
+// sameDevice reports whether paths p and q name the same device or file
+// (as deviceKeys tells).
+func sameDevice(p, q string) bool {
+	kq := deviceKeys(q)
+	for _, k := range deviceKeys(p) {
+		if slices.Contains(kq, k) {
+			return true
+		}
+	}
+	return false
 }
 
 // Spec validates the request's array parameters (no device is opened;
@@ -238,6 +259,9 @@ func (r AddRequest) spec() (array.CreateSpec, *FieldError) {
 			if err := checkText(p); err != nil {
 				return s, &FieldError{Field: list.field, Value: shown(p), Err: err}
 			}
+			if err := checkAbs(p); err != nil {
+				return s, &FieldError{Field: list.field, Value: shown(p), Err: err}
+			}
 			for _, k := range deviceKeys(p) {
 				if first, ok := seen[k]; ok {
 					if first == p {
@@ -267,6 +291,7 @@ func (r AddRequest) spec() (array.CreateSpec, *FieldError) {
 			return s, fieldErr("write_mostly", "", "raid0 has a single copy of everything")
 		}
 	}
+	s.WriteMostly = r.WriteMostly
 	s.NoBitmap, s.AssumeClean = r.NoBitmap, r.AssumeClean
 	if rb := r.BitmapRegionBytes; rb != 0 {
 		v := strconv.FormatUint(rb, 10)
@@ -296,17 +321,73 @@ func (r AddRequest) spec() (array.CreateSpec, *FieldError) {
 	return s, nil
 }
 
-// MemberRequest is the body of POST /v1/arrays/{n}/{fail,remove,re-add,replace}.
+// MemberRequest is the body of POST /v1/arrays/{n}/{fail,remove,re-add,add-spare,replace}.
 type MemberRequest struct {
-	// Member is the member's path as given when the array was added, or
-	// its role number ("0", "1", ...).
+	// Member is the member's absolute path (any path to the same device
+	// or file), or its role number ("0", "1", ...); for add-spare the new
+	// device.
 	Member string `json:"member"`
+	// Members are, for add-spare instead of Member, several new devices:
+	// every one is checked before any is added, so a refusal adds none.
+	Members []string `json:"members,omitempty"`
 	// With is, for replace, the new member that takes over (optional: a
 	// spare otherwise).
 	With string `json:"with,omitempty"`
 	// Force, for add-spare and replace, overwrites a new device that
 	// carries another array's superblock or a signature of data.
 	Force bool `json:"force,omitempty"`
+}
+
+// check validates r as the body of member operation op (touching no
+// device): a member is given (a role number, except for add-spare, or an
+// absolute path of text), with only where replace takes it, force only
+// where add-spare and replace take it, and no device twice in members.
+func (r MemberRequest) check(op string) *FieldError {
+	switch {
+	case len(r.Members) > 0 && op != "add-spare":
+		return fieldErr("members", "", "only add-spare takes several devices")
+	case len(r.Members) > 0 && r.Member != "":
+		return fieldErr("members", "", "give member or members, not both")
+	case len(r.Members) == 0 && r.Member == "":
+		return fieldErr("member", "", "missing (a path or a role number)")
+	case r.With != "" && op != "replace":
+		return fieldErr("with", shown(r.With), "only replace takes it")
+	case r.Force && op != "add-spare" && op != "replace":
+		return fieldErr("force", "", "only add-spare and replace take it")
+	}
+	path := func(field, p string) *FieldError {
+		if p == "" {
+			return fieldErr(field, `""`, "empty path")
+		}
+		if err := checkText(p); err != nil {
+			return &FieldError{Field: field, Value: shown(p), Err: err}
+		}
+		if err := checkAbs(p); err != nil {
+			return &FieldError{Field: field, Value: shown(p), Err: err}
+		}
+		return nil
+	}
+	if _, err := strconv.Atoi(r.Member); r.Member != "" && (err != nil || op == "add-spare") {
+		if fe := path("member", r.Member); fe != nil {
+			return fe
+		}
+	}
+	if r.With != "" {
+		if fe := path("with", r.With); fe != nil {
+			return fe
+		}
+	}
+	for i, p := range r.Members {
+		if fe := path("members", p); fe != nil {
+			return fe
+		}
+		for _, q := range r.Members[:i] {
+			if sameDevice(p, q) {
+				return fieldErr("members", shown(p), "given twice (as %s)", shown(q))
+			}
+		}
+	}
+	return nil
 }
 
 // Array is one array as the API reports it (add, list, detail, and the

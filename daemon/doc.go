@@ -70,18 +70,29 @@
 //
 // A numeric field that is 0 or omitted takes its default (bitmap_region_bytes:
 // from the array size; sync speeds: 1000 KiB/s and no limit). The same
-// device given twice (members and spares, under any path) is refused.
+// device given twice (members and spares, under any path) is refused, and
+// so is a relative path (400): the daemon would resolve it against its own
+// working directory, not the client's.
 //
 // A body is one JSON object in UTF-8 and nothing after it but white space;
 // unknown fields, fields not spelled exactly as here (encoding/json would
 // take "Level") and fields given twice are refused (400) before anything
-// is done, so a typo is not silently ignored.
+// is done, so a typo is not silently ignored. check and repair take no
+// body: one that holds anything but white space is refused (400).
 //
-// MemberRequest: {"member": "/dev/vdd"} (a member path as added, or a role
-// number such as "1"; for add-spare the new device); replace also takes
-// "with": the new member (omitted: the first spare). add-spare and replace
-// take "force": true to overwrite a new device that holds data or another
-// array's superblock (otherwise refused, 409, nothing written).
+// MemberRequest: {"member": "/dev/vdd"} (a role number such as "1", or
+// an absolute path: any path to the member's device or file, compared
+// as for a device given twice; for add-spare the new device); replace
+// also takes "with": the new member (omitted: the first spare). add-spare
+// and replace take "force": true to overwrite a new device that holds
+// data or another array's superblock (otherwise refused, 409, nothing
+// written). add-spare takes several devices as "members": ["/dev/vde",
+// "/dev/vdf"] instead of "member": every one is checked (in use, size,
+// superblocks, signatures, given twice) before any is written, so a
+// refusal adds none (`add -n N --spare A --spare B` sends one such
+// request). A relative path, "with" on another operation than replace,
+// "force" on fail, remove or re-add, and "members" on another operation
+// than add-spare are refused (400).
 //
 // Array (the answer of add, detail, fail, remove; the elements of list):
 //

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"math/bits"
+	"path/filepath"
 	"reflect"
 	"strings"
 	"testing"
@@ -19,7 +20,8 @@ import (
 //
 // Invariants: nothing panics; every error is one line; an accepted body
 // is one UTF-8 JSON object whose re-encoding is accepted as the same
-// request; Spec's errors are FieldErrors on fields of AddRequest; what
+// request; MemberRequest.check accepts only absolute paths of text, with
+// one-line errors; Spec's errors are FieldErrors on fields of AddRequest; what
 // Spec accepts is within the documented ranges.
 func FuzzDecodeAddRequest(f *testing.F) {
 	fields := map[string]bool{}
@@ -34,6 +36,17 @@ func FuzzDecodeAddRequest(f *testing.F) {
 			oneLine(t, err)
 		} else {
 			accepted(t, body)
+			for _, op := range []string{"fail", "remove", "re-add", "add-spare", "replace"} {
+				if fe := mr.check(op); fe != nil {
+					oneLine(t, fe)
+					continue
+				}
+				for _, p := range append([]string{mr.With}, mr.Members...) {
+					if p != "" && (!filepath.IsAbs(p) || checkText(p) != nil) {
+						t.Fatalf("%s: check accepted path %q", op, p)
+					}
+				}
+			}
 		}
 		var req AddRequest
 		err := decodeBody(body, &req)
@@ -72,7 +85,7 @@ func FuzzDecodeAddRequest(f *testing.F) {
 			t.Fatalf("Spec accepted region %d sectors from %+v", r, req)
 		}
 		for i, p := range append(append([]string{}, req.Members...), req.Spares...) {
-			if p == "" || checkText(p) != nil {
+			if p == "" || checkText(p) != nil || !filepath.IsAbs(p) {
 				t.Fatalf("Spec accepted path %q", p)
 			}
 			for _, q := range append(append([]string{}, req.Members...), req.Spares...)[:i] {

@@ -29,7 +29,9 @@ type Backend interface {
 	Fail(n int, member string) (Array, error)
 	Remove(n int, member string) (Array, error)
 	ReAdd(n int, member string) (Array, error)
-	AddSpare(n int, member string, force bool) (Array, error)
+	// AddSpare adds members as spares of array n: every one is checked
+	// before any is added.
+	AddSpare(n int, members []string, force bool) (Array, error)
 	Replace(n int, member, with string, force bool) (Array, error)
 	Check(n int) (Array, error)
 	Repair(n int) (Array, error)
@@ -93,7 +95,7 @@ func NewHandler(b Backend, version string) http.Handler {
 			methodNotAllowed(w, "GET, DELETE")
 		}
 	})
-	memberOp := func(op func(n int, req MemberRequest) (Array, error)) http.HandlerFunc {
+	memberOp := func(name string, op func(n int, req MemberRequest) (Array, error)) http.HandlerFunc {
 		return func(w http.ResponseWriter, r *http.Request) {
 			if r.Method != http.MethodPost {
 				methodNotAllowed(w, "POST")
@@ -107,8 +109,8 @@ func NewHandler(b Backend, version string) http.Handler {
 			if !readJSON(w, r, &req) {
 				return
 			}
-			if req.Member == "" {
-				writeError(w, http.StatusBadRequest, "member: missing (a path or a role number)")
+			if fe := req.check(name); fe != nil {
+				writeError(w, http.StatusBadRequest, fe.Error())
 				return
 			}
 			a, err := op(n, req)
@@ -122,18 +124,23 @@ func NewHandler(b Backend, version string) http.Handler {
 				return
 			}
 			n, ok := number(w, r)
-			if !ok {
+			if !ok || !noBody(w, r) {
 				return
 			}
 			a, err := op(n)
 			reply(w, http.StatusOK, a, err)
 		}
 	}
-	mux.Handle(APIVersion+"/arrays/{n}/fail", memberOp(func(n int, q MemberRequest) (Array, error) { return b.Fail(n, q.Member) }))
-	mux.Handle(APIVersion+"/arrays/{n}/remove", memberOp(func(n int, q MemberRequest) (Array, error) { return b.Remove(n, q.Member) }))
-	mux.Handle(APIVersion+"/arrays/{n}/re-add", memberOp(func(n int, q MemberRequest) (Array, error) { return b.ReAdd(n, q.Member) }))
-	mux.Handle(APIVersion+"/arrays/{n}/add-spare", memberOp(func(n int, q MemberRequest) (Array, error) { return b.AddSpare(n, q.Member, q.Force) }))
-	mux.Handle(APIVersion+"/arrays/{n}/replace", memberOp(func(n int, q MemberRequest) (Array, error) { return b.Replace(n, q.Member, q.With, q.Force) }))
+	mux.Handle(APIVersion+"/arrays/{n}/fail", memberOp("fail", func(n int, q MemberRequest) (Array, error) { return b.Fail(n, q.Member) }))
+	mux.Handle(APIVersion+"/arrays/{n}/remove", memberOp("remove", func(n int, q MemberRequest) (Array, error) { return b.Remove(n, q.Member) }))
+	mux.Handle(APIVersion+"/arrays/{n}/re-add", memberOp("re-add", func(n int, q MemberRequest) (Array, error) { return b.ReAdd(n, q.Member) }))
+	mux.Handle(APIVersion+"/arrays/{n}/add-spare", memberOp("add-spare", func(n int, q MemberRequest) (Array, error) {
+		if len(q.Members) == 0 {
+			q.Members = []string{q.Member}
+		}
+		return b.AddSpare(n, q.Members, q.Force)
+	}))
+	mux.Handle(APIVersion+"/arrays/{n}/replace", memberOp("replace", func(n int, q MemberRequest) (Array, error) { return b.Replace(n, q.Member, q.With, q.Force) }))
 	mux.Handle(APIVersion+"/arrays/{n}/check", arrayOp(b.Check))
 	mux.Handle(APIVersion+"/arrays/{n}/repair", arrayOp(b.Repair))
 	mux.HandleFunc(APIVersion+"/version", func(w http.ResponseWriter, r *http.Request) {
@@ -172,6 +179,21 @@ func readJSON(w http.ResponseWriter, r *http.Request, v any) bool {
 	body, err := io.ReadAll(io.LimitReader(r.Body, maxBody+1))
 	if err == nil {
 		err = decodeBody(body, v)
+	}
+	if err != nil {
+		writeError(w, http.StatusBadRequest, "request body: "+err.Error())
+		return false
+	}
+	return true
+}
+
+// noBody refuses (400) a request that carries a body where the endpoint
+// takes none, as readJSON refuses fields it does not know: what a client
+// sent is never silently ignored.
+func noBody(w http.ResponseWriter, r *http.Request) bool {
+	body, err := io.ReadAll(io.LimitReader(r.Body, maxBody+1))
+	if err == nil && len(bytes.Trim(body, jsonSpace)) != 0 {
+		err = errors.New("this endpoint takes none")
 	}
 	if err != nil {
 		writeError(w, http.StatusBadRequest, "request body: "+err.Error())

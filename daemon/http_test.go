@@ -98,11 +98,11 @@ func TestAPI(t *testing.T) {
 		{func() error { _, err := c.Add(daemon.AddRequest{Level: "5", Members: []string{"/dev/a"}}); return err }, 400, `level "5"`},
 		{func() error { _, err := c.Add(daemon.AddRequest{Level: "1"}); return err }, 400, "at least one member"},
 		{func() error {
-			_, err := c.Add(daemon.AddRequest{Level: "1", Members: []string{"a", "b"}, ChunkBytes: 3000})
+			_, err := c.Add(daemon.AddRequest{Level: "1", Members: []string{"/dev/a", "/dev/b"}, ChunkBytes: 3000})
 			return err
 		}, 400, "chunk_bytes 3000"},
 		{func() error {
-			_, err := c.Add(daemon.AddRequest{Level: "0", Members: []string{"a", "b"}, Number: &seven})
+			_, err := c.Add(daemon.AddRequest{Level: "0", Members: []string{"/dev/a", "/dev/b"}, Number: &seven})
 			return err
 		}, 409, "already serves"},
 		{func() error {
@@ -186,7 +186,7 @@ func TestAPIRaw(t *testing.T) {
 }
 
 func TestAddRequestSpec(t *testing.T) {
-	two := []string{"a", "b"}
+	two := []string{"/dev/a", "/dev/b"}
 	neg := -2
 	for _, tc := range []struct {
 		req  daemon.AddRequest

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -454,10 +455,6 @@ func (m *Manager) Add(_ context.Context, req AddRequest) (Array, error) {
 		a.Close()
 		return Array{}, Refused(fmt.Errorf("the members hold a %s array; level %d would create a new one: wipe them first", a.Engine.Geo.Level, spec.Level))
 	}
-	if err := setWriteMostly(a, req.WriteMostly); err != nil {
-		a.Close()
-		return Array{}, Refused(err)
-	}
 	created, warnings := a.Created, a.Warnings
 	s, err := m.start(a, n, m.config(n, req.Queues, req.Depth, req.MaxIOBytes), false)
 	if err != nil {
@@ -650,10 +647,7 @@ func role(s *served, member string) (int, error) {
 		}
 		return r, nil
 	}
-	if r := s.a.RoleOf(member); r >= 0 {
-		return r, nil
-	}
-	if r := s.a.RoleOf(filepath.Clean(member)); r >= 0 {
+	if r := s.a.RoleOf(known(s, member)); r >= 0 {
 		return r, nil
 	}
 	return 0, fmt.Errorf("%s is not a member of %s: %w", member, DevicePath(s.n), ErrNotFound)
@@ -715,14 +709,40 @@ func (m *Manager) Remove(n int, member string) (Array, error) {
 	return m.view(s), nil
 }
 
-// spareOf is the spare of s that member names (its path), or "".
+// spareOf is the spare of s that member names (any path to it), or "".
 func spareOf(s *served, member string) string {
-	for _, p := range s.a.Spares() {
-		if p == member || p == filepath.Clean(member) {
-			return p
+	p := known(s, member)
+	for _, sp := range s.a.Spares() {
+		if sp == p {
+			return sp
 		}
 	}
 	return ""
+}
+
+// known is the path under which s's array holds the device or file that
+// p names (a member's or a spare's: p may name it by another path, as
+// AddRequest.Spec tells a device given twice), or p cleaned when the
+// array holds no such device.
+func known(s *served, p string) string {
+	st := s.a.Status()
+	paths := st.Spares
+	for _, mi := range st.Members {
+		if mi.Path != "" {
+			paths = append(paths, mi.Path)
+		}
+	}
+	for _, q := range paths {
+		if q == p {
+			return q
+		}
+	}
+	for _, q := range paths {
+		if sameDevice(p, q) {
+			return q
+		}
+	}
+	return filepath.Clean(p)
 }
 
 // dropFromState removes path from s's members in the state file.
@@ -741,23 +761,37 @@ func (m *Manager) dropFromState(s *served, path string) {
 	}
 }
 
-// AddSpare implements Backend (mdadm --add): member becomes a spare of
-// array n, or at once takes a faulty or missing role and is rebuilt.
-func (m *Manager) AddSpare(n int, member string, force bool) (Array, error) {
+// AddSpare implements Backend (mdadm --add): members become spares of
+// array n (one may at once take a faulty or missing role and be
+// rebuilt). Every device is checked before any is written: a refusal
+// adds none.
+func (m *Manager) AddSpare(n int, members []string, force bool) (Array, error) {
 	s, err := m.get(n)
 	if err != nil {
 		return Array{}, err
 	}
-	if member == "" {
+	if len(members) == 0 || slices.Contains(members, "") {
 		return Array{}, Invalid(errors.New("add-spare needs the device"))
 	}
 	s.opMu.Lock()
 	defer s.opMu.Unlock()
-	if err := s.a.AddSpareForce(member, force); err != nil {
-		return Array{}, Refused(fmt.Errorf("add spare %s: %w", member, err))
+	// A device the array holds under another path is named as it holds
+	// it, so that the array refuses it as a member or a spare already.
+	paths := make([]string, len(members))
+	for i, p := range members {
+		paths[i] = known(s, p)
 	}
-	m.log.Info("spare added", zap.String("device", DevicePath(n)), zap.String("member", member))
-	m.addToState(s, member)
+	if err := s.a.AddSpares(paths, force); err != nil {
+		what := "add spare " + members[0]
+		if len(members) > 1 {
+			what = "add spares " + strings.Join(members, " ")
+		}
+		return Array{}, Refused(fmt.Errorf("%s: %w", what, err))
+	}
+	for _, p := range paths {
+		m.log.Info("spare added", zap.String("device", DevicePath(n)), zap.String("member", p))
+		m.addToState(s, p)
+	}
 	return m.view(s), nil
 }
 
@@ -778,6 +812,7 @@ func (m *Manager) ReAdd(n int, member string) (Array, error) {
 		}
 		path = s.a.Status().Members[r].Path
 	}
+	path = known(s, path)
 	if err := s.a.ReAdd(path); err != nil {
 		return Array{}, Refused(fmt.Errorf("re-add %s: %w", member, err))
 	}
@@ -804,6 +839,7 @@ func (m *Manager) Replace(n int, member, with string, force bool) (Array, error)
 		}
 		with = sp[0]
 	}
+	with = known(s, with)
 	r, err := role(s, member)
 	if err != nil {
 		return Array{}, err

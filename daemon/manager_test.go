@@ -28,11 +28,11 @@ func TestManagerWithoutDevices(t *testing.T) {
 		msg    string
 	}{
 		{"add bad level", func() error {
-			_, err := m.Add(context.Background(), AddRequest{Level: "7", Members: []string{"a"}})
+			_, err := m.Add(context.Background(), AddRequest{Level: "7", Members: []string{"/dev/a"}})
 			return err
 		}, 400, `level "7"`},
 		{"add on a pending number", func() error {
-			_, err := m.Add(context.Background(), AddRequest{Level: "1", Members: []string{"a", "b"}, Number: &three})
+			_, err := m.Add(context.Background(), AddRequest{Level: "1", Members: []string{"/dev/a", "/dev/b"}, Number: &three})
 			return err
 		}, 409, "reserved for array u3"},
 		{"detail unknown", func() error { _, err := m.Detail(1); return err }, 404, "/dev/ublkb1: no such array"},
@@ -60,7 +60,7 @@ func TestManagerWithoutDevices(t *testing.T) {
 		t.Fatalf("state after forgetting: %+v %v", st, err)
 	}
 	m.Shutdown(false)
-	if _, err := m.Add(context.Background(), AddRequest{Level: "1", Members: []string{"a", "b"}}); err == nil || statusOf(err) != 409 {
+	if _, err := m.Add(context.Background(), AddRequest{Level: "1", Members: []string{"/dev/a", "/dev/b"}}); err == nil || statusOf(err) != 409 {
 		t.Fatalf("add after shutdown: %v", err)
 	}
 }

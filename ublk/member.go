@@ -45,22 +45,14 @@ const MinMemberBytes = 1 << 20
 // so a member that is mounted, in another array or otherwise held
 // exclusively is refused (EBUSY) before anything is written to it.
 func OpenMember(path string) (*Member, error) {
-	st, err := os.Stat(path)
+	st, block, err := statMember(path)
 	if err != nil {
-		if errors.Is(err, os.ErrNotExist) {
-			return nil, fmt.Errorf("member %s does not exist", path)
-		}
-		return nil, fmt.Errorf("member %s: %w", path, err)
+		return nil, err
 	}
-	m := &Member{Path: path}
+	m := &Member{Path: path, BlockDevice: block}
 	flags := unix.O_RDWR | unix.O_DIRECT | unix.O_CLOEXEC
-	switch {
-	case st.Mode()&os.ModeDevice != 0 && st.Mode()&os.ModeCharDevice == 0:
-		m.BlockDevice = true
+	if block {
 		flags |= unix.O_EXCL
-	case st.Mode().IsRegular():
-	default:
-		return nil, fmt.Errorf("member %s is neither a block device nor a regular file", path)
 	}
 	fd, err := unix.Open(path, flags, 0)
 	if err != nil {
@@ -82,6 +74,26 @@ func OpenMember(path string) (*Member, error) {
 		return nil, fmt.Errorf("member %s is too small: %d bytes, need at least %d", path, m.Size, MinMemberBytes)
 	}
 	return m, nil
+}
+
+// statMember stats the member at path, which must be a block device
+// (block true) or a regular file: anything else (a character device, a
+// directory) is refused with one line before it is opened.
+func statMember(path string) (st os.FileInfo, block bool, err error) {
+	st, err = os.Stat(path)
+	if err != nil {
+		if errors.Is(err, os.ErrNotExist) {
+			return nil, false, fmt.Errorf("member %s does not exist", path)
+		}
+		return nil, false, fmt.Errorf("member %s: %w", path, err)
+	}
+	switch {
+	case st.Mode()&os.ModeDevice != 0 && st.Mode()&os.ModeCharDevice == 0:
+		return st, true, nil
+	case st.Mode().IsRegular():
+		return st, false, nil
+	}
+	return nil, false, fmt.Errorf("member %s is neither a block device nor a regular file", path)
 }
 
 func (m *Member) probe(st os.FileInfo) error {
@@ -223,18 +235,15 @@ func (m *Member) WriteBlockSync(off int64, data []byte) error {
 // OpenMemberReadOnly opens path O_RDONLY|O_DIRECT without claiming it, for
 // inspection (examine) of a member that may be in use.
 func OpenMemberReadOnly(path string) (*Member, error) {
-	st, err := os.Stat(path)
+	st, block, err := statMember(path)
 	if err != nil {
-		if errors.Is(err, os.ErrNotExist) {
-			return nil, fmt.Errorf("member %s does not exist", path)
-		}
-		return nil, fmt.Errorf("member %s: %w", path, err)
+		return nil, err
 	}
 	fd, err := unix.Open(path, unix.O_RDONLY|unix.O_DIRECT|unix.O_CLOEXEC, 0)
 	if err != nil {
 		return nil, fmt.Errorf("open member %s: %w", path, err)
 	}
-	m := &Member{Path: path, File: os.NewFile(uintptr(fd), path), BlockDevice: st.Mode()&os.ModeDevice != 0}
+	m := &Member{Path: path, File: os.NewFile(uintptr(fd), path), BlockDevice: block}
 	if err := m.probe(st); err != nil {
 		m.File.Close()
 		return nil, err

@@ -4,7 +4,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
-	"os"
 	"text/tabwriter"
 	"time"
 
@@ -75,12 +74,6 @@ type roleJSON struct {
 // openExamined opens member read-only (without claiming it) and reads its
 // superblock. The caller closes the member.
 func openExamined(member string) (*ublk.Member, *engine.Superblock, error) {
-	// The file-type check add makes (ublk.OpenMember): a character
-	// device or a directory would only fail to open with EINVAL.
-	if st, err := os.Stat(member); err == nil && !st.Mode().IsRegular() &&
-		(st.Mode()&os.ModeDevice == 0 || st.Mode()&os.ModeCharDevice != 0) {
-		return nil, nil, fmt.Errorf("member %s is neither a block device nor a regular file", member)
-	}
 	m, err := ublk.OpenMemberReadOnly(member)
 	if err != nil {
 		return nil, nil, err

@@ -42,7 +42,12 @@ func runExamineBitmap(o examineOptions, stdout io.Writer) error {
 	if sb.BitmapBytes == 0 {
 		return fmt.Errorf("%s: the array has no write-intent bitmap", o.member)
 	}
-	area, err := m.ReadBlock(int64(sb.BitmapOffset), int(sb.BitmapBytes))
+	// As assembly: the superblock is bounded by the device before its
+	// area is read, and no copy spans more than MaxCopyBytes of it.
+	if err := sb.CheckMemberSize(uint64(m.Size)); err != nil {
+		return fmt.Errorf("%s: %w", o.member, err)
+	}
+	area, err := m.ReadBlock(int64(sb.BitmapOffset), int(min(sb.BitmapBytes, bitmap.MaxCopyBytes)))
 	if err != nil {
 		return err
 	}

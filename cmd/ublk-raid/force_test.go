@@ -46,7 +46,7 @@ func (b *forceBackend) Add(ctx context.Context, req daemon.AddRequest) (daemon.A
 	return a, err
 }
 
-func (b *forceBackend) AddSpare(n int, _ string, force bool) (daemon.Array, error) {
+func (b *forceBackend) AddSpare(n int, _ []string, force bool) (daemon.Array, error) {
 	if err := b.record("add-spare", force); err != nil {
 		return daemon.Array{}, err
 	}

@@ -138,7 +138,8 @@ func newAddCmd(socket *string) *cobra.Command {
 			"their superblocks describe, served by the daemon as /dev/ublkbN. --spare devices are held as spares: a\n" +
 			"member that fails is replaced by one at once and rebuilt.\n" +
 			"Without members (-n N --spare DEV): adds DEV as a spare of running array N (like mdadm --add); if a role\n" +
-			"is faulty or missing, DEV takes it and is rebuilt at once.",
+			"is faulty or missing, DEV takes it and is rebuilt at once. Every DEV is checked before any is added: a refusal\n" +
+			"adds none.",
 		Args: func(_ *cobra.Command, args []string) error {
 			if len(args) == 0 && len(o.run.spares) == 0 {
 				return usagef("add needs at least one member")
@@ -206,10 +207,16 @@ func addSpares(o addOptions, c *daemon.Client, stdout io.Writer) error {
 			return err
 		}
 	}
+	// One request: the daemon checks every device before it adds any, so
+	// a refused one leaves none added.
+	req := daemon.MemberRequest{Member: spares[0], Force: o.run.force}
+	if len(spares) > 1 {
+		req = daemon.MemberRequest{Members: spares, Force: o.run.force}
+	}
+	if _, err := c.MemberOp(o.run.serve.number, "add-spare", req); err != nil {
+		return err
+	}
 	for _, sp := range spares {
-		if _, err := c.MemberOp(o.run.serve.number, "add-spare", daemon.MemberRequest{Member: sp, Force: o.run.force}); err != nil {
-			return err
-		}
 		fmt.Fprintf(stdout, "added %s as a spare of %s\n", sp, daemon.DevicePath(o.run.serve.number))
 	}
 	return nil
@@ -726,7 +733,21 @@ func newMemberCmd(socket *string, op, short, done string) *cobra.Command {
 					return err
 				}
 			}
-			a, err := daemon.NewClient(*socket).MemberOp(o.number, op, daemon.MemberRequest{Member: args[0], With: o.with, Force: o.force})
+			// Paths are made absolute, as add's: the daemon does not run
+			// in this directory. A role number is sent as it is.
+			member, with := args[0], o.with
+			if _, err := strconv.Atoi(member); err != nil {
+				if member, err = filepath.Abs(member); err != nil {
+					return err
+				}
+			}
+			if with != "" {
+				var err error
+				if with, err = filepath.Abs(with); err != nil {
+					return err
+				}
+			}
+			a, err := daemon.NewClient(*socket).MemberOp(o.number, op, daemon.MemberRequest{Member: member, With: with, Force: o.force})
 			if err != nil {
 				return err
 			}

@@ -76,7 +76,14 @@ func newRunCmd(logLevel *string) *cobra.Command {
 			return nil
 		},
 		RunE: func(cmd *cobra.Command, args []string) error {
+			// Absolute paths, as add sends: the same request rules apply.
+			var err error
 			o.members = args
+			for _, ps := range []*[]string{&o.members, &o.spares, &o.writeMostly} {
+				if *ps, err = absPaths(*ps); err != nil {
+					return err
+				}
+			}
 			spec, err := o.spec()
 			if err != nil {
 				return err
@@ -239,9 +246,6 @@ func runArray(o runOptions, spec array.CreateSpec, cfg ublk.Config, stdout io.Wr
 	for _, w := range a.Warnings {
 		log.Warn(w)
 	}
-	if a.WriteMostly, err = writeMostlyRoles(a, o.writeMostly); err != nil {
-		return err
-	}
 	g := a.Engine.Geo
 	log.Info("array open", zap.String("level", g.Level.String()), zap.Int("members", g.Members),
 		zap.String("layout", g.Layout.String()), zap.Uint64("chunk_bytes", g.ChunkSectors<<9),
@@ -345,22 +349,4 @@ func logBitmap(log *zap.Logger, a *array.Array) {
 	}
 	log.Info("bitmap", f...)
 
-}
-
-// writeMostlyRoles maps --write-mostly members to a mask of their roles.
-func writeMostlyRoles(a *array.Array, paths []string) (uint64, error) {
-	var mask uint64
-	for _, p := range paths {
-		found := false
-		for r, m := range a.Members {
-			if m != nil && m.Path == p {
-				mask |= 1 << uint(r)
-				found = true
-			}
-		}
-		if !found {
-			return 0, usagef("--write-mostly %s: not a member of the array", p)
-		}
-	}
-	return mask, nil
 }

@@ -171,7 +171,7 @@ func (f *Backend) ReAdd(n int, _ string) (daemon.Array, error) {
 	return f.na(n, "re-add")
 }
 
-func (f *Backend) AddSpare(n int, _ string, _ bool) (daemon.Array, error) {
+func (f *Backend) AddSpare(n int, _ []string, _ bool) (daemon.Array, error) {
 	f.Requests.Add(1)
 	return f.na(n, "add-spare")
 }

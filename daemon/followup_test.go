@@ -1,0 +1,150 @@
+package daemon
+
+import (
+	"net/http"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/ublk-raid/ublk-raid/array"
+	"github.com/ublk-raid/ublk-raid/engine"
+)
+
+// symlink makes a symbolic link to target in a new directory.
+func symlink(t *testing.T, target string) string {
+	t.Helper()
+	l := filepath.Join(t.TempDir(), "link")
+	if err := os.Symlink(target, l); err != nil {
+		t.Fatal(err)
+	}
+	return l
+}
+
+// Member operations find a member or a spare under any path to its
+// device or file (as add tells a device given twice), not only under
+// the string it was added with.
+func TestMemberOperationsResolvePaths(t *testing.T) {
+	const size = 8 << 20
+	m, a, paths := servedMirror(t, size)
+	spare := files(t, 1, size)[0]
+	if err := a.AddSpare(spare); err != nil {
+		t.Fatal(err)
+	}
+	// remove of the spare through a symlink to it.
+	if code, msg := post(t, m, "/arrays/0/remove", map[string]string{"member": symlink(t, spare)}); code != http.StatusOK {
+		t.Fatalf("remove of the spare through a symlink: %d %q", code, msg)
+	}
+	if sp := a.Spares(); len(sp) != 0 {
+		t.Fatalf("spares after the remove: %v", sp)
+	}
+	// fail of role 1 through a symlink to it, and with dot-dot.
+	for _, p := range []string{symlink(t, paths[1]), filepath.Dir(paths[1]) + "/../" + filepath.Base(filepath.Dir(paths[1])) + "/d1"} {
+		before := a.Status()
+		code, msg := post(t, m, "/arrays/0/fail", map[string]string{"member": p})
+		if st := a.Status(); code != http.StatusOK || st.Members[1].State != "faulty" {
+			t.Fatalf("fail %s: %d %q; role 1 %s", p, code, msg, st.Members[1].State)
+		}
+		if before.Members[1].State == "faulty" {
+			continue
+		}
+		// re-add through the other path.
+		if code, msg := post(t, m, "/arrays/0/re-add", map[string]string{"member": p}); code != http.StatusOK {
+			t.Fatalf("re-add %s: %d %q", p, code, msg)
+		}
+		a.WaitSync()
+		if st := a.Status(); st.Members[1].State != "active" || st.Members[1].Path != paths[1] {
+			t.Fatalf("after re-add through %s: role 1 %+v", p, st.Members[1])
+		}
+	}
+}
+
+// add-spare of a device the array holds under another path is refused
+// as such, and nothing is written to it.
+func TestAddSpareOfAMemberUnderAnotherPath(t *testing.T) {
+	const size = 8 << 20
+	m, a, paths := servedMirror(t, size)
+	before, st := hashes(t, paths...), a.Status()
+	code, msg := post(t, m, "/arrays/0/add-spare", map[string]string{"member": symlink(t, paths[0])})
+	if code != http.StatusConflict || !strings.Contains(msg, "already holds role 0") {
+		t.Errorf("add-spare of role 0 through a symlink: %d %q; want 409 naming role 0", code, msg)
+	}
+	// Not even forced: force overwrites a device of another array, never
+	// an active member.
+	code, msg = post(t, m, "/arrays/0/add-spare", map[string]any{"member": symlink(t, paths[1]), "force": true})
+	if code != http.StatusConflict || !strings.Contains(msg, "already holds role 1") {
+		t.Errorf("forced add-spare of role 1 through a symlink: %d %q; want 409 naming role 1", code, msg)
+	}
+	sameHashes(t, "refused add-spare", before, hashes(t, paths...))
+	if after := a.Status(); after.Events != st.Events || after.SpareDisks != 0 {
+		t.Errorf("refused add-spare changed the array: %+v", after)
+	}
+}
+
+// add-spare of several devices is all or nothing: one refused device
+// (too small, holding data) leaves the others unwritten and not spares.
+func TestAddSpareSeveralAllOrNothing(t *testing.T) {
+	const size = 8 << 20
+	for _, tc := range []struct {
+		name string
+		bad  func(t *testing.T) string
+		want string
+	}{
+		{"too small", func(t *testing.T) string { return files(t, 1, size/2)[0] }, "needs at least"},
+		{"ext4", func(t *testing.T) string { return withSignature(t, size, "ext4") }, "ext4 filesystem"},
+		{"missing", func(t *testing.T) string { return filepath.Join(t.TempDir(), "nonexistent") }, "does not exist"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			m, a, paths := servedMirror(t, size)
+			good, bad := files(t, 1, size)[0], tc.bad(t)
+			all := append(paths, good, bad)
+			before, st := hashes(t, all...), a.Status()
+			code, msg := post(t, m, "/arrays/0/add-spare", map[string][]string{"members": {good, bad}})
+			if code != http.StatusConflict || !strings.Contains(msg, tc.want) {
+				t.Errorf("add-spare of a good and a %s device: %d %q; want 409 naming %q", tc.name, code, msg, tc.want)
+			}
+			sameHashes(t, "refused add-spare", before, hashes(t, all...))
+			if after := a.Status(); after.Events != st.Events || after.SpareDisks != 0 {
+				t.Errorf("refused add-spare changed the array: %d spares %v, events %d (was %d)", after.SpareDisks, after.Spares, after.Events, st.Events)
+			}
+		})
+	}
+	m, a, _ := servedMirror(t, size)
+	two := files(t, 2, size)
+	if code, msg := post(t, m, "/arrays/0/add-spare", map[string][]string{"members": two}); code != http.StatusOK {
+		t.Fatalf("add-spare of two good devices: %d %q", code, msg)
+	}
+	if sp := a.Spares(); !slices.Equal(sp, two) {
+		t.Fatalf("spares %v, want %v", sp, two)
+	}
+}
+
+// At assembly, a --write-mostly member that gets no role (here: failed,
+// so stale) is refused before anything is written: the blank spare given
+// with it stays as it was.
+func TestAddWriteMostlyWithoutRoleWritesNothing(t *testing.T) {
+	const size = 8 << 20
+	paths := files(t, 2, size)
+	a, err := array.Open(paths, array.CreateSpec{Level: engine.Level1}, true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := a.Fail(1); err != nil {
+		t.Fatal(err)
+	}
+	if err := a.SetClean(true); err != nil {
+		t.Fatal(err)
+	}
+	a.Close()
+	blank := files(t, 1, size)[0]
+	all := append(paths, blank)
+	before := hashes(t, all...)
+	five := 5
+	m := NewManager(nil, ManagerOptions{})
+	code, msg := post(t, m, "/arrays", AddRequest{Members: paths, Spares: []string{blank}, WriteMostly: paths[1:], Number: &five})
+	if code != http.StatusConflict || !strings.Contains(msg, "write-mostly "+paths[1]) {
+		t.Errorf("add with a write-mostly member that holds no role: %d %q; want 409 naming it", code, msg)
+	}
+	sameHashes(t, "refused add", before, hashes(t, all...))
+}
