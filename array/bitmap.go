@@ -74,9 +74,7 @@ func (f *flusher) run() {
 				break
 			}
 			if r.clear {
-				if bt := f.bm.ClearIdle(f.now()); bt != nil {
-					f.commit(bt)
-				}
+				f.clearIdle()
 			}
 			r.got = max(r.min, f.bm.Events()+1)
 			f.bm.SetEvents(r.got)
@@ -139,6 +137,24 @@ func (f *flusher) commit(bt *bitmap.Batch) {
 			}
 		}
 		f.waiters = w
+	}
+}
+
+// clearIdle clears every idle region (a clean stop). The first ClearIdle
+// of a generation may only write the header saying its events cleared
+// (the clears wait for it to be durable): then once that has committed a
+// second one clears.
+func (f *flusher) clearIdle() {
+	for range 2 {
+		bt := f.bm.ClearIdle(f.now())
+		blocked := f.bm.ClearBlocked()
+		for bt != nil {
+			f.commit(bt)
+			bt = f.bm.Prepare()
+		}
+		if !blocked {
+			return
+		}
 	}
 }
 

@@ -98,13 +98,19 @@ type Bitmap struct {
 	buf                      []byte   // every block's buffer, contiguous
 	bufs                     [][]byte // per block, slices of buf
 	events                   uint64   // header events
+	// durableCleared is the events cleared of the last committed header:
+	// regions are cleared only while it is at least events.
+	durableCleared uint64
 	seq                      uint64   // sequence number of the last batch
 	now                      time.Duration
 	ticked                   bool
 	free                     []*Batch
 
-	dirty     atomic.Int64
-	never     atomic.Int64
+	// eventsCleared is the header's events cleared (as last set): the
+	// generation of the last clear, or of one about to be made.
+	eventsCleared atomic.Uint64
+	dirty         atomic.Int64
+	never         atomic.Int64
 	stats     counters
 	waitTimes Histogram
 }
@@ -163,7 +169,7 @@ func Create(cfg Config, init InitialState, opts Options) (*Bitmap, error) {
 	for i := range image {
 		image[i] = byte(s)
 	}
-	return newBitmap(g, image, cfg.Events, 0, opts)
+	return newBitmap(g, image, cfg.Events, cfg.Events, 0, opts)
 }
 
 // AllDirty returns a new bitmap for cfg with every region dirty and
@@ -178,7 +184,7 @@ func AllDirty(cfg Config, opts Options) (*Bitmap, error) {
 
 // newBitmap makes the core for image; every block is to be written by the
 // first batch and no region is durable-dirty until then.
-func newBitmap(g Geometry, image []byte, events, seq uint64, opts Options) (*Bitmap, error) {
+func newBitmap(g Geometry, image []byte, events, eventsCleared, seq uint64, opts Options) (*Bitmap, error) {
 	if opts.ClearDelay < 0 || opts.MaxClearDelay < 0 {
 		return nil, fmt.Errorf("%w: negative clear delay", ErrInvalidConfig)
 	}
@@ -239,6 +245,7 @@ func newBitmap(g Geometry, image []byte, events, seq uint64, opts Options) (*Bit
 	}
 	b.dirty.Store(dirty)
 	b.never.Store(never)
+	b.eventsCleared.Store(min(max(eventsCleared, 1), events))
 	b.RewriteAll()
 	return b, nil
 }
