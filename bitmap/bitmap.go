@@ -98,21 +98,22 @@ type Bitmap struct {
 	buf                      []byte   // every block's buffer, contiguous
 	bufs                     [][]byte // per block, slices of buf
 	events                   uint64   // header events
-	// durableCleared is the events cleared of the last committed header:
-	// regions are cleared only while it is at least events.
-	durableCleared uint64
-	seq            uint64 // sequence number of the last batch
-	now            time.Duration
-	ticked         bool
-	free           []*Batch
+	seq                      uint64   // sequence number of the last batch
+	now                      time.Duration
+	ticked                   bool
+	free                     []*Batch
+
+	dirty     atomic.Int64
+	never     atomic.Int64
+	stats     counters
+	waitTimes Histogram
 
 	// eventsCleared is the header's events cleared (as last set): the
 	// generation of the last clear, or of one about to be made.
 	eventsCleared atomic.Uint64
-	dirty         atomic.Int64
-	never         atomic.Int64
-	stats         counters
-	waitTimes     Histogram
+	// durableCleared is the events cleared of the last committed header:
+	// regions are cleared only while it is at least events. Flusher.
+	durableCleared uint64
 }
 
 type waiter struct {
