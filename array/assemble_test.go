@@ -10,7 +10,6 @@ import (
 	"syscall"
 	"testing"
 
-	"github.com/ublk-raid/ublk-raid/bitmap"
 	"github.com/ublk-raid/ublk-raid/engine"
 	"github.com/ublk-raid/ublk-raid/ublk"
 )
@@ -475,65 +474,5 @@ func TestReAddOldCopyRebuildsAll(t *testing.T) {
 	a.WaitSync()
 	if d0, d1 := dataOf(t, a, paths[0]), dataOf(t, a, paths[1]); !bytes.Equal(d0, d1) {
 		t.Fatalf("re-added old copy differs: byte at 3 MiB is %#x, want %#x", d1[3<<20], d0[3<<20])
-	}
-}
-
-// TestReAddOldCopyFromEarlierRunRebuildsAll: md's events_cleared rule
-// across runs. B leaves in run 1 and an image of it as it left is kept;
-// the array runs on (a write B misses), B is re-added and rebuilt, the
-// idle regions go clean, and the array is stopped. Run 2 starts without B
-// (the kept image is put back in its place: stale, left out); re-adding
-// it must copy every written region: the write it missed is in a region
-// cleared since, which the bitmap no longer says dirty. The bitmap's
-// events_cleared (the generation of the last clear, in its header) is
-// newer than the image's events, which says so.
-func TestReAddOldCopyFromEarlierRunRebuildsAll(t *testing.T) {
-	paths := memberFiles(t, 2, 16<<20)
-	spec := CreateSpec{Name: "t", Level: engine.Level1, AssumeClean: true, RegionSectors: testRegion}
-	a := newRAID1(t, paths)
-	if err := a.SetClean(false); err != nil {
-		t.Fatal(err)
-	}
-	userWrite(t, a, paths, 1<<20, 4096, 0x11)
-	if err := a.Fail(1); err != nil {
-		t.Fatal(err)
-	}
-	if err := a.Remove(1); err != nil {
-		t.Fatal(err)
-	}
-	image := fileBytes(t, paths[1])[0]        // B as it left
-	userWrite(t, a, paths, 5<<20, 4096, 0x5b) // B misses it
-	if err := a.ReAdd(paths[1]); err != nil {
-		t.Fatal(err)
-	}
-	a.WaitSync()
-	if st := a.Status(); st.ActiveDisks != 2 {
-		t.Fatalf("after the first re-add: %+v", st)
-	}
-	if d0, d1 := dataOf(t, a, paths[0]), dataOf(t, a, paths[1]); !bytes.Equal(d0, d1) {
-		t.Fatalf("first re-add: byte at 5 MiB is %#x, want %#x", d1[5<<20], d0[5<<20])
-	}
-	stop(t, a) // the clean stop clears every idle region
-	if r, _ := a.Bitmap.Regions(5<<20>>9, 8); a.Bitmap.State(r) != bitmap.Clean {
-		t.Fatalf("region %d is %s after the clean stop", r, a.Bitmap.State(r))
-	}
-
-	if err := os.WriteFile(paths[1], image, 0o600); err != nil {
-		t.Fatal(err)
-	}
-	a = run(t, paths, spec)
-	defer a.Close()
-	if st := a.Engine.State().Members[1].State; st != engine.MemberMissing && st != engine.MemberFaulty {
-		t.Fatalf("run 2: the old image of B is %s, want left out", st)
-	}
-	if err := a.ReAdd(paths[1]); err != nil {
-		t.Fatal(err)
-	}
-	a.WaitSync()
-	if s := a.SyncStatus(); s.LastResult != "ok" || a.Status().ActiveDisks != 2 {
-		t.Fatalf("after re-add: %+v, %+v", s, a.Status())
-	}
-	if d0, d1 := dataOf(t, a, paths[0]), dataOf(t, a, paths[1]); !bytes.Equal(d0, d1) {
-		t.Fatalf("re-added old copy of B differs: byte at 5 MiB is %#x, want %#x (a bitmap-only re-add of a copy older than the last clear)", d1[5<<20], d0[5<<20])
 	}
 }
