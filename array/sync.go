@@ -854,20 +854,21 @@ type readdPlan struct {
 // The bitmap covers every write since its regions were last cleared, and
 // no region is cleared while a role is not in sync; so only the regions
 // dirty now need copying onto a member that left the role, if its data
-// was current when it left and no region was cleared since. md's rule
-// (events_cleared): its superblock events must not be older than the
+// was current when it left and no region was cleared since. That is md's
+// rule (events_cleared): its superblock events must not be older than the
 // bitmap's events cleared, the generation of the last clear, kept in the
-// bitmap header (durable before the clear; bitmap.Bitmap.EventsCleared).
-// A member that left, then the array ran on with it back or with its role
-// given to another device, and regions were cleared, has older events:
-// every written region is copied, in the same run or any later one. So
-// they are too when its own superblock says it was still being rebuilt
-// (its data is current only below its recovery offset), when its
-// superblock is newer than the array's (it changed outside the array), and
-// when it is older than the last superblock this run wrote to it: an image
-// of the device taken while it was still in the array (not as it left)
-// has the events of a generation in which regions may have been cleared
-// after the image was taken.
+// bitmap header and durable before the clear (bitmap.Bitmap.EventsCleared).
+// A member that left, after which the array ran on (with it back, or with
+// its role given to another device) and cleared regions, has older events,
+// and every written region is copied, whether it comes back in the same
+// run or a later one. Every written region is copied too when its own
+// superblock says it was still being rebuilt (its data is current only
+// below its recovery offset), when its superblock is newer than the
+// array's (it changed outside the array), and when it is older than the
+// last superblock this run wrote to it: an image of the device taken
+// while it was still in the array (not as it left) carries a generation in
+// which regions may have been cleared after the image was taken, which
+// events cleared cannot tell.
 // A member that ran without the array's members (engine.Diverged: a split
 // brain) is refused: copying one side's dirty regions onto the other
 // would mix both sides' data, block by block.
