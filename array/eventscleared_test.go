@@ -123,3 +123,50 @@ func TestAssembleV1BitmapTakenAsClearedAtItsEvents(t *testing.T) {
 		}
 	}
 }
+
+// TestReAddAfterClearsOfItsGenerationCopiesOnlyDirty: clears made while
+// the member was still in the array, in the generation of its superblock
+// (events cleared not newer than its events), do not make its re-add a
+// full copy: only the regions written while it was away are copied.
+func TestReAddAfterClearsOfItsGenerationCopiesOnlyDirty(t *testing.T) {
+	paths := memberFiles(t, 2, 16<<20)
+	a := newRAID1(t, paths)
+	defer a.Close()
+	if err := a.SetClean(false); err != nil {
+		t.Fatal(err)
+	}
+	userWrite(t, a, paths, 1<<20, 4096, 0x11)
+	// The written region is cleared in the current generation, the one
+	// of the superblocks member 1 has.
+	a.fl.do(a.fl.clearIdle)
+	if r, _ := a.Bitmap.Regions(1<<20>>9, 8); a.Bitmap.State(r) != bitmap.Clean || a.Bitmap.EventsCleared() != superblockOf(t, paths[1]).Events {
+		t.Fatalf("region %d is %s, events cleared %d, member 1's events %d", r, a.Bitmap.State(r), a.Bitmap.EventsCleared(), superblockOf(t, paths[1]).Events)
+	}
+	if err := a.Fail(1); err != nil {
+		t.Fatal(err)
+	}
+	if err := a.Remove(1); err != nil {
+		t.Fatal(err)
+	}
+	if sb, cleared := superblockOf(t, paths[1]), a.Bitmap.EventsCleared(); sb.Events < cleared {
+		t.Fatalf("member 1 left with events %d, before the clears (events cleared %d)", sb.Events, cleared)
+	}
+	userWrite(t, a, paths, 5<<20, 4096, 0x5b) // member 1 misses it
+	// An untracked difference in the clean region: a full copy would
+	// overwrite it, a bitmap re-add leaves it.
+	scribble(t, a, paths[1], 1<<20+4096, 4096, 0x33)
+	if err := a.ReAdd(paths[1]); err != nil {
+		t.Fatal(err)
+	}
+	a.WaitSync()
+	if s := a.SyncStatus(); s.LastResult != "ok" || a.Status().ActiveDisks != 2 {
+		t.Fatalf("after re-add: %+v, %+v", s, a.Status())
+	}
+	d1 := dataOf(t, a, paths[1])
+	if d1[5<<20] != 0x5b {
+		t.Fatalf("the write member 1 missed was not copied: %#x", d1[5<<20])
+	}
+	if d1[1<<20+4096] != 0x33 {
+		t.Fatal("re-add copied a region cleared before the member left: a full copy where the bitmap sufficed")
+	}
+}
