@@ -89,7 +89,8 @@ import (
 // member before any region is cleared in generation G (so before any block
 // saying it is clean is built; see Tick), so a copy's events cleared is
 // never older than the clears its blocks show. Load takes the newest among
-// the copies. Create sets it to the array's first generation.
+// the copies. Create sets it to the array's first generation, AllDirty
+// (Assemble's fallback) to its events.
 //
 // Why a new version and not a flag or a bare field in the reserved bytes:
 // builds that read version 1 refuse a header whose version, flags or
