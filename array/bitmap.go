@@ -78,9 +78,7 @@ func (f *flusher) run() {
 				break
 			}
 			if r.clear {
-				if bt := f.bm.ClearIdle(f.now()); bt != nil {
-					f.commit(bt, true)
-				}
+				f.clearIdle()
 			}
 			r.got = max(r.min, f.bm.Events()+1)
 			f.bm.SetEvents(r.got)
@@ -171,6 +169,24 @@ var memberSync = func(m *ublk.Member) error {
 // memberSync).
 var writeBitmapBlock = func(m *ublk.Member, data []byte, off int64) error {
 	return m.WriteAtDurable(data, off)
+}
+
+// clearIdle clears every idle region (a clean stop). The first ClearIdle
+// of a generation may only write the header saying its events cleared
+// (the clears wait for it to be durable): then once that has committed a
+// second one clears.
+func (f *flusher) clearIdle() {
+	for range 2 {
+		bt := f.bm.ClearIdle(f.now())
+		blocked := f.bm.ClearBlocked()
+		for bt != nil {
+			f.commit(bt, true) // a clean stop: rare, so every batch flushes first
+			bt = f.bm.Prepare()
+		}
+		if !blocked {
+			return
+		}
+	}
 }
 
 // generation makes a new superblock generation >= min durable in the

@@ -1035,16 +1035,21 @@ type readdPlan struct {
 // The bitmap covers every write since its regions were last cleared, and
 // no region is cleared while a role is not in sync; so only the regions
 // dirty now need copying onto a member that left the role, if its data
-// was current when it left. That is not so (every written region is
-// copied) when: the role table names another member for the role (it was
-// given to another device, rebuilt, and regions were cleared since: md's
-// events_cleared rule); its own superblock says it was still being
-// rebuilt (its data is current only below its recovery offset); or its
-// superblock is newer than the array's (it changed outside the array), or
-// older than the last one this run wrote to it (an old copy of it). md
-// keeps events_cleared in its bitmap for the last two; that an old copy of
-// a member that left in an earlier run is not caught is the price of not
-// changing the bitmap's on-disk format.
+// was current when it left and no region was cleared since. That is md's
+// rule (events_cleared): its superblock events must not be older than the
+// bitmap's events cleared, the generation of the last clear, kept in the
+// bitmap header and durable before the clear (bitmap.Bitmap.EventsCleared).
+// A member that left, after which the array ran on (with it back, or with
+// its role given to another device) and cleared regions, has older events,
+// and every written region is copied, whether it comes back in the same
+// run or a later one. Every written region is copied too when its own
+// superblock says it was still being rebuilt (its data is current only
+// below its recovery offset), when its superblock is newer than the
+// array's (it changed outside the array), and when it is older than the
+// last superblock this run wrote to it: an image of the device taken
+// while it was still in the array (not as it left) carries a generation in
+// which regions may have been cleared after the image was taken, which
+// events cleared cannot tell.
 // A member that ran without the array's members (engine.Diverged: a split
 // brain) is refused: copying one side's dirty regions onto the other
 // would mix both sides' data, block by block.
@@ -1065,7 +1070,7 @@ func (a *Array) previousRole(m *ublk.Member) (readdPlan, error) {
 			engine.ErrSplitBrain, m.Path, sb.Events, cur.Events, role)
 	}
 	p := readdPlan{role: role, uuid: sb.MemberUUID, bitmap: true}
-	if cur.Roles[role].Member != sb.MemberUUID || sb.Roles[role].State == engine.RoleRebuilding || sb.Events > cur.Events {
+	if a.Bitmap == nil || sb.Events < a.Bitmap.EventsCleared() || sb.Roles[role].State == engine.RoleRebuilding || sb.Events > cur.Events {
 		p.bitmap = false
 	}
 	a.mu.Lock()

@@ -107,6 +107,13 @@ type Bitmap struct {
 	never     atomic.Int64
 	stats     counters
 	waitTimes Histogram
+
+	// eventsCleared is the header's events cleared (as last set): the
+	// generation of the last clear, or of one about to be made.
+	eventsCleared atomic.Uint64
+	// durableCleared is the events cleared of the last committed header:
+	// regions are cleared only while it is at least events. Flusher.
+	durableCleared uint64
 }
 
 type waiter struct {
@@ -163,7 +170,7 @@ func Create(cfg Config, init InitialState, opts Options) (*Bitmap, error) {
 	for i := range image {
 		image[i] = byte(s)
 	}
-	return newBitmap(g, image, cfg.Events, 0, opts)
+	return newBitmap(g, image, cfg.Events, cfg.Events, 0, opts)
 }
 
 // AllDirty returns a new bitmap for cfg with every region dirty and
@@ -178,7 +185,7 @@ func AllDirty(cfg Config, opts Options) (*Bitmap, error) {
 
 // newBitmap makes the core for image; every block is to be written by the
 // first batch and no region is durable-dirty until then.
-func newBitmap(g Geometry, image []byte, events, seq uint64, opts Options) (*Bitmap, error) {
+func newBitmap(g Geometry, image []byte, events, eventsCleared, seq uint64, opts Options) (*Bitmap, error) {
 	if opts.ClearDelay < 0 || opts.MaxClearDelay < 0 {
 		return nil, fmt.Errorf("%w: negative clear delay", ErrInvalidConfig)
 	}
@@ -239,6 +246,7 @@ func newBitmap(g Geometry, image []byte, events, seq uint64, opts Options) (*Bit
 	}
 	b.dirty.Store(dirty)
 	b.never.Store(never)
+	b.eventsCleared.Store(min(max(eventsCleared, 1), events))
 	b.RewriteAll()
 	return b, nil
 }

@@ -557,7 +557,7 @@ func TestLoadMergesMostCautious(t *testing.T) {
 	set(1501, Clean, Dirty, Dirty)
 	for m := range 3 {
 		area := a.areas[m]
-		EncodeHeader(area[g.Start-g.AreaOffset:], &g, 1)
+		EncodeHeader(area[g.Start-g.AreaOffset:], &g, 1, 1)
 		for blk := 1; blk < g.Blocks(); blk++ {
 			EncodeBlock(area[g.BlockOffset(blk)-g.AreaOffset:], &g, blk, uint64(10+m), images[m])
 		}

@@ -26,7 +26,7 @@
 //     it went to (one atomic add per region). Every StartWrite, ready or
 //     not, has exactly one EndWrite, after the write completed.
 //   - Regions, Written, Dirty, NeedsSync, ResyncDone, SetMissing, Stats,
-//     WaitTimes, Buffer, Geometry.
+//     WaitTimes, Buffer, Geometry, EventsCleared.
 //
 // The flusher, one goroutine (never two of these at once):
 //
@@ -37,8 +37,8 @@
 //     their queues (a queue-local inbox and an eventfd wake, for instance).
 //   - Tick every TickInterval with a monotonic time: it clears idle regions
 //     and returns a batch (or nil) like Prepare.
-//   - SetEvents, RewriteAll, ClearIdle, DirtyRegions, State, HasWork,
-//     Events, TickInterval.
+//   - SetEvents, RewriteAll, ClearIdle, ClearBlocked, DirtyRegions, State,
+//     HasWork, Events, TickInterval.
 //
 // A Batch's block buffers belong to the Bitmap (Buffer, for io_uring
 // registration) and stay unchanged until its Committed. Options.Notify is
@@ -100,7 +100,11 @@
 // On re-add: RewriteAll and SetEvents, recover the regions Dirty (asked
 // as the recovery goes, not a snapshot: writes issued until the member was
 // writable again went to the others only) onto the member, then
-// SetMissing(member, false).
+// SetMissing(member, false). That covers what the member missed only if
+// no region was cleared after it left: if its superblock events are older
+// than EventsCleared (md's events_cleared, in the header, durable before
+// any clear of its generation: see Tick), copy every written region
+// instead.
 //
 // # Resync
 //

@@ -23,6 +23,7 @@ type Batch struct {
 	Events uint64
 
 	sets     []int32 // regions that become durable-dirty at commit
+	cleared  uint64  // the header's events cleared, when it writes the header
 	inflight bool
 }
 
@@ -85,7 +86,8 @@ func (b *Bitmap) Prepare() *Batch {
 		b.busy[i] = true
 		buf := b.bufs[i]
 		if i == 0 {
-			EncodeHeader(buf, &b.geo, b.events)
+			bt.cleared = b.eventsCleared.Load()
+			EncodeHeader(buf, &b.geo, b.events, bt.cleared)
 			bt.Events = b.events
 		} else {
 			EncodeBlock(buf, &b.geo, i, bt.Seq, b.image)
@@ -168,6 +170,7 @@ func (b *Bitmap) Committed(bt *Batch, released []Waiter) []Waiter {
 	}
 	if bt.Events != 0 {
 		b.stats.durableEvents.Store(bt.Events)
+		b.durableCleared = max(b.durableCleared, bt.cleared)
 	}
 	for _, r := range bt.sets {
 		b.words[r].Or(flagDurable)
@@ -191,7 +194,7 @@ func (b *Bitmap) Committed(bt *Batch, released []Waiter) []Waiter {
 
 	bt.Blocks = bt.Blocks[:0]
 	bt.sets = bt.sets[:0]
-	bt.Events = 0
+	bt.Events, bt.cleared = 0, 0
 	b.free = append(b.free, bt)
 	return released
 }
@@ -201,7 +204,18 @@ func (b *Bitmap) Committed(bt *Batch, released []Waiter) []Waiter {
 // had writes since the last tick and clears, in the image, every region
 // that is durable-dirty, has no write in flight, has had no write for its
 // clear delay, does not need sync, and whose block is not being written,
-// while no member is missing; then it returns Prepare(). Clearing never
+// while no member is missing; then it returns Prepare().
+//
+// Events cleared (see format.go): regions are cleared in generation G
+// (Events) only once a header saying events cleared G has committed. The
+// first tick of a generation that finds a region to clear clears nothing:
+// it sets events cleared to G and its batch writes the header; the
+// following ticks clear. So a block saying a region is clean is never
+// built before the header covering that clear is on every present member,
+// at the cost of one header write per generation in which regions are
+// cleared (generations change on member failures and re-adds, assembly
+// and clean stops: rarely), and of one TickInterval more before the first
+// clear of a generation. Writes never wait for it. Clearing never
 // makes a write wait that would not have waited anyway: a write racing a
 // clear either wins (the clear is not made) or finds the region not
 // durable-dirty and waits for it to be made dirty again, after the clear's
@@ -230,7 +244,9 @@ func (b *Bitmap) Tick(now time.Duration) *Batch {
 // ClearIdle is Tick without the delay: it clears every durable-dirty
 // region with no write in flight (for a clean stop, once writes have
 // stopped, so the next assembly finds nothing dirty). Regions whose block
-// is in flight are left for the next call. Flusher thread.
+// is in flight are left for the next call, and so are all of them when
+// the header must first say a new events cleared (see Tick; ClearBlocked
+// tells): commit the batch, then call again. Flusher thread.
 func (b *Bitmap) ClearIdle(now time.Duration) *Batch {
 	b.advance(now)
 	b.clearIdle(true)
@@ -257,6 +273,9 @@ func (b *Bitmap) advance(now time.Duration) {
 
 func (b *Bitmap) clearIdle(force bool) {
 	now := b.now
+	// Clears of this generation are covered by a committed header.
+	covered := b.durableCleared >= b.events
+	want := false
 	for r := range b.words {
 		w := b.words[r].Load()
 		end := uint32(w >> endShift)
@@ -278,6 +297,10 @@ func (b *Bitmap) clearIdle(force bool) {
 		if b.busy[blk] || b.missing.Load() != 0 {
 			continue
 		}
+		if !covered {
+			want = true
+			continue
+		}
 		// Fails if a write started since the load: it proceeds, the
 		// region stays dirty.
 		if !b.words[r].CompareAndSwap(w, w&^flagDurable) {
@@ -289,7 +312,27 @@ func (b *Bitmap) clearIdle(force bool) {
 		b.dirty.Add(-1)
 		b.stats.cleared.Add(1)
 	}
+	if want && b.eventsCleared.Load() < b.events {
+		// The header first (the clears wait for it to commit).
+		b.eventsCleared.Store(b.events)
+		b.changed[0] = true
+	}
 }
+
+// ClearBlocked reports whether a clear is waiting for the header saying
+// the current generation's events cleared to commit (ClearIdle cleared
+// nothing for it: call it again once that batch committed). Flusher
+// thread.
+func (b *Bitmap) ClearBlocked() bool {
+	return b.eventsCleared.Load() >= b.events && b.durableCleared < b.events
+}
+
+// EventsCleared returns the header's events cleared: the generation in
+// which a region was last cleared, or is about to be. A member that left
+// with superblock events older than this may have missed writes to
+// regions clean now: a re-add must copy every written region to it, not
+// only the dirty ones (md's events_cleared rule). Any thread.
+func (b *Bitmap) EventsCleared() uint64 { return b.eventsCleared.Load() }
 
 // SetEvents sets the events of the header and schedules a header write in
 // a coming batch (after any RewriteAll's data blocks). Before writing

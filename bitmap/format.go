@@ -9,7 +9,7 @@ import (
 	"math/bits"
 )
 
-// The on-disk format, version 1.
+// The on-disk format, version 2.
 //
 // Every member holds a full copy of the bitmap in its reserved area
 // (engine.Superblock.BitmapOffset, BitmapBytes). The copy starts at the
@@ -18,12 +18,13 @@ import (
 // DataBlocks data blocks; it never extends past the area. All integers are
 // little-endian. Checksums are CRC-32C (Castagnoli).
 //
-// Header block (block 0; rewritten only at create, assembly and when the
-// superblock generation changes):
+// Header block (block 0; rewritten only at create, assembly, when the
+// superblock generation changes and before the first clear of a
+// generation):
 //
 //	offset  size  field
 //	     0     8  magic "ublkbmap"
-//	     8     4  format version (1)
+//	     8     4  format version (2; 1 is read, see below)
 //	    12     4  checksum: CRC-32C of the whole block with this field zero
 //	    16     4  flags: none defined, must be 0
 //	    20     4  block size in bytes (a power of two, 512..1 MiB)
@@ -35,7 +36,9 @@ import (
 //	    64     8  regions: ceil(array sectors / region size)
 //	    72     8  array sectors: the size of the address space covered
 //	    80     4  states per data block: block size - 16
-//	    84     …  zero to the end of the block
+//	    84     8  events cleared: the generation in which a region was last
+//	              cleared (1..events; version 2 only)
+//	    92     …  zero to the end of the block
 //
 // Data block i (block 1+i) holds the state bytes of regions
 // i*PerBlock .. (i+1)*PerBlock-1, then a 16-byte trailer:
@@ -73,11 +76,41 @@ import (
 // for that batch to commit), so a copy whose header events are older than
 // the superblock's belongs to a member that missed updates (it was missing
 // or failed) and is not used (ErrStale).
+//
+// Events cleared is md's events_cleared, for re-add: the bitmap says dirty
+// every region written since it was last cleared, and no region is cleared
+// while a member is missing; so a member that left the array with
+// superblock events E missed only writes to regions dirty now, unless a
+// region was cleared in a generation after E (after it came back and left
+// again, or after its role was given to another device), whose writes it
+// may have missed and the bitmap no longer shows. A re-add copies only the
+// dirty regions if E >= events cleared, else every written region. The
+// header carrying a new events cleared G is durable on every present
+// member before any region is cleared in generation G (so before any block
+// saying it is clean is built; see Tick), so a copy's events cleared is
+// never older than the clears its blocks show. Load takes the newest among
+// the copies. Create sets it to the array's first generation, AllDirty
+// (Assemble's fallback) to its events.
+//
+// Why a new version and not a flag or a bare field in the reserved bytes:
+// builds that read version 1 refuse a header whose version, flags or
+// reserved bytes they do not know (ErrCorrupt), and then assemble with
+// every region dirty (Assemble's fallback: a full resync, a full copy on
+// re-add) and rewrite the bitmap in version 1: they never misread it, and
+// a version number says plainly which field layout a header has, where a
+// flag would only say that one field is there. This build reads a version
+// 1 header (whose bytes from 84 on are zero) as cleared at the header's
+// own events: the clears it shows may be that recent, so only members not
+// older than the header are re-added from the bitmap (conservative), and
+// the first rewrite makes it version 2.
 const (
 	// Magic is the first 8 bytes of the header block.
 	Magic = "ublkbmap"
-	// Version is the format version this package reads and writes.
-	Version = 1
+	// Version is the format version this package writes; it also reads
+	// VersionV1.
+	Version = 2
+	// VersionV1 is the format without events cleared.
+	VersionV1 = 1
 	// SectorSize is the unit of the ...Sectors fields.
 	SectorSize = 512
 	// MinBlockSize and MaxBlockSize bound the bitmap I/O size.
@@ -114,7 +147,9 @@ const (
 	hRegions       = 64
 	hArraySectors  = 72
 	hPerBlock      = 80
-	hEnd           = 84
+	hEventsCleared = 84
+	hEnd           = 92
+	hEndV1         = 84
 )
 
 // State is the state of a region, as stored on disk (one byte).
@@ -413,18 +448,24 @@ func BlockSizeFor(logical, physical, ioOpt uint32) int {
 
 // Header is the decoded header block.
 type Header struct {
-	BlockSize     int
-	DataBlocks    int
-	ArrayUUID     [16]byte
-	Events        uint64
+	// Version is the format version it was written in (Version or
+	// VersionV1).
+	Version    int
+	BlockSize  int
+	DataBlocks int
+	ArrayUUID  [16]byte
+	Events     uint64
+	// EventsCleared is the generation in which a region was last cleared
+	// (1..Events); for a version 1 header, which does not say, Events.
+	EventsCleared uint64
 	RegionSectors uint64
 	Regions       int
 	ArraySectors  uint64
 }
 
-// EncodeHeader writes the header block for g and events into dst
-// (len(dst) >= g.BlockSize).
-func EncodeHeader(dst []byte, g *Geometry, events uint64) {
+// EncodeHeader writes the header block for g, events and eventsCleared
+// (1..events) into dst (len(dst) >= g.BlockSize), in format Version.
+func EncodeHeader(dst []byte, g *Geometry, events, eventsCleared uint64) {
 	b := dst[:g.BlockSize]
 	clear(b)
 	le := binary.LittleEndian
@@ -439,6 +480,7 @@ func EncodeHeader(dst []byte, g *Geometry, events uint64) {
 	le.PutUint64(b[hRegions:], uint64(g.Regions))
 	le.PutUint64(b[hArraySectors:], g.ArraySectors)
 	le.PutUint32(b[hPerBlock:], uint32(g.PerBlock))
+	le.PutUint64(b[hEventsCleared:], eventsCleared)
 	le.PutUint32(b[hChecksum:], headerChecksum(b))
 }
 
@@ -463,8 +505,14 @@ func DecodeHeader(b []byte) (Header, error) {
 	corrupt := func(format string, args ...any) (Header, error) {
 		return Header{}, fmt.Errorf("%w: header: %s", ErrCorrupt, fmt.Sprintf(format, args...))
 	}
-	if v := le.Uint32(b[hVersion:]); v != Version {
-		return corrupt("unknown format version %d (this build reads %d)", v, Version)
+	v := le.Uint32(b[hVersion:])
+	end := hEnd
+	switch v {
+	case Version:
+	case VersionV1:
+		end = hEndV1
+	default:
+		return corrupt("unknown format version %d (this build reads %d and %d)", v, VersionV1, Version)
 	}
 	bs := int(le.Uint32(b[hBlockSize:]))
 	if bs < MinBlockSize || bs > MaxBlockSize || bs&(bs-1) != 0 {
@@ -483,12 +531,13 @@ func DecodeHeader(b []byte) (Header, error) {
 	if hb := le.Uint32(b[hHeaderBlocks:]); hb != HeaderBlocks {
 		return corrupt("%d header blocks, not %d", hb, HeaderBlocks)
 	}
-	for i, c := range b[hEnd:] {
+	for i, c := range b[end:] {
 		if c != 0 {
-			return corrupt("reserved byte %d is not zero", hEnd+i)
+			return corrupt("reserved byte %d is not zero", end+i)
 		}
 	}
 	h := Header{
+		Version:       int(v),
 		BlockSize:     bs,
 		DataBlocks:    int(le.Uint32(b[hDataBlocks:])),
 		Events:        le.Uint64(b[hEvents:]),
@@ -510,6 +559,13 @@ func DecodeHeader(b []byte) (Header, error) {
 		return corrupt("%d regions of %d sectors do not cover %d sectors", regions, rs, h.ArraySectors)
 	case int(le.Uint32(b[hPerBlock:])) != bs-TrailerSize:
 		return corrupt("%d states per block, not %d", le.Uint32(b[hPerBlock:]), bs-TrailerSize)
+	}
+	if v == VersionV1 {
+		// Not recorded: regions may have been cleared as late as this
+		// header's generation.
+		h.EventsCleared = h.Events
+	} else if h.EventsCleared = le.Uint64(b[hEventsCleared:]); h.EventsCleared == 0 || h.EventsCleared > h.Events {
+		return corrupt("events cleared %d is not in 1..events (%d)", h.EventsCleared, h.Events)
 	}
 	h.Regions = int(regions)
 	if want := (h.Regions + bs - TrailerSize - 1) / (bs - TrailerSize); h.DataBlocks != want {

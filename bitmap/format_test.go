@@ -139,9 +139,9 @@ func TestHeaderLayout(t *testing.T) {
 		t.Fatal(err)
 	}
 	b := make([]byte, 4096)
-	EncodeHeader(b, &g, 42)
+	EncodeHeader(b, &g, 42, 40)
 	le := binary.LittleEndian
-	if string(b[:8]) != "ublkbmap" || le.Uint32(b[8:]) != 1 || le.Uint32(b[16:]) != 0 || le.Uint32(b[20:]) != 4096 ||
+	if string(b[:8]) != "ublkbmap" || le.Uint32(b[8:]) != 2 || le.Uint64(b[84:]) != 40 || le.Uint32(b[16:]) != 0 || le.Uint32(b[20:]) != 4096 ||
 		le.Uint32(b[24:]) != 1 || le.Uint32(b[28:]) != 2 || !bytes.Equal(b[32:48], testUUID[:]) || le.Uint64(b[48:]) != 42 ||
 		le.Uint64(b[56:]) != 128 || le.Uint64(b[64:]) != 5000 || le.Uint64(b[72:]) != 5000*128 || le.Uint32(b[80:]) != 4080 {
 		t.Fatalf("header fields misplaced:\n% x", b[:96])
@@ -150,7 +150,7 @@ func TestHeaderLayout(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := Header{BlockSize: 4096, DataBlocks: 2, ArrayUUID: testUUID, Events: 42, RegionSectors: 128, Regions: 5000, ArraySectors: 640000}
+	want := Header{Version: 2, BlockSize: 4096, DataBlocks: 2, ArrayUUID: testUUID, Events: 42, EventsCleared: 40, RegionSectors: 128, Regions: 5000, ArraySectors: 640000}
 	if h != want {
 		t.Fatalf("decoded %+v, want %+v", h, want)
 	}
@@ -259,11 +259,11 @@ func TestHeaderEventsWrap(t *testing.T) {
 		t.Fatal(err)
 	}
 	b := make([]byte, 4096)
-	EncodeHeader(b, &g, math.MaxUint64-1)
+	EncodeHeader(b, &g, math.MaxUint64-1, 1)
 	if h, err := DecodeHeader(b); err != nil || h.Events != math.MaxUint64-1 {
 		t.Fatalf("events 2^64-2: %+v, %v", h, err)
 	}
-	EncodeHeader(b, &g, math.MaxUint64)
+	EncodeHeader(b, &g, math.MaxUint64, 1)
 	if _, err := DecodeHeader(b); !errors.Is(err, ErrCorrupt) || !strings.Contains(err.Error(), "would wrap") {
 		t.Fatalf("events 2^64-1: err = %v", err)
 	}

@@ -16,6 +16,9 @@ type LoadInfo struct {
 	// generation written to a header but not to the superblocks (a crash
 	// in between) is never reused.
 	Events uint64
+	// EventsCleared is the newest events cleared of the valid headers of
+	// this array (used or not): the bitmap's.
+	EventsCleared uint64
 	// Seq is the newest batch sequence number among the usable copies.
 	Seq uint64
 	// Copies describes each input copy, in order.
@@ -123,6 +126,7 @@ func Load(cfg Config, copies [][]byte, opts Options) (*Bitmap, *LoadInfo, error)
 		}
 		ci.Events = h.Events
 		info.Events = max(info.Events, h.Events)
+		info.EventsCleared = max(info.EventsCleared, h.EventsCleared)
 		g, err := checkHeader(&h, &cfg, len(area))
 		if err != nil {
 			ci.Err = err
@@ -187,7 +191,7 @@ func Load(cfg Config, copies [][]byte, opts Options) (*Bitmap, *LoadInfo, error)
 			info.NeverWritten++
 		}
 	}
-	b, err := newBitmap(g, image, max(info.Events, cfg.Events), info.Seq, opts)
+	b, err := newBitmap(g, image, max(info.Events, cfg.Events), info.EventsCleared, info.Seq, opts)
 	if err != nil {
 		return nil, info, err
 	}

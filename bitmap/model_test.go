@@ -24,6 +24,11 @@ import (
 //     flight whose copies are equal on every member (missing ones too), and
 //     never written only for regions never written;
 //   - re-adding a member: every region where it differs is dirty;
+//   - events cleared (md's rule for re-add): for the image of a member as
+//     it left (its failure recorded in the superblocks), kept aside, if
+//     its superblock events are not older than EventsCleared, every
+//     region where it differs from a present member is dirty, at every
+//     step and after every crash;
 //   - a crash at any step (in-flight bitmap block writes lost, torn, or
 //     landed, on any subset of members; in-flight data writes landed on any
 //     subset), then Load: every region whose copies differ is dirty and
@@ -94,6 +99,17 @@ type model struct {
 	nextID    uint64
 	crashes   int
 	allDirty  int
+
+	departed []*departedImage
+}
+
+// departedImage is a member's data as it failed, with the superblock
+// generation it had: what a re-add of it kept aside would bring back.
+type departedImage struct {
+	member   int
+	events   uint64
+	data     []regionData
+	recorded bool // the superblocks record the failure
 }
 
 func newModel(t *rapid.T) *model {
@@ -162,6 +178,7 @@ func (m *model) run(crashes bool) {
 			dt := rapid.SampledFrom([]time.Duration{0, 100 * time.Millisecond, time.Second, 3 * time.Second, 5 * time.Second, 7 * time.Second, 12 * time.Second, 30 * time.Second, 2 * time.Minute}).Draw(t, "dt")
 			m.now += dt
 			m.launch(m.bm.Tick(m.now))
+			m.checkDeparted("after a tick") // clears happen only here
 		case "apply":
 			m.apply()
 		case "commit":
@@ -174,6 +191,7 @@ func (m *model) run(crashes bool) {
 			m.readd()
 		case "resync":
 			m.resync()
+			m.checkDeparted("after a resync")
 		case "crash":
 			m.crash()
 		}
@@ -350,6 +368,9 @@ func (m *model) committed(f *mFlight) {
 	if m.bump != 0 && events >= m.bump {
 		// The superblocks are written with the new generation.
 		m.sbEvents, m.sbMissing = m.bump, m.bumpMissing
+		for _, d := range m.departed {
+			d.recorded = d.recorded || d.member == m.sbMissing
+		}
 		clear(m.views)
 		m.bump, m.failing = 0, false
 		if m.readding {
@@ -367,6 +388,10 @@ func (m *model) fail() {
 	p := rapid.IntRange(0, m.members-1).Draw(t, "failing member")
 	m.missing, m.present[p] = p, false
 	m.bm.SetMissing(p, true)
+	if len(m.departed) == 4 {
+		m.departed = m.departed[1:]
+	}
+	m.departed = append(m.departed, &departedImage{member: p, events: m.sbEvents, data: slices.Clone(m.data[p])})
 	for _, f := range m.flights {
 		for _, bw := range f.blocks {
 			if bw.pending[p] && rapid.Bool().Draw(t, "lands") {
@@ -485,6 +510,9 @@ func (m *model) crash() {
 		}
 	}
 	m.writes, m.flights = nil, nil
+	// A failure not recorded: the member is assembled back and runs on in
+	// the same generation; its image is not one as it left.
+	m.departed = slices.DeleteFunc(m.departed, func(d *departedImage) bool { return !d.recorded })
 	// Assemble: the superblocks say which member is missing.
 	m.bump, m.failing, m.readding = 0, false, false
 	m.missing = m.sbMissing
@@ -521,6 +549,34 @@ func (m *model) crash() {
 		}
 		if m.written[r] && !bm.Written(r) {
 			t.Fatalf("after crash %d: region %d was written but is never-written", m.crashes, r)
+		}
+	}
+	m.checkDeparted("after a crash")
+}
+
+// checkDeparted checks md's events_cleared rule for every image of a
+// member as it left: unless its events are older than EventsCleared,
+// every region where it differs from a present member is dirty (a re-add
+// of it copying only the dirty regions would make it equal).
+func (m *model) checkDeparted(why string) {
+	cleared := m.bm.EventsCleared()
+	if cleared > m.bm.Events() || cleared == 0 {
+		m.t.Fatalf("%s: events cleared %d, events %d", why, cleared, m.bm.Events())
+	}
+	for _, d := range m.departed {
+		if d.events < cleared {
+			continue
+		}
+		for r := range modelRegions {
+			for q := range m.members {
+				// Dirty in the image and not durable yet (after Load,
+				// until the first batch commits) is dirty too: it cannot
+				// be cleared before.
+				if m.present[q] && m.data[q][r] != d.data[r] && !m.bm.Dirty(r) && m.bm.State(r) != Dirty {
+					m.t.Fatalf("%s: the image of member %d as it left (events %d, events cleared %d) differs from member %d in region %d, which is %v",
+						why, d.member, d.events, cleared, q, r, m.bm.State(r))
+				}
+			}
 		}
 	}
 }

@@ -17,10 +17,17 @@ func newExamineBitmapCmd() *cobra.Command {
 }
 
 // examineBitmapJSON is the stable -o json schema of examine-bitmap.
+// events_cleared is the generation in which a region was last cleared
+// (md's events_cleared): a member whose superblock events are older is
+// re-added with every written region copied, not only the dirty ones; a
+// version 1 bitmap does not record it and is taken as cleared at its
+// events.
 type examineBitmapJSON struct {
 	Member       string   `json:"member"`
 	ArrayUUID    string   `json:"array_uuid"`
+	Version      int      `json:"version"`
 	Events       uint64   `json:"events"`
+	Cleared      uint64   `json:"events_cleared"`
 	SBEvents     uint64   `json:"superblock_events"`
 	Stale        bool     `json:"stale"` // older than the superblock: not trusted at assembly
 	RegionBytes  uint64   `json:"region_bytes"`
@@ -55,7 +62,8 @@ func runExamineBitmap(o examineOptions, stdout io.Writer) error {
 	if err != nil {
 		return fmt.Errorf("%s: bitmap: %w", o.member, err)
 	}
-	j := examineBitmapJSON{Member: o.member, ArrayUUID: engine.UUIDString(s.Header.ArrayUUID), Events: s.Header.Events,
+	j := examineBitmapJSON{Member: o.member, ArrayUUID: engine.UUIDString(s.Header.ArrayUUID), Version: s.Header.Version,
+		Events: s.Header.Events, Cleared: s.Header.EventsCleared,
 		SBEvents: sb.Events, Stale: s.Header.Events < sb.Events, RegionBytes: s.Header.RegionSectors << 9,
 		BlockBytes: s.Header.BlockSize, ArrayBytes: s.Header.ArraySectors << 9, Regions: s.Header.Regions,
 		Dirty: s.Dirty, Clean: s.Clean, NeverWritten: s.NeverWritten}
@@ -74,7 +82,13 @@ func runExamineBitmap(o examineOptions, stdout io.Writer) error {
 	}
 	fmt.Fprintf(tw, "Member\t: %s\n", j.Member)
 	fmt.Fprintf(tw, "Array UUID\t: %s\n", j.ArrayUUID)
+	fmt.Fprintf(tw, "Version\t: %d\n", j.Version)
 	fmt.Fprintf(tw, "Events\t: %d (superblock %d)%s\n", j.Events, j.SBEvents, stale)
+	cleared := ""
+	if j.Version < bitmap.Version {
+		cleared = " (not recorded in this version: taken as its events)"
+	}
+	fmt.Fprintf(tw, "Events Cleared\t: %d%s\n", j.Cleared, cleared)
 	fmt.Fprintf(tw, "Region Size\t: %dK\n", j.RegionBytes>>10)
 	fmt.Fprintf(tw, "Block Size\t: %d\n", j.BlockBytes)
 	fmt.Fprintf(tw, "Array Size\t: %dK\n", j.ArrayBytes>>10)

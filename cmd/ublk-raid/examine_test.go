@@ -2,12 +2,15 @@ package main
 
 import (
 	"encoding/json"
+	"fmt"
 	"os"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
 
 	"github.com/ublk-raid/ublk-raid/array"
+	"github.com/ublk-raid/ublk-raid/bitmap"
 	"github.com/ublk-raid/ublk-raid/engine"
 )
 
@@ -88,11 +91,13 @@ func TestExamineBitmap(t *testing.T) {
 	if err := json.Unmarshal([]byte(out), &j); err != nil {
 		t.Fatalf("-o json: %v\n%s", err, out)
 	}
-	if j.RegionBytes != 128<<10 || j.Regions != regions || j.NeverWritten != regions || j.Dirty != 0 || j.Stale || j.Events < j.SBEvents {
+	if j.RegionBytes != 128<<10 || j.Regions != regions || j.NeverWritten != regions || j.Dirty != 0 || j.Stale || j.Events < j.SBEvents ||
+		j.Version != bitmap.Version || j.Cleared < 1 || j.Cleared > j.Events {
 		t.Fatalf("examine-bitmap of a new array: %+v", j)
 	}
 	out, _, code = runCLI("examine-bitmap", paths[0])
-	if code != 0 || !strings.Contains(out, "Region Size : 128K") || !strings.Contains(out, "0 dirty") {
+	if code != 0 || !regexp.MustCompile(`Region Size +: 128K`).MatchString(out) || !strings.Contains(out, "0 dirty") ||
+		!strings.Contains(out, fmt.Sprintf("Events Cleared : %d\n", j.Cleared)) {
 		t.Fatalf("examine-bitmap text (exit %d):\n%s", code, out)
 	}
 }
