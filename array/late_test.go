@@ -57,7 +57,7 @@ func TestRebuildWaitsForLateIO(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer a.Close()
-	a.MemberTimeout = 50 * time.Millisecond
+	a.MemberTimeout = 2 * time.Second
 	n := int(a.Engine.Geo.MemberSectors << 9)
 	scribbleBytes(t, a, paths[0], 0, fill(n, 0xa0))
 	scribbleBytes(t, a, paths[1], 0, fill(n, 0xa0))
@@ -141,7 +141,7 @@ func TestWriteAllCountsLateWrites(t *testing.T) {
 		ms = append(ms, m)
 	}
 	release := make(chan struct{})
-	errs := writeAll(ms, []int{0, 1}, 20*time.Millisecond, func(r int) error {
+	errs := writeAll(ms, []int{0, 1}, time.Second, func(r int) error {
 		if r == 1 {
 			<-release
 		}

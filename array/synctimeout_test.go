@@ -55,7 +55,7 @@ func TestMemberIOTimeout(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer m.Close()
-	a := &Array{Members: []*ublk.Member{m}, MemberTimeout: 50 * time.Millisecond}
+	a := &Array{Members: []*ublk.Member{m}, MemberTimeout: 2 * time.Second}
 	h := newHangRW()
 	defer close(h.release)
 	io := newMemberIO(a)
@@ -134,7 +134,7 @@ func TestRebuildHungTarget(t *testing.T) {
 	}
 	defer a.Close()
 	defer close(h.release) // before Close: a job hung without the fix ends
-	a.MemberTimeout = 100 * time.Millisecond
+	a.MemberTimeout = 2 * time.Second
 	if err := a.Fail(1); err != nil {
 		t.Fatal(err)
 	}
