@@ -16,7 +16,7 @@ echo "$PHASE: assembled $dev from $members"
 "$BIN" detail -n "$N" || fail "detail"
 # Follow the background jobs (detail --wait) until the array is healthy,
 # every member active and no region awaits a resync. A job may start right
-# after another ended (a resync after the rebuild): give up only after 20
+# after another ended (a resync after the rebuild): give up only after 5
 # polls in a row found the array idle but not yet in that state.
 problems=0
 idle=0
@@ -30,7 +30,7 @@ while :; do
 	done
 	[ $ok = 1 ] && break
 	grep -q '^Sync : idle' "$OUT/$PHASE-detail.txt" && idle=$((idle + 1))
-	if [ $idle -ge 20 ]; then
+	if [ $idle -ge 5 ]; then
 		cat "$OUT/$PHASE-detail.txt"
 		echo "$PHASE: FAIL: the jobs ended but the array is not healthy with every member active and nothing to resync" >&2
 		problems=$((problems + 1))
