@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # Power cut during a rebuild (issue "Trust under every fault", scenario ii),
 # ROUNDS times (default 5), alternating raid1 and raid10: boot a VM, create
-# the array with `serve` + `add`, replace a member so that a (slowed)
-# rebuild runs, write with O_DSYNC at random offsets recording every
+# the array with `serve` + `add`, put a blank disk in a member's role
+# (`replace`; rounds 3 and 4: `fail`, `remove`, `add --spare`) so that a
+# (slowed) rebuild runs, write with O_DSYNC at random offsets recording every
 # acknowledged write on a disk outside the array, cut the power at a random
 # moment (scripts/vm/crash/rebuild-phase1.sh); boot a second VM on the same
 # disk files, assemble with `add`, let the rebuild end, read every recorded
@@ -21,22 +22,24 @@ for r in $(seq 1 "$rounds"); do
 		level=raid10
 		disks=(--disk 256M --disk 256M --disk 256M --disk 256M --disk 256M --disk 64M)
 	fi
+	method=replace
+	case $r in 3 | 4) method=spare ;; esac
 	dir=$(mktemp -d /tmp/ublk-raid-crash-rebuild.XXXXXX)
-	echo "=== power cut during rebuild, round $r ($level)"
+	echo "=== power cut during rebuild, round $r ($level, $method)"
 	ok=1
 	scripts/vm/run.sh --cpus 2 --timeout 600 --disk-dir "$dir/disks" --out "$dir/out" "${disks[@]}" --expect-crash \
-		-- scripts/vm/crash/rebuild-phase1.sh "$level" || ok=0
+		-- scripts/vm/crash/rebuild-phase1.sh "$level" "$method" || ok=0
 	if [ $ok = 1 ]; then
 		scripts/vm/run.sh --cpus 2 --timeout 600 --disk-dir "$dir/disks" --out "$dir/out" "${disks[@]}" \
 			-- scripts/vm/crash/rebuild-phase2.sh "$level" || ok=0
 	fi
 	if [ $ok = 1 ]; then
 		pass=$((pass + 1))
-		echo "=== power cut during rebuild, round $r ($level): PASS"
+		echo "=== power cut during rebuild, round $r ($level, $method): PASS"
 		rm -rf "$dir"
 	else
 		failed=$((failed + 1))
-		echo "=== power cut during rebuild, round $r ($level): FAIL (logs and disks in $dir)"
+		echo "=== power cut during rebuild, round $r ($level, $method): FAIL (logs and disks in $dir)"
 	fi
 done
 echo "crash-rebuild: $pass passed, $failed failed"
