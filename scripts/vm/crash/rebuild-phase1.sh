@@ -3,9 +3,10 @@
 # `serve`, `add --level 1|10` with default flags but a slow rebuild
 # (--sync-speed-max 1M), lay out 32 MiB of data, put a blank disk in the
 # last member's role (METHOD replace: `replace --with`; spare: `fail`,
-# `remove`, then `add -n N --spare`, which takes the role), then O_DSYNC writes at random offsets (pcut.py write,
-# which records each acknowledged write on the LOG disk) while the rebuild
-# runs, and cut the power (crash.sh) after a random 3-15 s.
+# `remove`, then `add -n N --spare`, which takes the role), then O_DSYNC
+# writes at random offsets (pcut.py write, which records each acknowledged
+# write on the LOG disk) while the rebuild runs, and cut the power
+# (crash.sh) after a random 3-15 s.
 set -eu
 LEVEL=${1:-}
 METHOD=${2:-replace}
