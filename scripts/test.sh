@@ -51,6 +51,7 @@ step "fuzz" fuzz_all
 if [ $host_only = 0 ]; then
 	step "vm tests" scripts/test-vm.sh
 	step "vm power-cut tests" scripts/vm/crash-test.sh # 5 rounds, raw and ext4
+	step "vm power-cut during rebuild tests" scripts/vm/crash-rebuild-test.sh # 5 rounds, raid1 and raid10
 fi
 echo
 printf '%s\n' "${results[@]}"
