@@ -186,7 +186,7 @@ func (m *Manager) restore(e StateEntry) (*served, error) {
 		}
 		exists = false
 	}
-	a, err := openRetry(e.Members)
+	a, err := openRetry(e.Members, array.CreateSpec{SyncMinBytes: e.SyncMinBytes, SyncMaxBytes: e.SyncMaxBytes})
 	if err != nil {
 		return nil, err
 	}
@@ -219,10 +219,10 @@ func (m *Manager) restore(e StateEntry) (*served, error) {
 
 // openRetry assembles the array of members, waiting a little while a
 // member is still held by a server that is exiting.
-func openRetry(members []string) (*array.Array, error) {
+func openRetry(members []string, spec array.CreateSpec) (*array.Array, error) {
 	deadline := time.Now().Add(10 * time.Second)
 	for {
-		a, err := array.Open(members, array.CreateSpec{}, false)
+		a, err := array.Open(members, spec, false)
 		if err == nil || !errors.Is(err, unix.EBUSY) || time.Now().After(deadline) {
 			return a, err
 		}
@@ -469,6 +469,7 @@ func (m *Manager) Add(_ context.Context, req AddRequest) (Array, error) {
 		return Array{}, err
 	}
 	s.entry.WriteMostly = req.WriteMostly
+	s.entry.SyncMinBytes, s.entry.SyncMaxBytes = spec.SyncMinBytes, spec.SyncMaxBytes
 	m.track(s)
 	if err := m.saveState(); err != nil {
 		m.log.Error("state file not written", zap.Error(err))

@@ -49,7 +49,7 @@ func TestStateFile(t *testing.T) {
 	}
 	want := State{Version: 1, Arrays: []StateEntry{
 		{Number: 0, UUID: "u0", Members: []string{"/dev/a", "/dev/b"}, Queues: 2, Depth: 128, MaxIOBytes: 512 << 10},
-		{Number: 3, UUID: "u3", Name: "tank", Members: []string{"/dev/c"}},
+		{Number: 3, UUID: "u3", Name: "tank", Members: []string{"/dev/c"}, SyncMinBytes: 1 << 20, SyncMaxBytes: 8 << 20},
 	}}
 	if err := SaveState(path, State{Arrays: []StateEntry{want.Arrays[1], want.Arrays[0]}}); err != nil {
 		t.Fatal(err)

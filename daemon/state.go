@@ -32,6 +32,10 @@ type StateEntry struct {
 	Queues     int `json:"queues,omitempty"`
 	Depth      int `json:"depth,omitempty"`
 	MaxIOBytes int `json:"max_io_bytes,omitempty"`
+	// Sync speed bounds the array was added with (0: the defaults), so
+	// that a restarted daemon keeps throttling a rebuild it resumes.
+	SyncMinBytes uint64 `json:"sync_speed_min_bytes,omitempty"`
+	SyncMaxBytes uint64 `json:"sync_speed_max_bytes,omitempty"`
 }
 
 // LoadState reads the state file; a missing file is an empty state.
