@@ -125,7 +125,7 @@
 //
 // The state file (default /var/lib/ublk-raid/arrays.json, replaced
 // atomically: temporary file, fsync, rename, fsync of the directory) lists
-// each array's device number, UUID, member paths and queue settings. It is
+// each array's device number, UUID, member paths, queue settings and sync speed bounds. It is
 // the daemon's equivalent of mdadm.conf's ARRAY lines: add puts an entry
 // in, del takes it out; remove drops the removed member's path, add-spare
 // and replace add the new one (spares are members for the file). Stopping
