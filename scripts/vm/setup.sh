@@ -25,7 +25,7 @@ HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 CACHE=${UBLK_RAID_VM_CACHE:-/var/cache/ublk-raid-vm}
 KPKG_DEFAULT=linux-image-6.12.95+deb12-amd64-unsigned
 KPKG=${UBLK_RAID_VM_KERNEL_PKG:-$KPKG_DEFAULT}
-PACKAGES=(qemu-system-x86 busybox-static fio mdadm e2fsprogs dmsetup kmod
+PACKAGES=(qemu-system-x86 busybox-static fio mdadm e2fsprogs dmsetup kmod lvm2
 	xz-utils cpio util-linux)
 APT_OPTS=(-q -y -o DPkg::Lock::Timeout=1200 -o APT::Get::Assume-Yes=true)
 export DEBIAN_FRONTEND=noninteractive
