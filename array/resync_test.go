@@ -237,15 +237,25 @@ func TestResyncRunsAfterRebuild(t *testing.T) {
 		t.Fatalf("assembled role 2 as %+v, region needs sync %v", m, b.Bitmap.NeedsSync(first))
 	}
 	var kinds []string
+	var between SyncStatus
 	b.SetSyncLog(func(msg string, r SyncReport, err error) {
 		if msg == "sync ended" {
 			kinds = append(kinds, r.Kind)
+			if r.Kind == "rebuild" {
+				// Between the rebuild's end and the resync's start:
+				// the status must say a job may follow (detail --wait
+				// returned here and a check was refused).
+				between = b.SyncStatus()
+			}
 		}
 	})
 	b.StartBackground()
 	b.WaitSync()
-	if s := b.SyncStatus(); s.LastAction != "resync" || s.LastResult != "ok" || s.ResyncNeeded {
+	if s := b.SyncStatus(); s.LastAction != "resync" || s.LastResult != "ok" || s.ResyncNeeded || s.Settling {
 		t.Fatalf("after the rebuild (jobs %v): %+v", kinds, s)
+	}
+	if between.Action == "idle" && !between.Settling {
+		t.Fatalf("between the rebuild and the resync the status said idle and settled: %+v", between)
 	}
 	if st := b.Status(); st.ActiveDisks != 3 {
 		t.Fatalf("after the rebuild: %+v", st)

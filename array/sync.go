@@ -39,6 +39,10 @@ type SyncStatus struct {
 	LastResult   string  `json:"last_result,omitempty"` // "ok" or the error
 	MismatchCnt  uint64  `json:"mismatch_cnt"`          // last check/repair, 4 KiB blocks
 	ResyncNeeded bool    `json:"resync_needed,omitempty"`
+	// Settling: a job has just ended and the array is choosing what runs
+	// next (a pending resync, a spare): Action says idle, but a job may
+	// start at once. `detail --wait` waits through it.
+	Settling bool `json:"settling,omitempty"`
 }
 
 // syncer runs the array's background jobs, one at a time.
@@ -60,6 +64,8 @@ type syncer struct {
 	// stopped: StopSync was called (the array is stopping); no job
 	// starts any more.
 	stopped bool
+	// settling: a job ended and nextJob has not yet chosen what follows.
+	settling bool
 	// log, if set, is told when a job starts and ends.
 	log func(msg string, r SyncReport, err error)
 
@@ -536,6 +542,7 @@ func (a *Array) SyncStatus() SyncStatus {
 	s.MismatchCnt = y.mism
 	s.ResyncNeeded = a.needsResync()
 	if !y.running {
+		s.Settling = y.settling
 		return s
 	}
 	s.Action = y.kind.String()
@@ -620,6 +627,8 @@ func (y *syncer) start(job resync.Job, regions int) error {
 		}
 		y.mu.Lock()
 		y.running, y.cancel, y.last, y.lastHad = false, nil, job.Kind, true
+		next := !errors.Is(err, context.Canceled)
+		y.settling = next
 		y.lastRes = "ok"
 		if err != nil {
 			y.lastRes = err.Error()
@@ -632,8 +641,11 @@ func (y *syncer) start(job resync.Job, regions int) error {
 			log("sync ended", SyncReport{Kind: job.Kind.String(), Targets: job.Targets, Position: res.End,
 				Synced: res.Synced, Skipped: res.Skipped, Mismatches: res.Mismatches, Regions: regions}, err)
 		}
-		if !errors.Is(err, context.Canceled) {
+		if next {
 			a.nextJob(job, err, dropGen)
+			y.mu.Lock()
+			y.settling = false
+			y.mu.Unlock()
 		}
 	}()
 	return nil

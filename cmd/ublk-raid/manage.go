@@ -574,13 +574,13 @@ func newDetailCmd(socket *string) *cobra.Command {
 	c.Flags().IntVarP(&o.number, "number", "n", -1, "array (device) number")
 	c.Flags().StringVarP(&o.output, "output", "o", "text", "output format: text or json")
 	c.Flags().BoolVar(&o.test, "test", false, "exit 1 if the array is degraded, 2 if it failed (4: cannot tell)")
-	c.Flags().BoolVar(&o.wait, "wait", false, "follow the background job (rebuild, resync, check) until it ends, then describe the array")
+	c.Flags().BoolVar(&o.wait, "wait", false, "follow the background jobs (rebuild, resync, check, and one that follows at once, such as the resync a rebuild left pending) until they end, then describe the array")
 	return c
 }
 
 func runDetail(o detailOptions, c *daemon.Client, stdout, stderr io.Writer) error {
 	a, err := c.Detail(o.number)
-	for o.wait && err == nil && a.Sync.Action != "idle" {
+	for o.wait && err == nil && (a.Sync.Action != "idle" || a.Sync.Settling) {
 		if o.output != "json" {
 			fmt.Fprintln(stdout, syncLine(a.Sync))
 		}
