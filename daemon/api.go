@@ -206,6 +206,11 @@ func (r AddRequest) spec() (array.CreateSpec, *FieldError) {
 	if len(r.Name) > engine.ArrayNameMax {
 		return s, fieldErr("name", strconv.Quote(r.Name), "at most %d bytes", engine.ArrayNameMax)
 	}
+	if err := engine.ValidName(r.Name); err != nil {
+		// What the superblock refuses ('/'), refused before any member
+		// is opened: bad usage.
+		return s, &FieldError{Field: "name", Err: err}
+	}
 	switch r.Level {
 	case "":
 		s.Level = -1 // assemble only

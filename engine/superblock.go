@@ -474,8 +474,9 @@ func decodeName(b []byte) (string, error) {
 	return string(b[:n]), nil
 }
 
-// validName checks an array name.
-func validName(name string) error {
+// ValidName checks an array name (the superblock's rule; the daemon checks
+// requests by it before any member is opened).
+func ValidName(name string) error {
 	if len(name) > ArrayNameMax {
 		return fmt.Errorf("name %q is %d bytes, longer than %d", name, len(name), ArrayNameMax)
 	}
@@ -517,7 +518,7 @@ func (sb *Superblock) validate() error {
 	if sb.MemberUUID == ([16]byte{}) {
 		return errors.New("member UUID is zero")
 	}
-	if err := validName(sb.Name); err != nil {
+	if err := ValidName(sb.Name); err != nil {
 		return err
 	}
 	if sb.Members == 0 || sb.Members > RoleTableSize {

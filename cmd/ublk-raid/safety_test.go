@@ -108,6 +108,7 @@ func TestUsageExitsTwo(t *testing.T) {
 		wantUsage(t, fake, sock, []string{cmd, "--level", "1", img, link}, "given twice")
 		wantUsage(t, fake, sock, []string{cmd, "--level", "1", "--spare", link, img, "/dev/vdb"}, "--spare")
 		wantUsage(t, fake, sock, []string{cmd, "--level", "1", "--name", "a\tb", "/dev/vda", "/dev/vdb"}, "--name")
+		wantUsage(t, fake, sock, []string{cmd, "--level", "1", "--name", "a/b", "/dev/vda", "/dev/vdb"}, "--name")
 	}
 	wantUsage(t, fake, sock, []string{"fail", "-n", "0", "/dev/vd\xff"}, "not UTF-8 text")
 	wantUsage(t, fake, sock, []string{"add", "-n", "0", "--spare", "/dev/vd\xfe"}, "not UTF-8 text")
