@@ -133,11 +133,12 @@ bad_serve() {
 	done
 }
 
-# mkarray ARGS...: `add ARGS` must succeed; N is the array's number.
+# mkarray ARGS...: `add ARGS` must succeed; N is the array's number (from
+# the device path on stdout; warnings, such as unused space, go to stderr).
 mkarray() {
-	out=$("$BIN" add "$@" 2>&1) || fail "add $*: $out"
-	N=$(echo "$out" | tr -dc 0-9)
-	[ -b "/dev/ublkb$N" ] || fail "add $* printed '$out'"
+	out=$("$BIN" add "$@" 2>"$SCRATCH/mkarray.err") || fail "add $*: $out $(cat "$SCRATCH/mkarray.err")"
+	N=${out#/dev/ublkb}
+	[ -b "/dev/ublkb$N" ] || fail "add $* printed '$out' $(cat "$SCRATCH/mkarray.err")"
 }
 
 # narrays: the number of arrays the daemon serves.
