@@ -8,6 +8,7 @@ import (
 	"os"
 	"path/filepath"
 	"runtime"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -262,8 +263,17 @@ func TestVMCreateDeleteCycles(t *testing.T) {
 	if got := openFDs(t); got != fds {
 		t.Errorf("open fds: %d before the cycles, %d after", fds, got)
 	}
-	if d := tasksInD(); len(d) > 0 {
-		t.Errorf("tasks in D state after the cycles: %v", d)
+	// A task stuck on a deleted device stays in D; one passing through D
+	// (the test runner's shell reading the 9p root) does not: only tasks
+	// in D in every sample over a second count.
+	stuck := tasksInD()
+	for i := 0; i < 10 && len(stuck) > 0; i++ {
+		time.Sleep(100 * time.Millisecond)
+		now := tasksInD()
+		stuck = slices.DeleteFunc(stuck, func(s string) bool { return !slices.Contains(now, s) })
+	}
+	if len(stuck) > 0 {
+		t.Errorf("tasks in D state after the cycles: %v", stuck)
 	}
 	runtime.GC()
 }
