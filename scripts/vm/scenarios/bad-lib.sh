@@ -120,17 +120,7 @@ wipe() {
 
 bad_serve() {
 	rm -rf "$SCRATCH/bad-state"
-	log=$SCRATCH/bad-serve
-	"$BIN" serve --state-file "$STATE" --metrics-listen "" >"$log.out" 2>"$log.err" &
-	SERVER_PID=$!
-	i=0
-	until "$BIN" list -o json >/dev/null 2>&1 && grep -q '"serving"' "$log.err"; do
-		i=$((i + 1))
-		if [ $i -gt 600 ] || ! kill -0 "$SERVER_PID" 2>/dev/null; then
-			fail "serve did not come up"
-		fi
-		sleep 0.1
-	done
+	start_serve "$SCRATCH/bad-serve"
 }
 
 # mkarray ARGS...: `add ARGS` must succeed; N is the array's number (from

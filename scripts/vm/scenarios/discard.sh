@@ -42,15 +42,7 @@ dd if=/dev/zero of="$VIRTIO" bs=1M count=4 oflag=direct 2>/dev/null
 q=/sys/block/${VIRTIO#/dev/}/queue
 echo "$VIRTIO: discard_max_bytes $(cat $q/discard_max_bytes) write_zeroes_max_bytes $(cat $q/write_zeroes_max_bytes)"
 
-log=$SCRATCH/dc
-"$BIN" serve --state-file "$STATE" --metrics-listen "" >"$log.out" 2>"$log.err" &
-SERVER_PID=$!
-i=0
-until "$BIN" list -o json >/dev/null 2>&1 && grep -q '"serving"' "$log.err"; do
-	i=$((i + 1))
-	{ [ $i -gt 600 ] || ! kill -0 "$SERVER_PID" 2>/dev/null; } && fail "serve did not come up"
-	sleep 0.1
-done
+start_serve "$SCRATCH/dc"
 
 # zero_range DEV OFF_MIB LEN_MIB: the range reads as zeroes.
 zeroes() {

@@ -46,6 +46,25 @@ start_server() {
 	[ -b "$DEV" ] || fail "server printed $DEV, which is not a block device"
 }
 
+# start_serve LOG [ARGS...]: `ublk-raid serve ARGS` in the background with
+# the state file $STATE and no metrics listener (ARGS may give one); sets
+# SERVER_PID (the exit trap stops it) and log (fail prints $log.err), and
+# waits until its socket answers.
+start_serve() {
+	log=$1
+	shift
+	"$BIN" serve --state-file "$STATE" --metrics-listen "" "$@" >"$log.out" 2>"$log.err" &
+	SERVER_PID=$!
+	i=0
+	until "$BIN" list -o json >/dev/null 2>&1 && grep -q '"serving"' "$log.err"; do
+		i=$((i + 1))
+		if [ $i -gt 600 ] || ! kill -0 "$SERVER_PID" 2>/dev/null; then
+			fail "serve did not come up"
+		fi
+		sleep 0.1
+	done
+}
+
 # del_and_wait N: deletes device N and waits for its server to exit 0.
 del_and_wait() {
 	"$BIN" del -n "$1" >/dev/null || fail "ublk-raid del -n $1"

@@ -32,16 +32,7 @@ M2=/dev/mapper/ubr-t2
 M3=/dev/mapper/ubr-t3
 SP=/dev/mapper/ubr-t4
 
-"$BIN" serve --state-file "$STATE" --metrics-listen "$METRICS" >"$SCRATCH/r10.out" 2>"$SCRATCH/r10.err" &
-SERVER_PID=$!
-# shellcheck disable=SC2034 # lib.sh's fail prints $log.err
-log=$SCRATCH/r10
-i=0
-until "$BIN" list -o json >/dev/null 2>&1 && grep -q '"serving"' "$SCRATCH/r10.err"; do
-	i=$((i + 1))
-	{ [ $i -gt 600 ] || ! kill -0 "$SERVER_PID" 2>/dev/null; } && fail "serve did not come up"
-	sleep 0.1
-done
+start_serve "$SCRATCH/r10" --metrics-listen "$METRICS"
 DEV=$("$BIN" add --level 10 --layout f2 --chunk 64K --spare "$SP" "$M0" "$M1" "$M2" "$M3") || fail "add"
 N=$(echo "$DEV" | tr -dc 0-9)
 D=ublkb$N

@@ -21,19 +21,6 @@ for d in $A $B $C; do dd if=/dev/zero of="$d" bs=1M count=4 oflag=direct 2>/dev/
 dmesg_start=$(dmesg | wc -l)
 trap 'stop_servers; "$BIN" del --all >/dev/null 2>&1; dmsetup remove ubr-slow 2>/dev/null || true' EXIT
 
-start_serve() { # start_serve LOG
-	log=$1
-	"$BIN" serve --state-file "$STATE" --metrics-listen "" >"$1.out" 2>"$1.err" &
-	SERVER_PID=$!
-	i=0
-	until "$BIN" list -o json >/dev/null 2>&1 && grep -q '"serving"' "$1.err"; do
-		i=$((i + 1))
-		if [ $i -gt 600 ] || ! kill -0 "$SERVER_PID" 2>/dev/null; then
-			fail "serve did not come up"
-		fi
-		sleep 0.1
-	done
-}
 # checkpoint: role 1's recovery offset (sectors) in $A's superblock.
 checkpoint() { "$BIN" examine -o json "$A" | jq '[.roles[] | select(.role == 1) | .recovery_offset_sectors // 0][0]'; }
 

@@ -23,21 +23,6 @@ rm -rf "$SCRATCH/serve-state"
 for d in $A $B $C; do dd if=/dev/zero of="$d" bs=1M count=4 oflag=direct 2>/dev/null; done
 dmesg_start=$(dmesg | wc -l)
 
-# start_serve LOG: starts serve in the background (SERVER_PID, so that
-# lib.sh's exit trap stops it) and waits until its socket answers.
-start_serve() {
-	"$BIN" serve --state-file "$STATE" --metrics-listen "$METRICS" >"$1.out" 2>"$1.err" &
-	SERVER_PID=$!
-	i=0
-	until "$BIN" list -o json >/dev/null 2>&1 && grep -q '"serving"' "$1.err"; do
-		i=$((i + 1))
-		if [ $i -gt 600 ] || ! kill -0 "$SERVER_PID" 2>/dev/null; then
-			cat "$1.err" >&2
-			fail "serve did not come up"
-		fi
-		sleep 0.1
-	done
-}
 detail() { "$BIN" detail -n "$N" >"$SCRATCH/sv-detail.txt" || true; }
 has_row() { # has_row FILE FIELDS...: a line of FILE has exactly these fields
 	f=$1
@@ -66,7 +51,7 @@ fio_wait() {
 }
 
 step "serve, add --level 1 $A $B"
-start_serve "$SCRATCH/sv1"
+start_serve "$SCRATCH/sv1" --metrics-listen "$METRICS"
 DEV=$("$BIN" add --level 1 --name tank -q 2 "$A" "$B") || fail "add"
 echo "$DEV" | grep -qx '/dev/ublkb[0-9]*' || fail "add printed '$DEV'"
 [ -b "$DEV" ] || fail "$DEV is not a block device"
@@ -107,7 +92,7 @@ step "kill -9 serve while fio verify writes to the mounted fs; a new serve recov
 fio_on_fs crash
 kill -9 "$SERVER_PID"
 wait "$SERVER_PID" 2>/dev/null || true
-start_serve "$SCRATCH/sv2"
+start_serve "$SCRATCH/sv2" --metrics-listen "$METRICS"
 grep -q '"recovered":true' "$SCRATCH/sv2.err" || { cat "$SCRATCH/sv2.err"; fail "the new serve did not recover $DEV"; }
 fio_wait crash
 "$BIN" list -o json | grep -q '"recovered": true' || fail "list does not say the array was recovered"
@@ -192,7 +177,7 @@ fio_on_fs restart
 kill -TERM "$SERVER_PID"
 wait "$SERVER_PID" || fail "serve exited $? on SIGTERM"
 grep -q 'device in use: leaving it' "$SCRATCH/sv2.err" || { cat "$SCRATCH/sv2.err"; fail "serve did not leave the mounted device"; }
-start_serve "$SCRATCH/sv3"
+start_serve "$SCRATCH/sv3" --metrics-listen "$METRICS"
 grep -q '"recovered":true' "$SCRATCH/sv3.err" || { cat "$SCRATCH/sv3.err"; fail "the new serve did not recover $DEV"; }
 fio_wait restart
 (cd $MNT && sha256sum -c --quiet "$SCRATCH/sv.sums") || fail "files differ"
