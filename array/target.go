@@ -32,7 +32,7 @@ func (a *Array) Params() ublk.Params {
 	b := &p.Basic
 	lbs, pbs, discard, zeroes := 512, 512, true, true
 	a.mu.Lock()
-	ms := append([]*ublk.Member(nil), a.Members...)
+	ms := append([]*Member(nil), a.Members...)
 	for _, sp := range a.spares {
 		ms = append(ms, sp.m)
 	}
@@ -87,7 +87,7 @@ func (a *Array) Files() []int {
 
 // NewQueue implements ublk.Target.
 func (a *Array) NewQueue(q *ublk.Queue) (ublk.QueueHandler, error) {
-	h := &queue{q: q, a: a, fixed: make([]*ublk.Member, len(a.Members))}
+	h := &queue{q: q, a: a, fixed: make([]*Member, len(a.Members))}
 	for r := range a.Members {
 		// Files() registered some member; one swapped in or out since
 		// (a spare activated during assembly, say) would make a guess
@@ -136,7 +136,7 @@ func (a *Array) NewQueue(q *ublk.Queue) (ublk.QueueHandler, error) {
 }
 
 // unsynced marks a fixed-file slot whose content the queue has not set.
-var unsynced = new(ublk.Member)
+var unsynced = new(Member)
 
 // queue runs one ublk queue's requests through an engine.Executor, with
 // member I/O on the queue's ring. It is the executor's Backend.
@@ -144,7 +144,7 @@ type queue struct {
 	q     *ublk.Queue
 	a     *Array
 	exec  *engine.Executor
-	fixed []*ublk.Member // per role: the member in the ring's fixed-file table
+	fixed []*Member // per role: the member in the ring's fixed-file table
 	// filesSeen is the array's filesEpoch the queue's fixed-file table
 	// matched at its last syncFiles; closed is set when the queue stops.
 	filesSeen atomic.Uint64
