@@ -20,7 +20,6 @@ import (
 	"github.com/ublk-raid/ublk-raid/bitmap"
 	"github.com/ublk-raid/ublk-raid/engine"
 	"github.com/ublk-raid/ublk-raid/metrics"
-	"github.com/ublk-raid/ublk-raid/ublk"
 )
 
 // CreateSpec describes a new array. It is ignored when the members
@@ -64,12 +63,16 @@ type CreateSpec struct {
 	// get a role: one that does not (stale, faulty, a spare) is refused
 	// before anything is written.
 	WriteMostly []string
+	// OpenDevice opens the members and spares, here and in later
+	// management (re-add, replace, add spares); nil: files and block
+	// devices (ublk.OpenMember). Tests give in-memory devices.
+	OpenDevice OpenDevice
 }
 
 // Array is an open RAID array.
 type Array struct {
 	Engine  *engine.Array
-	Members []*ublk.Member // by role; nil when missing
+	Members []*Member // by role; nil when missing
 	SBs     []*engine.Superblock
 	Created bool // this Open created it
 	// Warnings are what Open found worth telling but not refusing (a
@@ -98,6 +101,8 @@ type Array struct {
 	WriteMostly uint64
 
 	fl *flusher
+	// open opens devices for management (CreateSpec.OpenDevice).
+	open OpenDevice
 	// Background jobs (nil for raid0): the barrier user writes pass and
 	// the syncer; checkpoint is each rebuilding role's durable position
 	// (under mu); lastRequests is the busy detector's last count.
@@ -114,7 +119,7 @@ type Array struct {
 	bitmapBlockWrites atomic.Uint64
 	// current member of each role as queue threads see it (a replaced
 	// member is not in the queues' fixed-file tables).
-	current [engine.RoleTableSize]atomic.Pointer[ublk.Member]
+	current [engine.RoleTableSize]atomic.Pointer[Member]
 	// filesEpoch counts publishFile calls queues must bring into their
 	// fixed-file tables (see swapFile).
 	filesEpoch atomic.Uint64
@@ -124,11 +129,11 @@ type Array struct {
 
 	dataOffset uint64 // bytes
 	mu         sync.Mutex
-	durable    atomic.Uint64  // highest engine state generation on disk
-	events     uint64         // superblock events of the last write
-	stateGen   uint64         // engine generation the last superblock write recorded
-	reported   []bool         // roles whose failure was reported to OnMemberFailed
-	leaked     []*ublk.Member // swapped out but possibly still in a queue's ring
+	durable    atomic.Uint64 // highest engine state generation on disk
+	events     uint64        // superblock events of the last write
+	stateGen   uint64        // engine generation the last superblock write recorded
+	reported   []bool        // roles whose failure was reported to OnMemberFailed
+	leaked     []*Member     // swapped out but possibly still in a queue's ring
 	spares     []spareMember
 	closing    bool       // Close has begun: no spare is activated
 	closed     bool       // Close took the flusher: no superblock write any more
@@ -156,14 +161,14 @@ func Open(paths []string, spec CreateSpec, create bool) (*Array, error) {
 			return nil, fmt.Errorf("write-mostly %s: not one of the members", w)
 		}
 	}
-	var ms []*ublk.Member
+	var ms []*Member
 	closeAll := func() {
 		for _, m := range ms {
 			m.Close()
 		}
 	}
 	for _, p := range paths {
-		m, err := ublk.OpenMember(p)
+		m, err := openMember(spec.OpenDevice, p)
 		if err != nil {
 			closeAll()
 			return nil, err
@@ -183,14 +188,14 @@ func Open(paths []string, spec CreateSpec, create bool) (*Array, error) {
 	}
 	// Spares: opened now (bad input fails before anything is written);
 	// those with a superblock join the assembly, blank ones are added.
-	var spares, blank []*ublk.Member
+	var spares, blank []*Member
 	closeSpares := func() {
 		for _, m := range spares {
 			m.Close()
 		}
 	}
 	for _, p := range spec.Spares {
-		m, err := ublk.OpenMember(p)
+		m, err := openMember(spec.OpenDevice, p)
 		if err != nil {
 			closeAll()
 			closeSpares()
@@ -199,7 +204,7 @@ func Open(paths []string, spec CreateSpec, create bool) (*Array, error) {
 		spares = append(spares, m)
 	}
 	var spareIn []engine.MemberSB
-	var withSB []*ublk.Member
+	var withSB []*Member
 	for _, m := range spares {
 		in := readSB(m)
 		if in.SB == nil {
@@ -233,8 +238,8 @@ func Open(paths []string, spec CreateSpec, create bool) (*Array, error) {
 		}
 		// Nothing is written over a device that holds data, unless forced
 		// (then what was found is erased with the superblock writes).
-		wipes := map[*ublk.Member]signatures{}
-		for _, m := range append(append([]*ublk.Member(nil), ms...), spares...) {
+		wipes := map[*Member]signatures{}
+		for _, m := range append(append([]*Member(nil), ms...), spares...) {
 			sigs, err := checkBlank(m, spec.Force)
 			if err != nil {
 				closeAll()
@@ -250,6 +255,7 @@ func Open(paths []string, spec CreateSpec, create bool) (*Array, error) {
 			return nil, err
 		}
 		a.WriteMostly, _ = a.writeMostlyMask(spec.WriteMostly) // every member has a role
+		a.open = spec.OpenDevice
 		a.initSync(spec)
 		a.start()
 		return a, nil
@@ -292,6 +298,7 @@ func Open(paths []string, spec CreateSpec, create bool) (*Array, error) {
 		}
 		return nil, err
 	}
+	a.open = spec.OpenDevice
 	a.initSync(spec)
 	a.start()
 	if err := a.addSpares(blank, spec.Force); err != nil {
@@ -315,7 +322,7 @@ func (a *Array) writeMostlyMask(paths []string) (uint64, error) {
 }
 
 // readSB reads m's superblock for assembly.
-func readSB(m *ublk.Member) engine.MemberSB {
+func readSB(m *Member) engine.MemberSB {
 	in := engine.MemberSB{Path: m.Path}
 	b, err := m.ReadBlock(engine.SuperblockOffset, engine.SuperblockSize)
 	if err != nil {
@@ -330,7 +337,7 @@ func readSB(m *ublk.Member) engine.MemberSB {
 	return in
 }
 
-func newArray(ms, spares []*ublk.Member, spec CreateSpec, wipes map[*ublk.Member]signatures) (*Array, error) {
+func newArray(ms, spares []*Member, spec CreateSpec, wipes map[*Member]signatures) (*Array, error) {
 	if spec.ChunkSectors == 0 {
 		spec.ChunkSectors = 1024 // 512 KiB
 	}
@@ -407,7 +414,7 @@ func newArray(ms, spares []*ublk.Member, spec CreateSpec, wipes map[*ublk.Member
 		}
 	}
 	// Everything is checked; now, and only now, write.
-	for i, m := range append(append([]*ublk.Member(nil), ms...), spares...) {
+	for i, m := range append(append([]*Member(nil), ms...), spares...) {
 		if err := wipeSignatures(m, wipes[m]); err != nil {
 			return nil, err
 		}
@@ -429,7 +436,7 @@ func newArray(ms, spares []*ublk.Member, spec CreateSpec, wipes map[*ublk.Member
 
 // unusedWarning says, like mdadm, when the largest member exceeds what
 // the array uses of each member (used bytes) by more than 1%.
-func unusedWarning(ms []*ublk.Member, used uint64) string {
+func unusedWarning(ms []*Member, used uint64) string {
 	big := ms[0]
 	for _, m := range ms {
 		if m.Size > big.Size {
@@ -459,7 +466,7 @@ func geometryOf(sb *engine.Superblock, sbs []*engine.Superblock) engine.Geometry
 	return g
 }
 
-func assemble(ms []*ublk.Member, inputs []engine.MemberSB, asm *engine.Assembly, opts bitmap.Options) (*Array, error) {
+func assemble(ms []*Member, inputs []engine.MemberSB, asm *engine.Assembly, opts bitmap.Options) (*Array, error) {
 	if asm.Failed {
 		return nil, fmt.Errorf("array %q cannot be assembled: %d of %d members active", asm.Name, asm.ActiveRoles, asm.Members)
 	}
@@ -467,7 +474,7 @@ func assemble(ms []*ublk.Member, inputs []engine.MemberSB, asm *engine.Assembly,
 	for i, in := range inputs {
 		byPath[in.Path] = i
 	}
-	roles := make([]*ublk.Member, asm.Members)
+	roles := make([]*Member, asm.Members)
 	sbs := make([]*engine.Superblock, asm.Members)
 	states := make([]engine.MemberStatus, asm.Members)
 	var used []bool = make([]bool, len(ms))
@@ -566,7 +573,7 @@ func assemble(ms []*ublk.Member, inputs []engine.MemberSB, asm *engine.Assembly,
 // loadBitmap reads the bitmap copies of the in-sync members and loads
 // them; an untrustworthy bitmap gives every region dirty (BitmapInfo says
 // why). Members not in sync are missing for the bitmap.
-func (a *Array) loadBitmap(fsb *engine.Superblock, roles []*ublk.Member, states []engine.MemberStatus, opts bitmap.Options) error {
+func (a *Array) loadBitmap(fsb *engine.Superblock, roles []*Member, states []engine.MemberStatus, opts bitmap.Options) error {
 	cfg := bitmapConfig(fsb, a.Engine.Geo.ArraySectors())
 	cfg.Events = a.events
 	copies := make([][]byte, len(roles))
@@ -716,7 +723,7 @@ func (a *Array) writeSuperblocks(st *engine.ArrayState, clean bool) error {
 		}
 	}
 	a.events = ev
-	members := append([]*ublk.Member(nil), a.Members...)
+	members := append([]*Member(nil), a.Members...)
 	werrs := writeAll(members, roles, a.MemberTimeout, func(r int) error {
 		return writeSuperblock(members[r], blocks[r])
 	})
@@ -774,7 +781,7 @@ func (a *Array) writeSuperblocks(st *engine.ArrayState, clean bool) error {
 
 // writeSuperblock writes a superblock block to m durably (a variable:
 // tests inject failures).
-var writeSuperblock = func(m *ublk.Member, b []byte) error {
+var writeSuperblock = func(m *Member, b []byte) error {
 	return m.WriteBlockSync(engine.SuperblockOffset, b)
 }
 
@@ -839,7 +846,7 @@ func (a *Array) route(tokens []bitmap.Waiter) {
 }
 
 // publishFile makes m the member queue threads use for role.
-func (a *Array) publishFile(role int, m *ublk.Member) { a.current[role].Store(m) }
+func (a *Array) publishFile(role int, m *Member) { a.current[role].Store(m) }
 
 // swapFile makes m (nil: none) role's member on every queue and, once no
 // queue's ring holds old any more, closes old (nil: nothing to close), so
@@ -847,7 +854,7 @@ func (a *Array) publishFile(role int, m *ublk.Member) { a.current[role].Store(m)
 // fixed-file tables on their next wake-up or tick (at most a second); a
 // queue that does not within filesWait keeps old open (a later stop
 // closes it) and swapFile reports that.
-func (a *Array) swapFile(role int, m, old *ublk.Member) error {
+func (a *Array) swapFile(role int, m, old *Member) error {
 	a.publishFile(role, m)
 	epoch := a.filesEpoch.Add(1)
 	a.qmu.Lock()

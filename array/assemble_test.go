@@ -11,7 +11,6 @@ import (
 	"testing"
 
 	"github.com/ublk-raid/ublk-raid/engine"
-	"github.com/ublk-raid/ublk-raid/ublk"
 )
 
 // Tests of the trust rules of assembly and re-add (issue "Trust under
@@ -162,7 +161,7 @@ func TestReAddCopiesWriteRacingReAdd(t *testing.T) {
 	orig := writeSuperblock
 	defer func() { writeSuperblock = orig }()
 	var once sync.Once
-	writeSuperblock = func(m *ublk.Member, b []byte) error {
+	writeSuperblock = func(m *Member, b []byte) error {
 		if m.Path == paths[1] {
 			once.Do(func() {
 				first, last := a.Bitmap.Regions(6<<11, 8)
@@ -400,11 +399,11 @@ func TestLoneFailedMemberRefused(t *testing.T) {
 func TestReAddAfterFailedRebuildRebuildsAll(t *testing.T) {
 	var writes atomic.Int32
 	old := memberRW
-	memberRW = func(fd int, p []byte, off int64, write bool) error {
+	memberRW = func(d Device, p []byte, off int64, write bool) error {
 		if write && p != nil && writes.Add(1) == 3 {
 			return syscall.EIO // the rebuild target fails part-way
 		}
-		return fileRW(fd, p, off, write)
+		return deviceRW(d, p, off, write)
 	}
 	defer func() { memberRW = old }()
 	paths := memberFiles(t, 3, 16<<20)

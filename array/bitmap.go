@@ -6,11 +6,8 @@ import (
 	"sync"
 	"time"
 
-	"golang.org/x/sys/unix"
-
 	"github.com/ublk-raid/ublk-raid/bitmap"
 	"github.com/ublk-raid/ublk-raid/engine"
-	"github.com/ublk-raid/ublk-raid/ublk"
 )
 
 // flusher is the write-intent bitmap's one flusher goroutine: it writes
@@ -103,7 +100,7 @@ func (f *flusher) commit(bt *bitmap.Batch, clears bool) {
 	st := f.a.Engine.State()
 	var roles []int
 	// a.Members changes under a.mu, which a waiter may hold
-	members := make([]*ublk.Member, len(st.Members))
+	members := make([]*Member, len(st.Members))
 	for r := range st.Members {
 		if m := f.a.current[r].Load(); m != nil && writable(st.Members[r]) {
 			roles = append(roles, r)
@@ -158,16 +155,11 @@ func (f *flusher) commit(bt *bitmap.Batch, clears bool) {
 
 // memberSync flushes a member's volatile cache (a variable: tests watch
 // the order of flushes and bitmap writes).
-var memberSync = func(m *ublk.Member) error {
-	if err := unix.Fdatasync(m.Fd()); err != nil {
-		return fmt.Errorf("flush %s: %w", m.Path, err)
-	}
-	return nil
-}
+var memberSync = func(m *Member) error { return m.Flush() }
 
 // writeBitmapBlock writes one bitmap block durably (a variable, as
 // memberSync).
-var writeBitmapBlock = func(m *ublk.Member, data []byte, off int64) error {
+var writeBitmapBlock = func(m *Member, data []byte, off int64) error {
 	return m.WriteAtDurable(data, off)
 }
 
@@ -219,7 +211,7 @@ var errMemberTimeout = errors.New("member I/O timed out")
 // member must not hang the metadata writes of the whole array. Until it
 // answers, it counts as late I/O on members[r]'s device (no rebuild
 // writes the device: the late write would land on rebuilt data).
-func writeAll(members []*ublk.Member, roles []int, timeout time.Duration, write func(r int) error) []error {
+func writeAll(members []*Member, roles []int, timeout time.Duration, write func(r int) error) []error {
 	type result struct {
 		r   int
 		err error

@@ -5,7 +5,6 @@ import (
 	"testing"
 
 	"github.com/ublk-raid/ublk-raid/engine"
-	"github.com/ublk-raid/ublk-raid/ublk"
 )
 
 // A region is written clean only after every member holding the bitmap
@@ -31,13 +30,13 @@ func TestBitmapClearFlushesMembersFirst(t *testing.T) {
 	var unflushed []string // members written a bitmap block before a flush
 	oldSync, oldWrite := memberSync, writeBitmapBlock
 	t.Cleanup(func() { memberSync, writeBitmapBlock = oldSync, oldWrite })
-	memberSync = func(m *ublk.Member) error {
+	memberSync = func(m *Member) error {
 		mu.Lock()
 		synced[m.Path] = true
 		mu.Unlock()
 		return oldSync(m)
 	}
-	writeBitmapBlock = func(m *ublk.Member, data []byte, off int64) error {
+	writeBitmapBlock = func(m *Member, data []byte, off int64) error {
 		mu.Lock()
 		if !synced[m.Path] {
 			unflushed = append(unflushed, m.Path)

@@ -6,13 +6,15 @@ import (
 	"time"
 
 	"golang.org/x/sys/unix"
-
-	"github.com/ublk-raid/ublk-raid/ublk"
 )
 
 // lateKey identifies a device (a block device by its number, a file by
 // its inode), whichever descriptor or path reaches it.
-type lateKey struct{ dev, ino, rdev uint64 }
+// A device without a descriptor is its own key.
+type lateKey struct {
+	dev, ino, rdev uint64
+	d              Device
+}
 
 // lateIO counts member operations given up after the member timeout that
 // have not returned, per device: until they have, a late write may still
@@ -25,9 +27,12 @@ type lateIO struct {
 
 var late lateIO // devices are shared by every array of the process
 
-func keyOf(m *ublk.Member) (lateKey, bool) {
+func keyOf(m *Member) (lateKey, bool) {
 	if m == nil {
 		return lateKey{}, false
+	}
+	if m.Fd() < 0 {
+		return lateKey{d: m.Device}, true
 	}
 	var st unix.Stat_t
 	if err := unix.Fstat(m.Fd(), &st); err != nil {
@@ -41,7 +46,7 @@ func keyOf(m *ublk.Member) (lateKey, bool) {
 
 // lateBegin records a given-up operation on m and returns its device key
 // for lateEnd.
-func lateBegin(m *ublk.Member) lateKey {
+func lateBegin(m *Member) lateKey {
 	k, ok := keyOf(m)
 	if !ok {
 		return lateKey{}
@@ -68,7 +73,7 @@ func lateEnd(k lateKey) {
 }
 
 // lateOn reports whether given-up operations on m's device are still out.
-func lateOn(m *ublk.Member) bool {
+func lateOn(m *Member) bool {
 	k, ok := keyOf(m)
 	if !ok {
 		return false

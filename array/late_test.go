@@ -10,7 +10,6 @@ import (
 	"time"
 
 	"github.com/ublk-raid/ublk-raid/engine"
-	"github.com/ublk-raid/ublk-raid/ublk"
 )
 
 // lateRW is a memberIO rw whose first data write to path hangs until
@@ -23,21 +22,21 @@ type lateRW struct {
 	landed  chan struct{}
 }
 
-func (l *lateRW) rw(fd int, p []byte, off int64, write bool) error {
+func (l *lateRW) rw(d Device, p []byte, off int64, write bool) error {
 	if write && p != nil {
-		if target, _ := os.Readlink(fmt.Sprintf("/proc/self/fd/%d", fd)); target == l.path {
+		if target, _ := os.Readlink(fmt.Sprintf("/proc/self/fd/%d", d.Fd())); target == l.path {
 			first := false
 			l.once.Do(func() { first = true })
 			if first {
 				close(l.hung)
 				<-l.release
-				err := fileRW(fd, p, off, write)
+				err := deviceRW(d, p, off, write)
 				close(l.landed)
 				return err
 			}
 		}
 	}
-	return fileRW(fd, p, off, write)
+	return deviceRW(d, p, off, write)
 }
 
 // A member whose I/O was given up after the member timeout and which is
@@ -47,7 +46,7 @@ func TestRebuildWaitsForLateIO(t *testing.T) {
 	paths := memberFiles(t, 3, 16<<20)
 	l := &lateRW{path: paths[2], hung: make(chan struct{}), release: make(chan struct{}), landed: make(chan struct{})}
 	memberRW = l.rw
-	t.Cleanup(func() { memberRW = fileRW })
+	t.Cleanup(func() { memberRW = deviceRW })
 	waiting := make(chan struct{})
 	var wonce sync.Once
 	waitingLate = func() { wonce.Do(func() { close(waiting) }) }
@@ -131,9 +130,9 @@ func TestCloseWhilePersisting(t *testing.T) {
 // counts as late I/O on its device until it returns.
 func TestWriteAllCountsLateWrites(t *testing.T) {
 	paths := memberFiles(t, 2, 4<<20)
-	var ms []*ublk.Member
+	var ms []*Member
 	for _, p := range paths {
-		m, err := ublk.OpenMember(p)
+		m, err := openMember(nil, p)
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -5,7 +5,6 @@ import (
 	"testing"
 
 	"github.com/ublk-raid/ublk-raid/engine"
-	"github.com/ublk-raid/ublk-raid/ublk"
 )
 
 func TestFailRemoveStatus(t *testing.T) {
@@ -64,7 +63,7 @@ func TestSuperblockWriteFailureFailsMember(t *testing.T) {
 	defer a.Close()
 	orig := writeSuperblock
 	defer func() { writeSuperblock = orig }()
-	writeSuperblock = func(m *ublk.Member, b []byte) error {
+	writeSuperblock = func(m *Member, b []byte) error {
 		if m.Path == paths[2] {
 			return errors.New("injected write error")
 		}

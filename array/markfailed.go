@@ -1,12 +1,7 @@
 package array
 
 import (
-	"fmt"
-
-	"golang.org/x/sys/unix"
-
 	"github.com/ublk-raid/ublk-raid/engine"
-	"github.com/ublk-raid/ublk-raid/ublk"
 )
 
 // markFailed writes to m, the device of role, which was just failed by
@@ -24,7 +19,7 @@ import (
 // meanwhile (its removal, or a spare taking the role) cannot hand its
 // descriptor to another file under the write; a member that hangs is
 // left behind after the member timeout.
-func (a *Array) markFailed(role int, m *ublk.Member) {
+func (a *Array) markFailed(role int, m *Member) {
 	a.mu.Lock()
 	own := a.SBs[role]
 	var ref *engine.Superblock
@@ -48,32 +43,11 @@ func (a *Array) markFailed(role int, m *ublk.Member) {
 	if err != nil {
 		return
 	}
-	writeAll([]*ublk.Member{m}, []int{0}, a.MemberTimeout, func(int) error { return writeMarked(m, b) })
+	writeAll([]*Member{m}, []int{0}, a.MemberTimeout, func(int) error { return writeMarked(m, b) })
 }
 
-// writeMarked writes superblock block b to m durably, through a
-// reference on its file.
-func writeMarked(m *ublk.Member, b []byte) error {
-	rc, err := m.File.SyscallConn()
-	if err != nil {
-		return err
-	}
-	var werr error
-	if err := rc.Control(func(fd uintptr) {
-		buf, err := unix.Mmap(-1, 0, len(b), unix.PROT_READ|unix.PROT_WRITE, unix.MAP_ANON|unix.MAP_PRIVATE)
-		if err != nil {
-			werr = err
-			return
-		}
-		defer unix.Munmap(buf)
-		copy(buf, b) // page-aligned, for O_DIRECT
-		if n, err := unix.Pwrite(int(fd), buf, engine.SuperblockOffset); err != nil || n != len(buf) {
-			werr = fmt.Errorf("write %s: %d of %d bytes: %v", m.Path, n, len(buf), err)
-			return
-		}
-		werr = unix.Fdatasync(int(fd))
-	}); err != nil {
-		return err
-	}
-	return werr
+// writeMarked writes superblock block b to m durably (the device holds a
+// reference on its file for the call).
+func writeMarked(m *Member, b []byte) error {
+	return m.WriteBlockSync(engine.SuperblockOffset, b)
 }

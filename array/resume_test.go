@@ -23,12 +23,12 @@ func newGateRW(n int64) *gateRW {
 	return &gateRW{n: n, reached: make(chan struct{}), release: make(chan struct{})}
 }
 
-func (g *gateRW) rw(fd int, p []byte, off int64, write bool) error {
+func (g *gateRW) rw(d Device, p []byte, off int64, write bool) error {
 	if write && p != nil && g.writes.Add(1) == g.n+1 {
 		g.once.Do(func() { close(g.reached) })
 		<-g.release
 	}
-	return fileRW(fd, p, off, write)
+	return deviceRW(d, p, off, write)
 }
 
 // stopJob cancels the running background job without waiting for it.
@@ -49,7 +49,7 @@ func TestRebuildResumesFromCheckpoint(t *testing.T) {
 	paths := memberFiles(t, 3, 32<<20)
 	gate := newGateRW(8)
 	memberRW = gate.rw
-	t.Cleanup(func() { memberRW = fileRW })
+	t.Cleanup(func() { memberRW = deviceRW })
 	a, err := Open(paths[:2], CreateSpec{Level: engine.Level1, AssumeClean: true, RegionSectors: 2048}, true)
 	if err != nil {
 		t.Fatal(err)
@@ -77,7 +77,7 @@ func TestRebuildResumesFromCheckpoint(t *testing.T) {
 	stopJob(a)
 	close(gate.release)
 	a.Close()
-	memberRW = fileRW
+	memberRW = deviceRW
 
 	if sb := superblockOf(t, paths[0]); sb.Roles[1].State != engine.RoleRebuilding || sb.Roles[1].RecoveryOffset == 0 {
 		t.Fatalf("stopped rebuild recorded as %v at %d", sb.Roles[1].State, sb.Roles[1].RecoveryOffset)

@@ -77,7 +77,7 @@ func TestFullResyncResumes(t *testing.T) {
 	paths := crashNoBitmap(t, 2, 32<<20)
 	gate := newGateRW(4)
 	memberRW = gate.rw
-	t.Cleanup(func() { memberRW = fileRW })
+	t.Cleanup(func() { memberRW = deviceRW })
 	a, err := Open(paths, CreateSpec{}, false)
 	if err != nil {
 		t.Fatal(err)
@@ -97,7 +97,7 @@ func TestFullResyncResumes(t *testing.T) {
 		t.Fatal(err)
 	}
 	a.Close()
-	memberRW = fileRW
+	memberRW = deviceRW
 	sb := superblockOf(t, paths[1])
 	if sb.Clean || sb.ResyncOffset < 4*2048 || sb.ResyncOffset >= a.Engine.Geo.ArraySectors() {
 		t.Fatalf("stopped during the resync: clean %v resync offset %d", sb.Clean, sb.ResyncOffset)
@@ -160,13 +160,13 @@ func TestResyncRetriedAfterMemberError(t *testing.T) {
 	paths, region := dirtyCrash(t, 3)
 	var badFd atomic.Int64
 	badFd.Store(-1)
-	memberRW = func(fd int, p []byte, off int64, write bool) error {
-		if write && p != nil && int64(fd) == badFd.Load() {
+	memberRW = func(d Device, p []byte, off int64, write bool) error {
+		if write && p != nil && int64(d.Fd()) == badFd.Load() {
 			return unix.EIO
 		}
-		return fileRW(fd, p, off, write)
+		return deviceRW(d, p, off, write)
 	}
-	t.Cleanup(func() { memberRW = fileRW })
+	t.Cleanup(func() { memberRW = deviceRW })
 	b, err := Open(paths[:3], CreateSpec{}, false)
 	if err != nil {
 		t.Fatal(err)
@@ -196,7 +196,7 @@ func TestResyncRunsAfterRebuild(t *testing.T) {
 	paths := memberFiles(t, 4, 32<<20)
 	gate := newGateRW(2) // the sync jobs' writes
 	memberRW = gate.rw
-	t.Cleanup(func() { memberRW = fileRW })
+	t.Cleanup(func() { memberRW = deviceRW })
 	a, err := Open(paths[:3], CreateSpec{Level: engine.Level1, AssumeClean: true, RegionSectors: 4096}, true)
 	if err != nil {
 		t.Fatal(err)
@@ -226,7 +226,7 @@ func TestResyncRunsAfterRebuild(t *testing.T) {
 	stopJob(a)
 	close(gate.release)
 	a.Close()
-	memberRW = fileRW
+	memberRW = deviceRW
 
 	b, err := Open([]string{paths[0], paths[1], paths[3]}, CreateSpec{}, false)
 	if err != nil {

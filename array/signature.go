@@ -10,7 +10,6 @@ import (
 
 	"github.com/ublk-raid/ublk-raid/engine"
 	"github.com/ublk-raid/ublk-raid/probe"
-	"github.com/ublk-raid/ublk-raid/ublk"
 )
 
 // ErrSignature ends (wrapped) the refusal to overwrite a device that
@@ -25,7 +24,7 @@ type signatures = []probe.Signature
 // checkBlank refuses m when it carries a signature probe recognises,
 // unless force is set; it returns what it found (for wipeSignatures once
 // every check passed). Reads only.
-func checkBlank(m *ublk.Member, force bool) (signatures, error) {
+func checkBlank(m *Member, force bool) (signatures, error) {
 	sigs, err := probe.Detect(memberReader{m}, m.Size)
 	if err != nil {
 		return nil, fmt.Errorf("looking for signatures on %s: %w", m.Path, err)
@@ -41,7 +40,7 @@ func checkBlank(m *ublk.Member, force bool) (signatures, error) {
 // what it held: the magic bytes of each, and the whole first
 // SuperblockOffset bytes (unused by ublk-raid) when one lies there.
 // Call it once every check passed, before the superblock is written.
-func wipeSignatures(m *ublk.Member, sigs signatures) error {
+func wipeSignatures(m *Member, sigs signatures) error {
 	lb := int64(max(m.LogicalBlock, 512))
 	for _, s := range sigs {
 		off, n := s.Offset, int64(s.Length)
@@ -87,7 +86,7 @@ func zeroTail(path string, off, n int64) error {
 
 // memberReader reads a member opened O_DIRECT at any offset: whole
 // aligned blocks around the range, within the device.
-type memberReader struct{ m *ublk.Member }
+type memberReader struct{ m *Member }
 
 func (r memberReader) ReadAt(p []byte, off int64) (int, error) {
 	const align = 4096
@@ -105,9 +104,17 @@ func (r memberReader) ReadAt(p []byte, off int64) (int, error) {
 		return 0, err
 	}
 	defer unix.Munmap(buf)
-	got, err := unix.Pread(r.m.Fd(), buf, start)
-	if err != nil {
-		return 0, fmt.Errorf("read %s at %d: %w", r.m.Path, start, err)
+	var got int
+	if fd := r.m.Fd(); fd >= 0 {
+		// A file may end short of the block: the read is short then.
+		if got, err = unix.Pread(fd, buf, start); err != nil {
+			return 0, fmt.Errorf("read %s at %d: %w", r.m.Path, start, err)
+		}
+	} else {
+		if err := r.m.ReadAt(buf, start); err != nil {
+			return 0, err
+		}
+		got = len(buf)
 	}
 	n := 0
 	if have := start + int64(got); have > off {
@@ -124,7 +131,7 @@ func (r memberReader) ReadAt(p []byte, off int64) (int, error) {
 // superblock of another array, of a member of this one (re-add's job),
 // or a signature of data; force overrides all of them. A spare of this
 // array that was let go is taken as blank. Reads only.
-func (a *Array) checkNewDevice(m *ublk.Member, ref *engine.Superblock, force bool) (signatures, error) {
+func (a *Array) checkNewDevice(m *Member, ref *engine.Superblock, force bool) (signatures, error) {
 	if ref == nil {
 		return nil, errors.New("the array has no superblock to compare with")
 	}

@@ -7,13 +7,12 @@ import (
 	"slices"
 
 	"github.com/ublk-raid/ublk-raid/engine"
-	"github.com/ublk-raid/ublk-raid/ublk"
 )
 
 // spareMember is a standby device: held open (so nothing else takes it),
 // its superblock says spare, and the role table lists it after the roles.
 type spareMember struct {
-	m    *ublk.Member
+	m    *Member
 	uuid [16]byte
 }
 
@@ -83,9 +82,9 @@ func (a *Array) AddSpares(paths []string, force bool) error {
 		}
 	}
 	a.mu.Unlock()
-	var ms []*ublk.Member
+	var ms []*Member
 	for _, path := range paths {
-		m, err := ublk.OpenMember(path)
+		m, err := openMember(a.open, path)
 		if err != nil {
 			for _, m := range ms {
 				m.Close()
@@ -100,7 +99,7 @@ func (a *Array) AddSpares(paths []string, force bool) error {
 // addSpares checks every device of ms, then (only if all pass) makes
 // each a spare and activates one if a role waits. A device not made a
 // spare is closed.
-func (a *Array) addSpares(ms []*ublk.Member, force bool) error {
+func (a *Array) addSpares(ms []*Member, force bool) error {
 	if len(ms) == 0 {
 		return nil
 	}
@@ -158,7 +157,7 @@ func (a *Array) addSpares(ms []*ublk.Member, force bool) error {
 // spareSuperblock checks that m may become a spare (see AddSpareForce)
 // and returns its superblock and the signatures to erase (forced). Reads
 // only.
-func (a *Array) spareSuperblock(m *ublk.Member, force bool) (*engine.Superblock, signatures, error) {
+func (a *Array) spareSuperblock(m *Member, force bool) (*engine.Superblock, signatures, error) {
 	ref := a.refSB()
 	if ref == nil {
 		return nil, nil, errors.New("the array has no superblock to copy")

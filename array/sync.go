@@ -14,7 +14,6 @@ import (
 
 	"github.com/ublk-raid/ublk-raid/engine"
 	"github.com/ublk-raid/ublk-raid/resync"
-	"github.com/ublk-raid/ublk-raid/ublk"
 )
 
 // barrierShift: sync barrier buckets of 2 MiB (a sync step is at most
@@ -118,8 +117,8 @@ func (a *Array) SetSyncLog(f func(msg string, r SyncReport, err error)) {
 // reused (read) nor take its data from it (write).
 type memberIO struct {
 	a *Array
-	// rw does the I/O (pread, pwrite; p nil: fdatasync); tests replace it.
-	rw func(fd int, p []byte, off int64, write bool) error
+	// rw does the I/O (read, write; p nil: flush); tests replace it.
+	rw func(d Device, p []byte, off int64, write bool) error
 	// bounce holds bounce buffers of bounceSize bytes for reuse.
 	bounce *bouncePool
 }
@@ -129,26 +128,21 @@ func newMemberIO(a *Array) memberIO {
 }
 
 // memberRW is the I/O of new memberIOs (tests replace it).
-var memberRW = fileRW
+var memberRW = deviceRW
 
-func fileRW(fd int, p []byte, off int64, write bool) error {
-	var n int
-	var err error
+// deviceRW reads or writes p at off on d, or flushes d when p is nil.
+func deviceRW(d Device, p []byte, off int64, write bool) error {
 	switch {
 	case p == nil:
-		return unix.Fdatasync(fd)
+		return d.Flush()
 	case write:
-		n, err = unix.Pwrite(fd, p, off)
+		return d.WriteAt(p, off)
 	default:
-		n, err = unix.Pread(fd, p, off)
+		return d.ReadAt(p, off)
 	}
-	if err == nil && n != len(p) {
-		err = ublk.ErrShortIO
-	}
-	return err
 }
 
-func (m memberIO) file(role int) (*ublk.Member, error) {
+func (m memberIO) file(role int) (*Member, error) {
 	m.a.mu.Lock()
 	defer m.a.mu.Unlock()
 	if f := m.a.Members[role]; f != nil {
@@ -175,7 +169,7 @@ func (m memberIO) do(role int, p []byte, sector uint64, write bool) error {
 	off := int64(m.a.dataOffset + sector<<9)
 	timeout := m.a.MemberTimeout
 	if timeout <= 0 {
-		return m.rw(f.Fd(), p, off, write)
+		return m.rw(f.Device, p, off, write)
 	}
 	var b []byte
 	if p != nil {
@@ -186,22 +180,15 @@ func (m memberIO) do(role int, p []byte, sector uint64, write bool) error {
 			copy(b, p)
 		}
 	}
-	rc, err := f.File.SyscallConn()
-	if err != nil {
-		return err
-	}
 	done := make(chan error, 1) // buffered: a late answer never blocks
 	var lmu sync.Mutex
 	var finished, given bool
 	var key lateKey
 	go func() {
-		// Control holds a reference on the file for the call: closing the
-		// member meanwhile cannot free its descriptor for reuse under the
-		// late I/O (and takes no lock that a hung call would keep).
-		var ioErr error
-		if err := rc.Control(func(fd uintptr) { ioErr = m.rw(int(fd), b, off, write) }); err != nil {
-			ioErr = err
-		}
+		// The device holds a reference on its file for the call: closing
+		// the member meanwhile cannot free its descriptor for reuse under
+		// the late I/O (and takes no lock that a hung call would keep).
+		ioErr := m.rw(f.Device, b, off, write)
 		lmu.Lock()
 		finished = true
 		if given {
@@ -805,7 +792,7 @@ func (a *Array) addMember(path string, role int, readd, failActive, force bool) 
 		sp := a.spares[i]
 		spare = &sp
 	}
-	var m *ublk.Member
+	var m *Member
 	for r, old := range a.Members {
 		if old != nil && old.Path == path {
 			if !readd {
@@ -823,7 +810,7 @@ func (a *Array) addMember(path string, role int, readd, failActive, force bool) 
 		m, uuid = spare.m, spare.uuid
 	case m == nil:
 		var err error
-		if m, err = ublk.OpenMember(path); err != nil {
+		if m, err = openMember(a.open, path); err != nil {
 			return err
 		}
 	}
@@ -900,7 +887,7 @@ func (a *Array) takeSpare(sp spareMember) bool {
 // faulty or missing (or, with active, in use and not the last copy of
 // some data), no background job running, m large enough and of the
 // array's block size. Reads only.
-func (a *Array) checkAdd(m *ublk.Member, role int, active bool) error {
+func (a *Array) checkAdd(m *Member, role int, active bool) error {
 	g := a.Engine.Geo
 	if role < 0 || role >= g.Members {
 		return fmt.Errorf("role %d: the array has roles 0..%d", role, g.Members-1)
@@ -931,7 +918,7 @@ func (a *Array) checkAdd(m *ublk.Member, role int, active bool) error {
 // addMember); uuid is its member UUID (zero: a new one, or for a re-add
 // its own, and the role its superblock says). m is closed on error unless
 // it already was a member.
-func (a *Array) addOpen(m *ublk.Member, role int, readd bool, uuid [16]byte) error {
+func (a *Array) addOpen(m *Member, role int, readd bool, uuid [16]byte) error {
 	if readd {
 		plan, err := a.previousRole(m)
 		if err != nil {
@@ -945,7 +932,7 @@ func (a *Array) addOpen(m *ublk.Member, role int, readd bool, uuid [16]byte) err
 
 // addOpenPlan is addOpen; re, for a re-add, is what m's superblock
 // allows.
-func (a *Array) addOpenPlan(m *ublk.Member, role int, re *readdPlan, uuid [16]byte) error {
+func (a *Array) addOpenPlan(m *Member, role int, re *readdPlan, uuid [16]byte) error {
 	readd := re != nil
 	drop := func() {
 		if uuid == ([16]byte{}) { // a spare stays open
@@ -1020,7 +1007,7 @@ func (a *Array) addOpenPlan(m *ublk.Member, role int, re *readdPlan, uuid [16]by
 	return a.sync.start(resync.Job{Kind: resync.Rebuild, Targets: []int{role}, Need: need2}, regions)
 }
 
-func (a *Array) closeIfNew(m *ublk.Member) {
+func (a *Array) closeIfNew(m *Member) {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	for _, old := range a.Members {
@@ -1065,7 +1052,7 @@ type readdPlan struct {
 // A member that ran without the array's members (engine.Diverged: a split
 // brain) is refused: copying one side's dirty regions onto the other
 // would mix both sides' data, block by block.
-func (a *Array) previousRole(m *ublk.Member) (readdPlan, error) {
+func (a *Array) previousRole(m *Member) (readdPlan, error) {
 	notMember := fmt.Errorf("%s is not a member of this array: use replace to put a new device in", m.Path)
 	b, err := m.ReadBlock(engine.SuperblockOffset, engine.SuperblockSize)
 	if err != nil {

@@ -8,7 +8,6 @@ import (
 	"time"
 
 	"github.com/ublk-raid/ublk-raid/engine"
-	"github.com/ublk-raid/ublk-raid/ublk"
 )
 
 // hangRW is a memberIO rw whose I/O to one fd waits until released; the
@@ -31,12 +30,12 @@ func (h *hangRW) hang(fd int) {
 	h.mu.Unlock()
 }
 
-func (h *hangRW) rw(fd int, p []byte, off int64, write bool) error {
+func (h *hangRW) rw(d Device, p []byte, off int64, write bool) error {
 	h.mu.Lock()
-	hung := fd == h.fd
+	hung := d.Fd() == h.fd
 	h.mu.Unlock()
 	if !hung {
-		return fileRW(fd, p, off, write)
+		return deviceRW(d, p, off, write)
 	}
 	<-h.release
 	if !write {
@@ -50,12 +49,12 @@ func (h *hangRW) rw(fd int, p []byte, off int64, write bool) error {
 
 func TestMemberIOTimeout(t *testing.T) {
 	paths := memberFiles(t, 1, 4<<20)
-	m, err := ublk.OpenMember(paths[0])
+	m, err := openMember(nil, paths[0])
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer m.Close()
-	a := &Array{Members: []*ublk.Member{m}, MemberTimeout: 2 * time.Second}
+	a := &Array{Members: []*Member{m}, MemberTimeout: 2 * time.Second}
 	h := newHangRW()
 	defer close(h.release)
 	io := newMemberIO(a)

@@ -32,7 +32,7 @@ func (a *Array) Params() ublk.Params {
 	b := &p.Basic
 	lbs, pbs, discard, zeroes := 512, 512, true, true
 	a.mu.Lock()
-	ms := append([]*ublk.Member(nil), a.Members...)
+	ms := append([]*Member(nil), a.Members...)
 	for _, sp := range a.spares {
 		ms = append(ms, sp.m)
 	}
@@ -87,7 +87,85 @@ func (a *Array) Files() []int {
 
 // NewQueue implements ublk.Target.
 func (a *Array) NewQueue(q *ublk.Queue) (ublk.QueueHandler, error) {
-	h := &queue{q: q, a: a, fixed: make([]*ublk.Member, len(a.Members))}
+	return a.newQueue(ublkRing{q}), nil
+}
+
+// ring is what a queue handler does with its ublk queue: *ublk.Queue's
+// methods, and member operations as SQEs on its ring (ublkRing). The model
+// test runs the handlers on rings of its own over in-memory members.
+type ring interface {
+	ID() int
+	Depth() int
+	MaxIOBytes() int
+	// Now is the queue loop's clock (read once per turn of the loop).
+	Now() time.Time
+	Wake()
+	// SetTargetFile puts fd (-1: none) in member slot i of the ring's
+	// fixed-file table.
+	SetTargetFile(i, fd int) error
+	Complete(tag uint16, err error)
+	ReserveBuffer() (int, bool)
+	SwapBuffer(tag uint16, spare, n int) int
+	ReleaseBuffer(b int)
+	// SubmitMember queues member operation io of request tag on m, at
+	// byte off of the device with data as its buffer; its completion comes
+	// back to OnCompletion with userData. fixed says m is in the ring's
+	// fixed-file slot for io.Member.
+	SubmitMember(userData uint64, tag uint16, m *Member, fixed bool, io engine.MemberIO, off uint64, data []byte) error
+}
+
+// ublkRing is a ring over a ublk queue: member I/O as io_uring SQEs.
+type ublkRing struct{ *ublk.Queue }
+
+// SubmitMember implements ring: one SQE.
+func (q ublkRing) SubmitMember(userData uint64, tag uint16, m *Member, fixed bool, io engine.MemberIO, off uint64, data []byte) error {
+	s, err := q.SQE(userData)
+	if err != nil {
+		return err
+	}
+	file := int32(ublk.FirstTargetFile) + io.Member
+	ud := s.UserData
+	switch io.Kind {
+	case engine.IORead, engine.IOWrite:
+		kind := ublk.OpRead
+		switch {
+		case io.Kind == engine.IOWrite && q.TagFixed(tag):
+			kind = ublk.OpWriteFixed
+		case io.Kind == engine.IOWrite:
+			kind = ublk.OpWrite
+		case q.TagFixed(tag):
+			kind = ublk.OpReadFixed
+		}
+		ublk.PrepRW(s, kind, file, data, off, ud)
+		if io.FUA {
+			s.OpFlags = ublk.RWFDsync
+		}
+	case engine.IOFlush:
+		ublk.PrepFsync(s, file, ublk.FsyncDatasync, ud)
+	case engine.IODiscard:
+		if m.BlockDevice {
+			ublk.PrepBlockDiscard(s, file, off, uint64(io.Sectors)<<9, ud)
+		} else {
+			ublk.PrepFallocate(s, file, ublk.FallocPunchHole|ublk.FallocKeepSize, off, uint64(io.Sectors)<<9, ud)
+		}
+	case engine.IOWriteZeroes:
+		mode := uint32(ublk.FallocZeroRange)
+		if !m.BlockDevice {
+			mode |= ublk.FallocKeepSize
+		}
+		ublk.PrepFallocate(s, file, mode, off, uint64(io.Sectors)<<9, ud)
+	}
+	if !fixed {
+		// The fixed-file table could not take it: use its descriptor.
+		s.Flags &^= ublk.SQEFixedFile
+		s.Fd = int32(m.Fd())
+	}
+	return nil
+}
+
+// newQueue makes the handler of queue q.
+func (a *Array) newQueue(q ring) *queue {
+	h := &queue{q: q, a: a, fixed: make([]*Member, len(a.Members))}
 	for r := range a.Members {
 		// Files() registered some member; one swapped in or out since
 		// (a spare activated during assembly, say) would make a guess
@@ -132,19 +210,19 @@ func (a *Array) NewQueue(q *ublk.Queue) (ublk.QueueHandler, error) {
 	}
 	a.queues[q.ID()] = h
 	a.qmu.Unlock()
-	return h, nil
+	return h
 }
 
 // unsynced marks a fixed-file slot whose content the queue has not set.
-var unsynced = new(ublk.Member)
+var unsynced = new(Member)
 
 // queue runs one ublk queue's requests through an engine.Executor, with
 // member I/O on the queue's ring. It is the executor's Backend.
 type queue struct {
-	q     *ublk.Queue
+	q     ring
 	a     *Array
 	exec  *engine.Executor
-	fixed []*ublk.Member // per role: the member in the ring's fixed-file table
+	fixed []*Member // per role: the member in the ring's fixed-file table
 	// filesSeen is the array's filesEpoch the queue's fixed-file table
 	// matched at its last syncFiles; closed is set when the queue stops.
 	filesSeen atomic.Uint64
@@ -257,48 +335,9 @@ func (h *queue) Submit(tag uint16, op engine.OpID, io engine.MemberIO, data []by
 	if m != h.fixed[io.Member] {
 		h.syncFile(int(io.Member))
 	}
-	s, err := h.q.SQE(uint64(tag)<<32 | uint64(op))
-	if err != nil {
+	fixed := m == h.fixed[io.Member]
+	if err := h.q.SubmitMember(uint64(tag)<<32|uint64(op), tag, m, fixed, io, h.a.dataOffset+io.Sector<<9, data); err != nil {
 		h.exec.Done(tag, op, -int32(unix.EIO))
-		return
-	}
-	file := int32(ublk.FirstTargetFile) + io.Member
-	off := h.a.dataOffset + io.Sector<<9
-	ud := s.UserData
-	switch io.Kind {
-	case engine.IORead, engine.IOWrite:
-		kind := ublk.OpRead
-		switch {
-		case io.Kind == engine.IOWrite && h.q.TagFixed(tag):
-			kind = ublk.OpWriteFixed
-		case io.Kind == engine.IOWrite:
-			kind = ublk.OpWrite
-		case h.q.TagFixed(tag):
-			kind = ublk.OpReadFixed
-		}
-		ublk.PrepRW(s, kind, file, data, off, ud)
-		if io.FUA {
-			s.OpFlags = ublk.RWFDsync
-		}
-	case engine.IOFlush:
-		ublk.PrepFsync(s, file, ublk.FsyncDatasync, ud)
-	case engine.IODiscard:
-		if m.BlockDevice {
-			ublk.PrepBlockDiscard(s, file, off, uint64(io.Sectors)<<9, ud)
-		} else {
-			ublk.PrepFallocate(s, file, ublk.FallocPunchHole|ublk.FallocKeepSize, off, uint64(io.Sectors)<<9, ud)
-		}
-	case engine.IOWriteZeroes:
-		mode := uint32(ublk.FallocZeroRange)
-		if !m.BlockDevice {
-			mode |= ublk.FallocKeepSize
-		}
-		ublk.PrepFallocate(s, file, mode, off, uint64(io.Sectors)<<9, ud)
-	}
-	if m != h.fixed[io.Member] {
-		// The fixed-file table could not take it: use its descriptor.
-		s.Flags &^= ublk.SQEFixedFile
-		s.Fd = int32(m.Fd())
 	}
 }
 

@@ -15,8 +15,14 @@ import (
 // Member is a block device or regular file opened for O_DIRECT I/O by a
 // target, with the properties the device parameters derive from.
 type Member struct {
+	MemberProps
+	File *os.File
+}
+
+// MemberProps are a member device's properties: what the device
+// parameters and the array's checks derive from.
+type MemberProps struct {
 	Path          string
-	File          *os.File
 	Size          int64 // bytes
 	BlockDevice   bool
 	LogicalBlock  int
@@ -49,7 +55,7 @@ func OpenMember(path string) (*Member, error) {
 	if err != nil {
 		return nil, err
 	}
-	m := &Member{Path: path, BlockDevice: block}
+	m := &Member{MemberProps: MemberProps{Path: path, BlockDevice: block}}
 	flags := unix.O_RDWR | unix.O_DIRECT | unix.O_CLOEXEC
 	if block {
 		flags |= unix.O_EXCL
@@ -243,7 +249,7 @@ func OpenMemberReadOnly(path string) (*Member, error) {
 	if err != nil {
 		return nil, fmt.Errorf("open member %s: %w", path, err)
 	}
-	m := &Member{Path: path, File: os.NewFile(uintptr(fd), path), BlockDevice: block}
+	m := &Member{MemberProps: MemberProps{Path: path, BlockDevice: block}, File: os.NewFile(uintptr(fd), path)}
 	if err := m.probe(st); err != nil {
 		m.File.Close()
 		return nil, err

@@ -1,0 +1,106 @@
+package array
+
+import (
+	"fmt"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/ublk-raid/ublk-raid/ublk"
+)
+
+// Device is a member device as the array uses it outside the queue rings:
+// superblock and bitmap writes, member flushes, the sync jobs' I/O, read
+// repair, signature probes. *ublk.Member (a file or block device) is one;
+// tests use in-memory devices with a volatile cache and fault injection
+// (package array/memdev). Every method may be called from any goroutine;
+// buffers given are aligned for O_DIRECT.
+type Device interface {
+	// Props are the device's properties (fixed while it is open).
+	Props() *ublk.MemberProps
+	// ReadAt reads len(p) bytes at byte offset off.
+	ReadAt(p []byte, off int64) error
+	// WriteAt writes p at off; the data may sit in a volatile cache
+	// until Flush.
+	WriteAt(p []byte, off int64) error
+	// WriteAtDurable writes p at off and returns once it is durable
+	// (a FUA write).
+	WriteAtDurable(p []byte, off int64) error
+	// Flush makes every write completed before it durable.
+	Flush() error
+	// Fd is the descriptor the queue rings use, or -1 when the device
+	// has none (member I/O then goes through the queue's ring seam).
+	Fd() int
+	// Close releases the device.
+	Close() error
+}
+
+// Member is an open member device with its properties.
+type Member struct {
+	ublk.MemberProps
+	Device
+}
+
+// newMember wraps d.
+func newMember(d Device) *Member { return &Member{MemberProps: *d.Props(), Device: d} }
+
+// OpenDevice opens a member device by path (CreateSpec.OpenDevice).
+type OpenDevice func(path string) (Device, error)
+
+// openFile opens path as a file or block device (ublk.OpenMember).
+func openFile(path string) (Device, error) {
+	m, err := ublk.OpenMember(path)
+	if err != nil {
+		return nil, err
+	}
+	return m, nil
+}
+
+// openMember opens path with open (nil: openFile).
+func openMember(open OpenDevice, path string) (*Member, error) {
+	if open == nil {
+		open = openFile
+	}
+	d, err := open(path)
+	if err != nil {
+		return nil, err
+	}
+	return newMember(d), nil
+}
+
+// alignedBuf is an n-byte buffer aligned for O_DIRECT (off the Go heap),
+// and its release.
+func alignedBuf(n int) ([]byte, func(), error) {
+	buf, err := unix.Mmap(-1, 0, n, unix.PROT_READ|unix.PROT_WRITE, unix.MAP_ANON|unix.MAP_PRIVATE)
+	if err != nil {
+		return nil, nil, fmt.Errorf("map a %d-byte buffer: %w", n, err)
+	}
+	return buf, func() { unix.Munmap(buf) }, nil
+}
+
+// ReadBlock reads n bytes at off (multiples of 4096), for metadata.
+func (m *Member) ReadBlock(off int64, n int) ([]byte, error) {
+	buf, free, err := alignedBuf(n)
+	if err != nil {
+		return nil, err
+	}
+	defer free()
+	if err := m.ReadAt(buf, off); err != nil {
+		return nil, err
+	}
+	return append([]byte(nil), buf...), nil
+}
+
+// WriteBlockSync writes data at off (multiples of 4096) and flushes the
+// device before returning (the write and everything before it durable).
+func (m *Member) WriteBlockSync(off int64, data []byte) error {
+	buf, free, err := alignedBuf(len(data))
+	if err != nil {
+		return err
+	}
+	defer free()
+	copy(buf, data)
+	if err := m.WriteAt(buf, off); err != nil {
+		return err
+	}
+	return m.Flush()
+}
