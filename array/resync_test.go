@@ -158,10 +158,9 @@ func dirtyCrash(t *testing.T, n int) ([]string, int) {
 // resynced nor cleared.
 func TestResyncRetriedAfterMemberError(t *testing.T) {
 	paths, region := dirtyCrash(t, 3)
-	var badFd atomic.Int64
-	badFd.Store(-1)
+	var bad atomic.Pointer[Member]
 	memberRW = func(d Device, p []byte, off int64, write bool) error {
-		if write && p != nil && int64(d.Fd()) == badFd.Load() {
+		if m := bad.Load(); write && p != nil && m != nil && d == m.Device {
 			return unix.EIO
 		}
 		return deviceRW(d, p, off, write)
@@ -175,7 +174,7 @@ func TestResyncRetriedAfterMemberError(t *testing.T) {
 	if !b.Bitmap.NeedsSync(region) {
 		t.Fatal("the dirty region does not need a resync")
 	}
-	badFd.Store(int64(b.Members[2].Fd()))
+	bad.Store(b.Members[2])
 	b.StartBackground()
 	b.WaitSync()
 	if st := b.Status(); st.Members[2].State != "faulty" {
