@@ -198,7 +198,10 @@ func (r *modelRing) Complete(tag uint16, err error) {
 func (r *modelRing) ReserveBuffer() (int, bool) {
 	n := len(r.spares)
 	if n == 0 {
-		return 0, false
+		// As ublk.Queue: another buffer rather than a request waiting
+		// for a member that may never answer.
+		r.bufs = append(r.bufs, make([]byte, modelMaxIO))
+		return len(r.bufs) - 1, true
 	}
 	b := r.spares[n-1]
 	r.spares = r.spares[:n-1]
@@ -852,7 +855,7 @@ func (m *arrayModel) completed(req *modelReq, buf []byte, err error) {
 				}
 			}
 			if !allowed {
-				m.fail("durability: read of sector %d returned write %d, not one of %v", s, id, slices.Sorted(maps.Keys(ref.cur)))
+				m.fail("durability: read %d+%d (seq %d) of sector %d returned write %d, not one of %v (after a power cut: %v; at the read's start %v)", req.sector, req.sectors, req.seq, s, id, slices.Sorted(maps.Keys(ref.cur)), ref.dur, req.snap[i])
 			}
 			if !changed {
 				ref.cur = map[uint64]bool{id: true} // stability: it reads this from now on
@@ -914,6 +917,7 @@ func (m *arrayModel) fail(format string, args ...any) {
 // barrier wake-ups.
 func (m *arrayModel) quiesce() {
 	deadline := time.Now().Add(modelWaitMax)
+	stuck := 0
 	for len(m.reqs) > 0 {
 		if time.Now().After(deadline) {
 			buf := make([]byte, 1<<20)
@@ -954,7 +958,22 @@ func (m *arrayModel) quiesce() {
 			continue
 		}
 		if hungOps {
+			n := len(m.reqs)
 			m.tick(modelTimeout + time.Millisecond)
+			if len(m.reqs) == n {
+				if stuck++; stuck > 2 {
+					// A read is given up only with a spare buffer; with
+					// every spare held by given-up reads still out, the
+					// rest wait for their member (by design): it answers.
+					m.logf("hung members answer: no spare buffer left to give reads up")
+					m.count("hangs released for spare buffers")
+					for p := range m.hung {
+						m.rack.Release(m.rack.Disk(p))
+					}
+					clear(m.hung)
+					clear(m.devHung)
+				}
+			}
 			continue
 		}
 		select {
@@ -967,6 +986,18 @@ func (m *arrayModel) quiesce() {
 
 // waitSync waits for the background job (serving the queues meanwhile).
 func (m *arrayModel) waitSync() {
+	// A rebuild waits for given-up operations on its target to return
+	// (late I/O): hung members answer now.
+	for p := range m.hung {
+		m.rack.Release(m.rack.Disk(p))
+	}
+	clear(m.hung)
+	clear(m.devHung)
+	for q, r := range m.rings {
+		for len(r.pending) > 0 {
+			m.deliverOne(q, 0)
+		}
+	}
 	m.quiesce()
 	m.blocking(func() error { m.a.WaitSync(); return nil })
 	s := m.a.SyncStatus()
