@@ -421,7 +421,9 @@ func (m *arrayModel) run(t *rapid.T) {
 			m.cutArmed = false
 			m.logf("the armed power cut happened")
 			m.count("power cut mid-write happened")
-			m.lost = m.lostBefore
+			// (The array may have failed in the step before the cut: the
+			// errors after it hide that, so either counts.)
+			m.lost = m.lostBefore || m.noneActive()
 			m.reboot(true)
 			if m.over {
 				return
@@ -1018,8 +1020,8 @@ func (m *arrayModel) waitSync() {
 // checkConvergence: with no request in flight, no job running and none
 // needed, the in-sync copies agree over the window.
 func (m *arrayModel) checkConvergence() {
-	if len(m.reqs) > 0 || m.a.sync.busy() || m.a.needsResync() {
-		return
+	if len(m.reqs) > 0 || m.a.sync.busy() || m.a.needsResync() || (m.cutArmed && !m.rack.Armed()) {
+		return // (a power cut happened: the reboot comes after this step)
 	}
 	st := m.a.Engine.State()
 	var copies [][]byte
@@ -1092,6 +1094,9 @@ func (m *arrayModel) reboot(power bool) {
 	old := m.a
 	m.a = nil
 	m.rack.CutAfter(0)
+	// Devices the dead array opened after an armed cut belong to the
+	// next process: end it too (the caches stay).
+	m.rack.Kill()
 	m.cutArmed = false
 	for k, req := range m.reqs {
 		delete(m.reqs, k)
@@ -1102,7 +1107,19 @@ func (m *arrayModel) reboot(power bool) {
 	}
 	clear(m.hung)
 	clear(m.devHung)
-	old.Close() // its goroutines end; nothing reaches the disks any more
+	// The dead process's queues: their member operations fail (nothing
+	// reaches the disks any more), so its requests end; then its
+	// goroutines are stopped off this one (a killed process runs no
+	// Close: it must not hold the model up).
+	for _, r := range m.rings {
+		for len(r.pending) > 0 {
+			op := r.pending[0]
+			r.pending = r.pending[1:]
+			r.h.OnCompletion(op.ud, -int32(unix.EIO))
+		}
+		r.done = nil
+	}
+	go old.Close()
 	m.staleKnown = false
 	if power {
 		for s := range m.ref {
