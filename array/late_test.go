@@ -3,8 +3,6 @@ package array
 import (
 	"bytes"
 	"errors"
-	"fmt"
-	"os"
 	"sync"
 	"testing"
 	"time"
@@ -24,7 +22,7 @@ type lateRW struct {
 
 func (l *lateRW) rw(d Device, p []byte, off int64, write bool) error {
 	if write && p != nil {
-		if target, _ := os.Readlink(fmt.Sprintf("/proc/self/fd/%d", d.Fd())); target == l.path {
+		if d.Props().Path == l.path {
 			first := false
 			l.once.Do(func() { first = true })
 			if first {

@@ -158,10 +158,9 @@ func dirtyCrash(t *testing.T, n int) ([]string, int) {
 // resynced nor cleared.
 func TestResyncRetriedAfterMemberError(t *testing.T) {
 	paths, region := dirtyCrash(t, 3)
-	var badFd atomic.Int64
-	badFd.Store(-1)
+	var bad atomic.Pointer[string]
 	memberRW = func(d Device, p []byte, off int64, write bool) error {
-		if write && p != nil && int64(d.Fd()) == badFd.Load() {
+		if write && p != nil && bad.Load() != nil && d.Props().Path == *bad.Load() {
 			return unix.EIO
 		}
 		return deviceRW(d, p, off, write)
@@ -175,7 +174,8 @@ func TestResyncRetriedAfterMemberError(t *testing.T) {
 	if !b.Bitmap.NeedsSync(region) {
 		t.Fatal("the dirty region does not need a resync")
 	}
-	badFd.Store(int64(b.Members[2].Fd()))
+	badPath := b.Members[2].Path
+	bad.Store(&badPath)
 	b.StartBackground()
 	b.WaitSync()
 	if st := b.Status(); st.Members[2].State != "faulty" {

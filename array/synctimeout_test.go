@@ -15,24 +15,24 @@ import (
 // what its buffer held.
 type hangRW struct {
 	mu      sync.Mutex
-	fd      int
+	path    string // the device that hangs ("": none)
 	release chan struct{}
 	late    chan []byte // what the late I/O saw or wrote
 }
 
 func newHangRW() *hangRW {
-	return &hangRW{fd: -1, release: make(chan struct{}), late: make(chan []byte, 4)}
+	return &hangRW{release: make(chan struct{}), late: make(chan []byte, 4)}
 }
 
-func (h *hangRW) hang(fd int) {
+func (h *hangRW) hang(path string) {
 	h.mu.Lock()
-	h.fd = fd
+	h.path = path
 	h.mu.Unlock()
 }
 
 func (h *hangRW) rw(d Device, p []byte, off int64, write bool) error {
 	h.mu.Lock()
-	hung := d.Fd() == h.fd
+	hung := h.path != "" && d.Props().Path == h.path
 	h.mu.Unlock()
 	if !hung {
 		return deviceRW(d, p, off, write)
@@ -78,7 +78,7 @@ func TestMemberIOTimeout(t *testing.T) {
 
 	// Hung: each operation fails after the timeout, and what the late I/O
 	// does touches only its own buffer.
-	h.hang(m.Fd())
+	h.hang(m.Path)
 	start := time.Now()
 	err = io.ReadAt(0, got, 16)
 	if !errors.Is(err, errMemberTimeout) {
@@ -141,7 +141,7 @@ func TestRebuildHungTarget(t *testing.T) {
 		t.Fatal(err)
 	}
 	a.mu.Lock()
-	h.hang(a.Members[1].Fd())
+	h.hang(a.Members[1].Path)
 	a.mu.Unlock()
 	done := make(chan struct{})
 	go func() { a.WaitSync(); close(done) }()
