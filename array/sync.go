@@ -162,6 +162,10 @@ func (m memberIO) WriteAt(role int, p []byte, sector uint64) error {
 func (m memberIO) Flush(role int) error { return m.do(role, nil, 0, false) }
 
 func (m memberIO) do(role int, p []byte, sector uint64, write bool) error {
+	if m.a.Engine != nil && m.a.Engine.State().Members[role].State == engine.MemberFaulty {
+		// Failed (a timeout below, say): not waited for again.
+		return fmt.Errorf("role %d is faulty: %w", role, errMemberTimeout)
+	}
 	f, err := m.file(role)
 	if err != nil {
 		return err
@@ -215,6 +219,14 @@ func (m memberIO) do(role int, p []byte, sector uint64, write bool) error {
 			given, key = true, lateBegin(f)
 		}
 		lmu.Unlock()
+		// A hung member is failed (but the last in-sync copy), as a
+		// queue's timeout does: a job that reads it again, range by
+		// range, would wait out the timeout every time.
+		if m.a.Engine != nil {
+			if st, changed, _ := m.a.Engine.FailRedundant(role); changed {
+				m.a.persist(st)
+			}
+		}
 		return fmt.Errorf("after %v: %w", timeout, errMemberTimeout)
 	}
 }

@@ -57,6 +57,12 @@ import (
 // on its own as the array runs it but as a coroutine (model_sync_test.go):
 // it stops at every call into the model, so its interleaving with user
 // I/O is drawn by rapid too and every run is deterministic and shrinks.
+// The real array now runs in array.TestArrayModel (array/model_test.go,
+// go test ./array -array.model): the array's own queue handlers, flusher,
+// superblock generations, spares, re-add and replace, on in-memory members
+// with volatile caches, torn writes and kill -9. The stand-ins below for the
+// array's part stay: this model drives the core deterministically (every
+// interleaving with the sync job drawn), which the array model does not.
 // The model plays the array's part (array/): member failures persisted
 // through the bitmap header then the superblocks, bitmap batches written
 // to every present member, the rebuild and resync callbacks, member

@@ -399,3 +399,6 @@ func (v *Dev) Discard(off, n int64) error {
 func (v *Dev) WriteZeroes(off, n int64) error {
 	return v.do(OpWriteZeroes, off, n, nil, func() { v.d.write(make([]byte, n), off, false, nil) })
 }
+
+// Path is the disk's path.
+func (d *Disk) Path() string { return d.props.Path }
