@@ -13,6 +13,7 @@ failed=0
 for r in $(seq 1 "$rounds"); do
 	mode=raw
 	[ $((r % 2)) = 0 ] && mode=fs
+	mode=${CRASH_MODE:-$mode} # raw or fs for every round
 	dir=$(mktemp -d /tmp/ublk-raid-crash.XXXXXX)
 	echo "=== crash round $r ($mode)"
 	ok=1
