@@ -857,7 +857,11 @@ func (m *arrayModel) completed(req *modelReq, buf []byte, err error) {
 				}
 			}
 			if !allowed {
-				m.fail("durability: read %d+%d (seq %d) of sector %d returned write %d, not one of %v (after a power cut: %v; at the read's start %v)", req.sector, req.sectors, req.seq, s, id, slices.Sorted(maps.Keys(ref.cur)), ref.dur, req.snap[i])
+				var snap map[uint64]bool
+				if req.snap != nil {
+					snap = req.snap[i]
+				}
+				m.fail("durability: read %d+%d (seq %d) of sector %d returned write %d, not one of %v (after a power cut: %v; at the read's start %v)", req.sector, req.sectors, req.seq, s, id, slices.Sorted(maps.Keys(ref.cur)), ref.dur, snap)
 			}
 			if !changed {
 				ref.cur = map[uint64]bool{id: true} // stability: it reads this from now on

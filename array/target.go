@@ -347,8 +347,9 @@ func (h *queue) OnCompletion(userData uint64, res int32) {
 }
 
 // Complete implements engine.Backend. A request that gave up a member
-// read leaves its buffer to that read (which may still land in it) and
-// takes the spare reserved for it, with its data.
+// read or write leaves its buffer to that operation (a read may still
+// land in it, a write still read from it) and takes the spare reserved
+// for it, with its data.
 func (h *queue) Complete(tag uint16, err error) {
 	h.inflight.Store(h.inflight.Load() - 1)
 	if sp := h.spare[tag]; sp >= 0 {
@@ -361,7 +362,7 @@ func (h *queue) Complete(tag uint16, err error) {
 			}
 		}
 		if !held {
-			// Every given-up read came back before the request ended
+			// Every given-up operation came back before the request ended
 			// (Stale): nothing can write to the old buffer any more.
 			h.q.ReleaseBuffer(old)
 		}
@@ -370,7 +371,7 @@ func (h *queue) Complete(tag uint16, err error) {
 }
 
 // quarantined is a member operation given up after the member timeout:
-// a read's buffer (once the request completed) is not reused until it
+// its buffer (once the request completed) is not reused until it
 // returns, and no rebuild writes the device before it has (late).
 type quarantined struct {
 	tag  uint16
@@ -379,12 +380,17 @@ type quarantined struct {
 	late lateKey
 }
 
-// Abandon implements engine.Backend: a read may be given up only with a
-// spare buffer for its tag. The operation counts as late I/O on its
-// device until it returns (Stale): a late write landing after a rebuild
-// of that device (re-add) would undo it.
+// Abandon implements engine.Backend: a read or a write may be given up
+// only with a spare buffer for its tag. Both keep using the tag's buffer
+// until they return: a late read lands in it, and a late write is read
+// from it whenever the hung device gets to it; so the request, once it
+// completes, takes the spare and the old buffer waits in quarantine
+// (otherwise the next request's data would be what a late write puts on
+// the member, under a sector it never wrote). The operation counts as
+// late I/O on its device until it returns (Stale): a late write landing
+// after a rebuild of that device (re-add) would undo it.
 func (h *queue) Abandon(tag uint16, op engine.OpID, io engine.MemberIO) bool {
-	if io.Kind == engine.IORead && h.spare[tag] < 0 {
+	if (io.Kind == engine.IORead || io.Kind == engine.IOWrite) && h.spare[tag] < 0 {
 		sp, ok := h.q.ReserveBuffer()
 		if !ok {
 			return false
@@ -396,7 +402,7 @@ func (h *queue) Abandon(tag uint16, op engine.OpID, io engine.MemberIO) bool {
 	return true
 }
 
-// Stale implements engine.Backend: an abandoned read came back; its old
+// Stale implements engine.Backend: an abandoned operation came back; its old
 // buffer is free again once no other abandoned read shares it.
 func (h *queue) Stale(tag uint16, op engine.OpID) {
 	for i, q := range h.quarantine {

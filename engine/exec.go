@@ -469,13 +469,23 @@ func (e *Executor) Tick() {
 			if e.MemberError != nil {
 				e.MemberError(int(io.Member), io.Kind, -int32(errnoTimedOut))
 			}
-			// The member is failed whatever the operation: a read retried
-			// elsewhere must not go back to it.
-			st, _ := e.arr.Fail(int(io.Member))
-			if io.Kind != IORead {
-				r.needGen = max(r.needGen, st.Gen)
+			// The member is failed whatever the operation, unless it holds
+			// the last in-sync copy of some data (md never fails that one:
+			// the request fails instead, and so does each later one that
+			// times out on it). A read retried elsewhere never goes back
+			// to it, failed or kept: it would wait out the timeout again,
+			// block by block.
+			io.Avoid |= 1 << uint(io.Member)
+			switch {
+			case e.arr.Geo.Level == Level0:
+				st, _ := e.arr.Fail(int(io.Member))
+				if io.Kind != IORead {
+					r.needGen = max(r.needGen, st.Gen)
+				}
+			case io.Kind == IORead:
+				e.arr.FailRedundant(int(io.Member))
 			}
-			e.memberFailed(uint16(t), r, io)
+			e.memberFailed(uint16(t), r, io) // a write: FailRedundant there
 			r.pending--
 			if r.pending == 0 {
 				e.complete(uint16(t), r)

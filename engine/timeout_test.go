@@ -2,6 +2,7 @@ package engine
 
 import (
 	"bytes"
+	"errors"
 	"testing"
 	"time"
 )
@@ -123,5 +124,57 @@ func TestMemberTimeout(t *testing.T) {
 	e2.Done(hung2.tag, hung2.op, -5)
 	if len(be2.stale) != 1 {
 		t.Fatal("late failure of the abandoned write not reported stale")
+	}
+}
+
+// The last in-sync copy is never failed by a timeout (md never fails its
+// last in-sync device): a write or read that hangs on it fails after the
+// timeout, the member stays active, and a read spanning several retry
+// units is not retried on it block by block (each block would wait out
+// the timeout again).
+func TestMemberTimeoutKeepsLastCopy(t *testing.T) {
+	g := Geometry{Level: Level1, Members: 2, ChunkSectors: 128, MemberSectors: 1024}
+	arr, err := NewArray(g)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, changed := arr.Fail(1); !changed {
+		t.Fatal("fail member 1")
+	}
+	be := &memBackend{done: map[uint16]error{}}
+	for range 2 {
+		be.members = append(be.members, &memMember{data: make([]byte, 1024<<9), badRead: map[uint64]bool{}})
+	}
+	var now time.Duration
+	e := NewExecutor(arr, be, 4, 64<<10)
+	e.Now = func() time.Duration { return now }
+	e.MemberTimeout = 10 * time.Second
+	e.RetryUnit = 8
+	e.Persisted(arr.State().Gen)
+
+	e.Start(0, ReqWrite, 0, 8, false, bytes.Repeat([]byte{'w'}, 4096))
+	e.Start(1, ReqRead, 64, 64, false, make([]byte, 64<<9))
+	if len(be.pending) != 2 {
+		t.Fatalf("planned %+v", be.pending)
+	}
+	be.pending = nil
+	now = 11 * time.Second
+	e.Tick()
+	if s := arr.State().Members[0].State; s != MemberActive {
+		t.Fatalf("the last in-sync copy was failed by a timeout: %v", s)
+	}
+	if len(be.pending) != 0 {
+		t.Fatalf("a timed-out read was retried on the hung member: %+v", be.pending)
+	}
+	for tag := range uint16(2) {
+		if err, ok := be.done[tag]; !ok || err == nil {
+			t.Fatalf("request %d: done %v, err %v (want an error)", tag, ok, err)
+		}
+	}
+	if !errors.Is(be.done[0], ErrNoCopy) {
+		t.Fatalf("write: %v", be.done[0])
+	}
+	if len(be.persists) != 0 {
+		t.Fatalf("state changes persisted: %v", be.persists)
 	}
 }

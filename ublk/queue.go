@@ -392,8 +392,8 @@ func (q *Queue) onTick() {
 func (q *Queue) ReserveBuffer() (int, bool) {
 	n := len(q.spares)
 	if n == 0 {
-		// Every spare waits for a late member read (a hung member can
-		// hold as many as the queue is deep): map another buffer rather
+		// Every spare waits for a late member read or write (a hung
+		// member can hold as many as the queue is deep): map another buffer rather
 		// than make a request wait for a member that may never answer.
 		b, err := unix.Mmap(-1, 0, q.maxIO, unix.PROT_READ|unix.PROT_WRITE, unix.MAP_ANON|unix.MAP_PRIVATE)
 		if err != nil {
@@ -409,8 +409,8 @@ func (q *Queue) ReserveBuffer() (int, bool) {
 
 // SwapBuffer gives tag the reserved buffer spare, with the first n bytes
 // of its current buffer copied into it, and returns the old buffer (to
-// ReleaseBuffer once nothing can write to it any more: an abandoned member
-// read may still land there). Queue thread; before the tag completes.
+// ReleaseBuffer once no member I/O uses it any more: an abandoned member
+// read may still land there, an abandoned write still be read from it). Queue thread; before the tag completes.
 func (q *Queue) SwapBuffer(tag uint16, spare, n int) (old int) {
 	buf := q.buf(spare)
 	copy(buf[:n], q.reqs[tag].Buf[:n])
