@@ -766,10 +766,12 @@ func (a *Array) writeSuperblocks(st *engine.ArrayState, clean bool) error {
 	}
 	// A member that did not take the update holds an old state: fail it,
 	// and record that on the others (each round fails at least one more
-	// member, so this ends).
+	// member, so this ends). Not the last in-sync copy of some data (md
+	// never fails that one): it stays, one event behind (which assembly
+	// allows), and the update reports its error.
 	failed := false
 	for _, r := range notWritten {
-		if _, changed := a.Engine.Fail(r); changed {
+		if _, changed, _ := a.Engine.FailRedundant(r); changed {
 			failed = true
 		}
 	}

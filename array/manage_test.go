@@ -81,3 +81,36 @@ func TestSuperblockWriteFailureFailsMember(t *testing.T) {
 		}
 	}
 }
+
+// A superblock write failure never fails the last in-sync copy (md's
+// rule, as for data writes): role 0 is the only active member (role 1
+// failed, role 2 not yet rebuilt); its failed update, which role 2 took,
+// leaves it active and reports the error.
+func TestSuperblockWriteFailureKeepsLastCopy(t *testing.T) {
+	paths := memberFiles(t, 3, 32<<20)
+	a, err := Open(paths, CreateSpec{Level: engine.Level1, AssumeClean: true}, true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer a.Close()
+	if err := a.Fail(1); err != nil {
+		t.Fatal(err)
+	}
+	a.Engine.Update(func(ms []engine.MemberStatus) {
+		ms[2] = engine.MemberStatus{State: engine.MemberRebuilding}
+	})
+	orig := writeSuperblock
+	defer func() { writeSuperblock = orig }()
+	writeSuperblock = func(m *Member, b []byte) error {
+		if m.Path == paths[0] {
+			return errors.New("injected write error")
+		}
+		return orig(m, b)
+	}
+	if err := a.SetClean(false); err == nil {
+		t.Fatal("a superblock update the last in-sync copy refused succeeded")
+	}
+	if st := a.Status(); st.Members[0].State != "active" {
+		t.Fatalf("the last in-sync copy was failed by a superblock write error: %+v", st.Members[0])
+	}
+}

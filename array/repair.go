@@ -116,7 +116,8 @@ func (a *Array) repair(ctx context.Context, r repairReq, buf []byte, io memberIO
 					continue
 				}
 				if err := io.WriteAt(l.Member, p, l.Sector); err != nil {
-					if st, changed := a.Engine.Fail(l.Member); changed {
+					// (never the last in-sync copy: md's rule)
+					if st, changed, _ := a.Engine.FailRedundant(l.Member); changed {
 						a.persist(st)
 					}
 					continue
