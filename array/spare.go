@@ -179,9 +179,10 @@ func (a *Array) spareSuperblock(m *Member, force bool) (*engine.Superblock, sign
 		return nil, nil, err
 	}
 	sb.DataSectors = (uint64(m.Size) - sb.DataOffset) >> 9 &^ 7
-	a.mu.Lock()
-	sb.Events = a.events
-	a.mu.Unlock()
+	// sb keeps ref's events: its role table is that generation's. The
+	// array's current events (a generation written since ref was taken,
+	// a rebuild ending say) with ref's older table would make two
+	// superblocks of one generation disagree, which assembly refuses.
 	return &sb, sigs, nil
 }
 

@@ -2,6 +2,7 @@ package array
 
 import (
 	"bytes"
+	"errors"
 	"os"
 	"path/filepath"
 	"strings"
@@ -295,4 +296,50 @@ func TestReplaceRefusedWhileRebuilding(t *testing.T) {
 		t.Fatalf("a refused replace changed the array: %+v", st.Members[1])
 	}
 	a.StopSync()
+}
+
+// A spare's superblock is one generation's: its events and its role
+// table come from the same superblock. Here the first active member's
+// superblock is a generation behind (its write failed; it is kept as the
+// last in-sync copy) while role 2 took that generation, which recorded
+// role 1's failure; then the spare's superblock is written and the
+// members' next update fails. A spare carrying the newer events with the
+// older table would disagree with role 2 at the same events, and
+// assembly refuses an array whose members disagree.
+func TestSpareSuperblockIsOneGeneration(t *testing.T) {
+	paths := memberFiles(t, 4, 32<<20)
+	a, err := Open(paths[:3], CreateSpec{Level: engine.Level1, AssumeClean: true}, true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer a.Close()
+	a.Engine.Update(func(ms []engine.MemberStatus) {
+		ms[2] = engine.MemberStatus{State: engine.MemberRebuilding}
+	})
+	orig := writeSuperblock
+	defer func() { writeSuperblock = orig }()
+	failing := map[string]bool{paths[0]: true}
+	writeSuperblock = func(m *Member, b []byte) error {
+		if failing[m.Path] {
+			return errors.New("injected write error")
+		}
+		return orig(m, b)
+	}
+	_ = a.Fail(1) // role 0 does not take it
+	if sb := superblockOf(t, paths[2]); sb.Roles[1].State != engine.RoleFaulty {
+		t.Fatalf("role 2 did not record role 1's failure: %v", sb.Roles[1].State)
+	}
+	failing[paths[2]] = true
+	if err := a.AddSpare(paths[3]); err == nil {
+		t.Fatal("adding a spare no member could record succeeded")
+	}
+	spare, member := superblockOf(t, paths[3]), superblockOf(t, paths[2])
+	if spare.Events == member.Events {
+		for i := range 3 {
+			if spare.Roles[i].State != member.Roles[i].State {
+				t.Fatalf("the spare and role 2 disagree at events %d on role %d: %v, %v",
+					spare.Events, i, spare.Roles[i].State, member.Roles[i].State)
+			}
+		}
+	}
 }
