@@ -2,6 +2,7 @@ package array
 
 import (
 	"fmt"
+	"sync/atomic"
 
 	"golang.org/x/sys/unix"
 
@@ -38,6 +39,13 @@ type Device interface {
 type Member struct {
 	ublk.MemberProps
 	Device
+	// lateWrites counts writes (discards, write-zeroes) to the member
+	// given up after the member timeout that have not returned. While
+	// one is out no other write is sent to the member: the device may
+	// still carry it out after a newer write to the same sectors, whose
+	// data it would then undo (the member is kept when it holds the last
+	// in-sync copy; were it failed, nothing would be sent anyway).
+	lateWrites atomic.Int32
 }
 
 // newMember wraps d.

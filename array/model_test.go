@@ -233,8 +233,10 @@ type arrayModel struct {
 	ref   []sectorRef
 	seq   uint64
 	ids   uint64
-	reqs  map[[2]int]*modelReq // by queue, tag
-	hung  map[string]bool      // queue operations not delivered
+	// flushed: the seq of the newest flush whose completion was applied
+	flushed uint64
+	reqs    map[[2]int]*modelReq // by queue, tag
+	hung    map[string]bool      // queue operations not delivered
 	// devHung: every operation on the disk waits (memdev Hang)
 	devHung map[string]bool
 	// stale: disks that hold no current copy (failed, removed, left out
@@ -277,8 +279,9 @@ func newArrayModel(t *rapid.T) *arrayModel {
 }
 
 func (m *arrayModel) spec() CreateSpec {
+	open := m.rack.Opener() // this process's: a dead array opens nothing
 	return CreateSpec{Level: -1, SyncMinBytes: 1 << 40, OpenDevice: func(p string) (Device, error) {
-		d, err := m.rack.Open(p)
+		d, err := open(p)
 		if err != nil {
 			return nil, err
 		}
@@ -872,6 +875,14 @@ func (m *arrayModel) completed(req *modelReq, buf []byte, err error) {
 			m.logf("flush: %v", err)
 			return
 		}
+		if req.seq < m.flushed {
+			// A newer flush completed first and narrowed more: this one's
+			// rule (rebuilt from seqs the newer one's dropped) adds
+			// nothing, and applied now it would drop writes made between
+			// the two.
+			break
+		}
+		m.flushed = req.seq
 		for s := range m.ref {
 			ref := &m.ref[s]
 			var dur []durVal

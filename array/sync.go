@@ -170,6 +170,10 @@ func (m memberIO) do(role int, p []byte, sector uint64, write bool) error {
 	if err != nil {
 		return err
 	}
+	if write && f.lateWrites.Load() > 0 {
+		// A given-up write is still out on it (see Member.lateWrites).
+		return fmt.Errorf("role %d: a write given up after the member timeout is still out: %w", role, errMemberTimeout)
+	}
 	off := int64(m.a.dataOffset + sector<<9)
 	timeout := m.a.MemberTimeout
 	if timeout <= 0 {
@@ -197,6 +201,9 @@ func (m memberIO) do(role int, p []byte, sector uint64, write bool) error {
 		finished = true
 		if given {
 			lateEnd(key) // a rebuild onto the device may start now
+			if write {
+				f.lateWrites.Add(-1)
+			}
 		}
 		lmu.Unlock()
 		done <- ioErr
@@ -217,6 +224,9 @@ func (m memberIO) do(role int, p []byte, sector uint64, write bool) error {
 		lmu.Lock()
 		if !finished {
 			given, key = true, lateBegin(f)
+			if write {
+				f.lateWrites.Add(1)
+			}
 		}
 		lmu.Unlock()
 		// A hung member is failed (but the last in-sync copy), as a

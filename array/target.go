@@ -335,6 +335,11 @@ func (h *queue) Submit(tag uint16, op engine.OpID, io engine.MemberIO, data []by
 	if m != h.fixed[io.Member] {
 		h.syncFile(int(io.Member))
 	}
+	if io.Kind != engine.IORead && io.Kind != engine.IOFlush && m.lateWrites.Load() > 0 {
+		// A given-up write is still out on it (see Member.lateWrites).
+		h.exec.Done(tag, op, -int32(unix.EIO))
+		return
+	}
 	fixed := m == h.fixed[io.Member]
 	if err := h.q.SubmitMember(uint64(tag)<<32|uint64(op), tag, m, fixed, io, h.a.dataOffset+io.Sector<<9, data); err != nil {
 		h.exec.Done(tag, op, -int32(unix.EIO))
@@ -378,6 +383,8 @@ type quarantined struct {
 	op   engine.OpID
 	buf  int // -1 until the request completes and swaps buffers
 	late lateKey
+	// lateWrite: a write's member, whose lateWrites it counts in
+	lateWrite *Member
 }
 
 // Abandon implements engine.Backend: a read or a write may be given up
@@ -397,8 +404,14 @@ func (h *queue) Abandon(tag uint16, op engine.OpID, io engine.MemberIO) bool {
 		}
 		h.spare[tag] = sp
 	}
-	key := lateBegin(h.a.current[io.Member].Load())
-	h.quarantine = append(h.quarantine, quarantined{tag: tag, op: op, buf: -1, late: key})
+	m := h.a.current[io.Member].Load()
+	key := lateBegin(m)
+	var lw *Member
+	if m != nil && io.Kind != engine.IORead && io.Kind != engine.IOFlush {
+		m.lateWrites.Add(1)
+		lw = m
+	}
+	h.quarantine = append(h.quarantine, quarantined{tag: tag, op: op, buf: -1, late: key, lateWrite: lw})
 	return true
 }
 
@@ -411,6 +424,9 @@ func (h *queue) Stale(tag uint16, op engine.OpID) {
 		}
 		h.quarantine = append(h.quarantine[:i], h.quarantine[i+1:]...)
 		lateEnd(q.late)
+		if q.lateWrite != nil {
+			q.lateWrite.lateWrites.Add(-1)
+		}
 		shared := false
 		for _, o := range h.quarantine {
 			shared = shared || (q.buf >= 0 && o.buf == q.buf)

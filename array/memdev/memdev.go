@@ -106,6 +106,30 @@ func (r *Rack) Disk(path string) *Disk {
 func (r *Rack) Open(path string) (*Dev, error) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
+	return r.openLocked(r.proc, path)
+}
+
+// Opener returns Open for the current process only: once that process
+// has ended (Kill, a power cut), its opens fail with ErrKilled, as a dead
+// process opens nothing (the code of a process a power cut ended may
+// still run in a test; the disks it opens must not take its writes).
+func (r *Rack) Opener() func(path string) (*Dev, error) {
+	r.mu.Lock()
+	p := r.proc
+	r.mu.Unlock()
+	return func(path string) (*Dev, error) {
+		r.mu.Lock()
+		defer r.mu.Unlock()
+		select {
+		case <-p.dead:
+			return nil, ErrKilled
+		default:
+		}
+		return r.openLocked(p, path)
+	}
+}
+
+func (r *Rack) openLocked(p *process, path string) (*Dev, error) {
 	d := r.disks[path]
 	if d == nil {
 		return nil, fmt.Errorf("member %s does not exist", path)
@@ -114,7 +138,7 @@ func (r *Rack) Open(path string) (*Dev, error) {
 		return nil, fmt.Errorf("member %s is in use: %w", path, unix.EBUSY)
 	}
 	d.open = true
-	return &Dev{r: r, d: d, p: r.proc}, nil
+	return &Dev{r: r, d: d, p: p}, nil
 }
 
 // Kill ends the process (kill -9): its devices answer ErrKilled, what

@@ -109,3 +109,26 @@ func TestFaultsAndHang(t *testing.T) {
 		t.Fatalf("hung flush of a killed process: %v", err)
 	}
 }
+
+// An Opener belongs to the process current when it was made: after that
+// process ends it opens nothing, while the next process's opens work.
+func TestOpenerOfDeadProcess(t *testing.T) {
+	r := NewRack(rand.New(rand.NewPCG(1, 2)))
+	r.AddDisk("/d0", 1<<20)
+	r.AddDisk("/d1", 1<<20)
+	open := r.Opener()
+	if _, err := open("/d0"); err != nil {
+		t.Fatal(err)
+	}
+	r.PowerCut()
+	if _, err := open("/d1"); !errors.Is(err, ErrKilled) {
+		t.Fatalf("open by a process the power cut ended: %v, want ErrKilled", err)
+	}
+	v, err := r.Opener()("/d1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := v.WriteAt(fill(1, 512), 0); err != nil {
+		t.Fatalf("write by the next process: %v", err)
+	}
+}
