@@ -7,6 +7,12 @@ set -eu
 MODE=${1:-raw}
 BIN=$PWD/.build/ublk-raid
 OUT=/mnt/out
+# The server's log is polled while it is written: it lives on the guest's
+# tmpfs and is copied to $OUT at the end. (On the 9p share, a line written
+# while a reader polled the file reached the host as zeroes, and the guest
+# never saw it: a resync that had ended looked hung.)
+LOG=/tmp/phase2.log
+trap 'cp "$LOG" "$OUT/phase2.log" 2>/dev/null || :' EXIT
 # stuck records where a server that stopped making progress is: each
 # thread's kernel stack, then Go's goroutine dump (SIGQUIT, into the log).
 stuck() {
@@ -20,11 +26,11 @@ stuck() {
 }
 fail() {
 	echo "phase2: $*" >&2
-	cat "$OUT/phase2.log" >&2
+	cat "$LOG" >&2
 	exit 1
 }
 : >/tmp/u.out
-GOTRACEBACK=all "$BIN" run /dev/vda /dev/vdb >/tmp/u.out 2>"$OUT/phase2.log" &
+GOTRACEBACK=all "$BIN" run /dev/vda /dev/vdb >/tmp/u.out 2>"$LOG" &
 U=$!
 i=0
 while [ ! -s /tmp/u.out ]; do
@@ -33,20 +39,20 @@ while [ ! -s /tmp/u.out ]; do
 	[ $i -lt 600 ] || fail "no device"
 done
 dev=$(cat /tmp/u.out)
-line=$(grep '"msg":"bitmap"' "$OUT/phase2.log") || fail "no bitmap line in the log"
+line=$(grep '"msg":"bitmap"' "$LOG") || fail "no bitmap line in the log"
 regions=$(echo "$line" | sed 's/.*"regions":\([0-9]*\).*/\1/')
 dirty=$(echo "$line" | sed 's/.*"dirty_regions":\([0-9]*\).*/\1/')
 echo "phase2: assembled $dev: $dirty of $regions regions dirty after the crash"
 [ "$dirty" -gt 0 ] || fail "no dirty region after a crash during writes"
 [ $((dirty * 8)) -lt "$regions" ] || fail "$dirty of $regions regions dirty: not confined to what fio wrote"
 i=0
-until grep -q '"msg":"sync ended"' "$OUT/phase2.log"; do
+until grep -q '"msg":"sync ended"' "$LOG"; do
 	sleep 0.2
 	i=$((i + 1))
 	[ $i -lt 1500 ] || { stuck; fail "resync did not end"; }
 done
-grep '"msg":"sync ended"' "$OUT/phase2.log" | grep -q '"action":"resync"' || fail "no resync ran"
-grep '"msg":"sync ended"' "$OUT/phase2.log" | grep -q '"error"' && fail "resync failed"
+grep '"msg":"sync ended"' "$LOG" | grep -q '"action":"resync"' || fail "no resync ran"
+grep '"msg":"sync ended"' "$LOG" | grep -q '"error"' && fail "resync failed"
 echo "phase2: resync of the dirty regions done"
 target=$dev
 if [ "$MODE" = fs ]; then
