@@ -41,10 +41,13 @@ type Member struct {
 	Device
 	// lateWrites counts writes (discards, write-zeroes) to the member
 	// given up after the member timeout that have not returned. While
-	// one is out no other write is sent to the member: the device may
-	// still carry it out after a newer write to the same sectors, whose
-	// data it would then undo (the member is kept when it holds the last
-	// in-sync copy; were it failed, nothing would be sent anyway).
+	// one is out nothing is read from or written to the member (the
+	// operations fail at once): the device may still carry the late
+	// write out after a newer write to the same sectors, whose data it
+	// would undo, or after a read, whose answer it would change with no
+	// write in between (a resync reading it would copy the old data).
+	// The member is kept in this state only when it holds the last
+	// in-sync copy; were it failed, nothing would be sent anyway.
 	lateWrites atomic.Int32
 }
 

@@ -48,7 +48,8 @@ func (r *fakeRing) SubmitMember(ud uint64, tag uint16, m *Member, fixed bool, io
 // it returns no other write goes to that member: the device could carry
 // the late one out after the newer one and undo it. (The array model
 // found this: a late write-zeroes landed over a write acknowledged after
-// it, and a rebuild copied the zeroes.)
+// it, and a rebuild copied the zeroes.) Nor is it read: a late write
+// landing after the read would change its answer with no write between.
 func TestLateWriteFencesMember(t *testing.T) {
 	paths := memberFiles(t, 2, 16<<20)
 	a, err := Open(paths, CreateSpec{Level: engine.Level1, AssumeClean: true, NoBitmap: true}, true)
@@ -86,6 +87,13 @@ func TestLateWriteFencesMember(t *testing.T) {
 	}
 	if err, ok := r.done[1]; !ok || err == nil {
 		t.Fatalf("write behind the late one: done %v, err %v (want an error)", ok, err)
+	}
+	h.Handle(&ublk.Request{Tag: 3, Op: ublk.IOOpRead, Sector: 0, Sectors: 8, Buf: make([]byte, 4096)})
+	if len(r.pending) != 0 {
+		t.Fatalf("a read went to a member with a given-up write still out: %+v", r.pending)
+	}
+	if err, ok := r.done[3]; !ok || err == nil {
+		t.Fatalf("read behind the late write: done %v, err %v (want an error: the late write may still change the answer)", ok, err)
 	}
 	// The late write returns: the member takes writes again.
 	h.OnCompletion(hung.ud, 4096)

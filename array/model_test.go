@@ -135,6 +135,12 @@ type sectorRef struct {
 	wr      uint64          // write in flight (id+1; 0: none)
 	wrSeq   uint64
 	unknown bool // a discard: the copies may hold anything until a write
+	// crash: what the sector could read as after the last kill or power
+	// cut (nil once written since). The copies may differ there until
+	// the resync; reads answer from the chosen copy, and if that member
+	// fails first another copy's value becomes the answer (md does the
+	// same: the data it read is gone with the member).
+	crash map[uint64]bool
 }
 
 type durVal struct{ id, seq uint64 }
@@ -235,8 +241,11 @@ type arrayModel struct {
 	ids   uint64
 	// flushed: the seq of the newest flush whose completion was applied
 	flushed uint64
-	reqs    map[[2]int]*modelReq // by queue, tag
-	hung    map[string]bool      // queue operations not delivered
+	// inSyncAtCrash: the disks in sync at the assembly after the last
+	// kill or power cut (see sectorRef.crash)
+	inSyncAtCrash map[string]bool
+	reqs          map[[2]int]*modelReq // by queue, tag
+	hung          map[string]bool      // queue operations not delivered
 	// devHung: every operation on the disk waits (memdev Hang)
 	devHung map[string]bool
 	// stale: disks that hold no current copy (failed, removed, left out
@@ -698,6 +707,7 @@ func (m *arrayModel) submit(t *rapid.T) {
 	if op == ublk.IOOpWrite || op == ublk.IOOpWriteZeroes || op == ublk.IOOpDiscard {
 		for s := sector; s < sector+uint64(sectors); s++ {
 			ref := &m.ref[s]
+			ref.crash = nil
 			ref.wr, ref.wrSeq = req.id+1, m.seq
 			ref.dur = append(ref.dur, durVal{req.id, m.seq})
 			if op == ublk.IOOpDiscard {
@@ -858,6 +868,12 @@ func (m *arrayModel) completed(req *modelReq, buf []byte, err error) {
 					allowed = allowed || d.id == id
 					changed = true
 				}
+			}
+			if !allowed && ref.crash[id] && m.copyLostSinceCrash() {
+				// The chosen copy of a range awaiting resync failed: the
+				// answer is now another copy's (see sectorRef.crash).
+				m.count("read changed after a crash and a lost copy")
+				allowed = true
 			}
 			if !allowed {
 				var snap map[uint64]bool
@@ -1145,7 +1161,40 @@ func (m *arrayModel) reboot(power bool) {
 			}
 		}
 	}
+	for s := range m.ref {
+		m.ref[s].crash = maps.Clone(m.ref[s].cur)
+	}
 	m.assemble(m.t, true)
+	m.inSyncAtCrash = nil
+	if m.a != nil {
+		m.inSyncAtCrash = m.inSync()
+	}
+}
+
+// inSync is the set of disks holding an active role.
+func (m *arrayModel) inSync() map[string]bool {
+	in := map[string]bool{}
+	for r, ms := range m.a.Engine.State().Members {
+		if ms.State == engine.MemberActive {
+			in[m.pathOf(r)] = true
+		}
+	}
+	return in
+}
+
+// copyLostSinceCrash reports whether a disk in sync at the assembly after
+// the last kill or power cut is no longer.
+func (m *arrayModel) copyLostSinceCrash() bool {
+	if m.inSyncAtCrash == nil || m.a == nil {
+		return false
+	}
+	now := m.inSync()
+	for p := range m.inSyncAtCrash {
+		if !now[p] {
+			return true
+		}
+	}
+	return false
 }
 
 // assemble opens the array from the disks: every one that held a role or

@@ -170,7 +170,7 @@ func (m memberIO) do(role int, p []byte, sector uint64, write bool) error {
 	if err != nil {
 		return err
 	}
-	if write && f.lateWrites.Load() > 0 {
+	if p != nil && f.lateWrites.Load() > 0 {
 		// A given-up write is still out on it (see Member.lateWrites).
 		return fmt.Errorf("role %d: a write given up after the member timeout is still out: %w", role, errMemberTimeout)
 	}

@@ -335,7 +335,7 @@ func (h *queue) Submit(tag uint16, op engine.OpID, io engine.MemberIO, data []by
 	if m != h.fixed[io.Member] {
 		h.syncFile(int(io.Member))
 	}
-	if io.Kind != engine.IORead && io.Kind != engine.IOFlush && m.lateWrites.Load() > 0 {
+	if io.Kind != engine.IOFlush && m.lateWrites.Load() > 0 {
 		// A given-up write is still out on it (see Member.lateWrites).
 		h.exec.Done(tag, op, -int32(unix.EIO))
 		return
