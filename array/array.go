@@ -669,6 +669,16 @@ func (a *Array) writeSuperblocks(st *engine.ArrayState, clean bool) error {
 	var roles []int
 	sbs := make([]engine.Superblock, len(a.Members))
 	blocks := make([][]byte, len(a.Members))
+	// A role with no member here (missing) keeps the entry of the
+	// freshest superblock: every member of one generation must carry the
+	// same role table, and members assembled one event apart (the slack
+	// for torn updates) may remember a missing role differently.
+	var fresh *engine.Superblock
+	for _, s := range a.SBs {
+		if s != nil && (fresh == nil || s.Events > fresh.Events) {
+			fresh = s
+		}
+	}
 	for r, m := range a.Members {
 		if m == nil || st.Members[r].State == engine.MemberFaulty || st.Members[r].State == engine.MemberMissing {
 			continue
@@ -681,6 +691,8 @@ func (a *Array) writeSuperblocks(st *engine.ArrayState, clean bool) error {
 		for i := range st.Members {
 			if a.SBs[i] != nil {
 				sb.Roles[i].Member = a.SBs[i].MemberUUID
+			} else if fresh != nil {
+				sb.Roles[i].Member = fresh.Roles[i].Member
 			}
 			sb.Roles[i].RecoveryOffset = 0
 			switch st.Members[i].State {
