@@ -355,11 +355,14 @@ func (e *Executor) plan(tag uint16) {
 		e.finish(tag, err)
 		return
 	}
-	if r.op != ReqRead && st.DropGen > e.persisted {
+	if st.DropGen > e.persisted && (r.op != ReqRead || e.unsynced(sector, sectors)) {
 		// Planned around a member failure that may not be durable yet:
 		// acknowledged only once it is (see ArrayState.DropGen). A FLUSH
 		// too: what it makes durable skipped that member, which a power
-		// loss before the record would bring back as in sync.
+		// loss before the record would bring back as in sync. And a read
+		// of a range awaiting resync: it answers from another copy than
+		// the one the member held, which a crash before the record would
+		// bring back as the chosen copy, so the answer would change.
 		r.needGen = max(r.needGen, st.DropGen)
 	}
 	r.planned = len(r.ios)
@@ -584,6 +587,11 @@ func (e *Executor) retryRead(tag uint16, r *request, io MemberIO) {
 			r.err = err
 		}
 		return
+	}
+	if stable && st.DropGen > e.persisted {
+		// Served by another copy after a failure not yet durable (see
+		// plan).
+		r.needGen = max(r.needGen, st.DropGen)
 	}
 	e.submitFrom(tag, first)
 }

@@ -570,3 +570,45 @@ func TestExecutorRetryInResyncRangeKeepsChosenCopy(t *testing.T) {
 		t.Fatalf("repair reports %v, want sector 1 of member 0 only", repairs)
 	}
 }
+
+// A read of a range awaiting resync that another copy answers because the
+// chosen copy's member failed is acknowledged only once that failure is
+// durable: a crash before the record would bring the member back as the
+// chosen copy, and the same read would answer its (different) data. Reads
+// of synced ranges do not wait. (Found by the array model: a read served
+// by member 2 after member 1 failed, then kill -9, then member 1's data.)
+func TestExecutorUnsyncedReadWaitsForDurableFailure(t *testing.T) {
+	g := Geometry{Level: Level1, Members: 2, ChunkSectors: 8, MemberSectors: 64}
+	arr, _ := NewArray(g)
+	be := &memBackend{done: map[uint16]error{}}
+	be.members = append(be.members, &memMember{data: bytes.Repeat([]byte{'n'}, 64<<9), badRead: map[uint64]bool{}})
+	be.members = append(be.members, &memMember{data: bytes.Repeat([]byte{'o'}, 64<<9), badRead: map[uint64]bool{}})
+	fi := &fakeIntent{t: t, durable: map[int]bool{}, inflight: map[int]int{}, needSync: map[int]bool{0: true}}
+	e := NewExecutor(arr, be, 2, 4096)
+	e.Intent = fi
+	e.Persisted(arr.State().Gen)
+	st, _ := arr.Fail(0)
+	run := func() {
+		for len(be.pending) > 0 {
+			o := be.pending[0]
+			be.pending = be.pending[1:]
+			e.Done(o.tag, o.op, be.run(o))
+		}
+	}
+	e.Start(0, ReqRead, 8, 8, false, make([]byte, 4096)) // region 1: in sync
+	e.Start(1, ReqRead, 0, 8, false, make([]byte, 4096)) // region 0: awaits resync
+	run()
+	if err, ok := be.done[0]; !ok || err != nil {
+		t.Fatalf("read of a synced range: done %v err %v", ok, err)
+	}
+	if _, ok := be.done[1]; ok {
+		t.Fatal("a read of a range awaiting resync answered from another copy before the failure that made it so was durable")
+	}
+	if len(be.persists) == 0 {
+		t.Fatal("no persist asked for")
+	}
+	e.Persisted(st.Gen)
+	if err, ok := be.done[1]; !ok || err != nil {
+		t.Fatalf("read after the persist: done %v err %v", ok, err)
+	}
+}
