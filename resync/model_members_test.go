@@ -89,6 +89,10 @@ type device struct {
 	// lists data sectors whose reads fail until they are rewritten.
 	dead, hung bool
 	bad        map[uint64]bool
+	// timedOut: an operation on it was given up after the member timeout
+	// (until a power cycle). The executor keeps such a member when it
+	// holds the last in-sync copy, as a dead one: the request fails.
+	timedOut bool
 }
 
 func (d *device) String() string { return fmt.Sprintf("device #%d", d.serial) }

@@ -632,7 +632,25 @@ func (w *world) Submit(tag uint16, op engine.OpID, io engine.MemberIO, data []by
 	if io.Kind != engine.IORead && !writable(ms) {
 		m.fatalf("%v: %v to member %d, which is %v", r, io.Kind, io.Member, ms)
 	}
+	if io.Kind != engine.IOFlush && w.lateWriteOn(m.devs[io.Member]) {
+		// As the array's queue: nothing is sent to a member with a
+		// given-up write still out (array.Member.lateWrites).
+		m.count("member op refused: a late write is out")
+		w.ex.Done(tag, op, eio)
+		return
+	}
 	w.pending = append(w.pending, &memOp{tag: tag, op: op, io: io, data: data, dev: m.devs[io.Member], r: r})
+}
+
+// lateWriteOn reports whether a write given up after the timeout is still
+// out on d.
+func (w *world) lateWriteOn(d *device) bool {
+	for _, o := range w.late {
+		if o.dev == d && o.io.Kind != engine.IORead && o.io.Kind != engine.IOFlush {
+			return true
+		}
+	}
+	return false
 }
 
 func (w *world) Complete(tag uint16, err error) {
@@ -684,6 +702,7 @@ func (w *world) Abandon(tag uint16, op engine.OpID, io engine.MemberIO) bool {
 	}
 	w.pending = slices.Delete(w.pending, i, i+1)
 	w.late = append(w.late, o)
+	m.devs[io.Member].timedOut = true
 	m.count("abandoned " + o.io.Kind.String())
 	m.logf("  abandoned %v op %d: %v member %d %d+%d", o.r, o.op.Index(), o.io.Kind, o.io.Member, o.io.Sector, o.io.Sectors)
 	return true
@@ -838,7 +857,7 @@ func (m *model) lostSector(r *request) int64 {
 func (m *model) keptDead() bool {
 	st := m.w.arr.State()
 	for r, ms := range st.Members {
-		if ms.State == engine.MemberActive && m.devs[r].dead {
+		if ms.State == engine.MemberActive && (m.devs[r].dead || m.devs[r].timedOut) {
 			return true
 		}
 	}
@@ -860,7 +879,7 @@ func (m *model) completed(r *request, err error) {
 	m.logf("  done %v: %v", r, err)
 	switch r.op {
 	case engine.ReqFlush:
-		if errors.Is(err, engine.ErrLastCopy) && m.keptDead() {
+		if errors.Is(err, engine.ErrNoCopy) && m.keptDead() {
 			m.count("flush failed on a kept last copy")
 			return
 		}
@@ -881,7 +900,7 @@ func (m *model) completed(r *request, err error) {
 			if !errors.Is(err, engine.ErrNoCopy) {
 				m.fatalf("%v: unexpected error %v", r, err)
 			}
-			if m.lostSector(r) < 0 {
+			if m.lostSector(r) < 0 && !m.keptDead() {
 				m.fatalf("%v failed (%v) though every sector always had a copy that could serve it", r, err)
 			}
 			return
@@ -927,7 +946,7 @@ func (m *model) completed(r *request, err error) {
 			if !errors.Is(err, engine.ErrNoCopy) {
 				m.fatalf("%v: unexpected error %v", r, err)
 			}
-			if errors.Is(err, engine.ErrLastCopy) && m.keptDead() {
+			if errors.Is(err, engine.ErrNoCopy) && m.keptDead() {
 				m.count("write failed on a kept last copy")
 			} else if m.lostSector(r) < 0 {
 				m.fatalf("%v failed (%v) though every sector always had a writable copy", r, err)
@@ -1316,6 +1335,8 @@ func (m *model) handleSync(c *coSync, e *coEvent) coReply {
 			err = errIO
 		case d.hung:
 			err = errTimedOut
+		case e.kind != cFlush && w.lateWriteOn(d):
+			err = errTimedOut // as the array's memberIO
 		case e.kind == cRead:
 			err = d.readData(e.p, e.sector)
 		case e.kind == cWrite:
@@ -1530,6 +1551,7 @@ func (m *model) crash() {
 	}
 	for _, d := range m.devs {
 		d.hung = false // a power cycle resets it
+		d.timedOut = false
 	}
 	m.boot(false)
 }
