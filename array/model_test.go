@@ -134,7 +134,8 @@ type sectorRef struct {
 	dur     []durVal        // what a power cut may leave
 	wr      uint64          // write in flight (id+1; 0: none)
 	wrSeq   uint64
-	unknown bool // a discard: the copies may hold anything until a write
+	lastSeq uint64 // seq of the newest write submitted to the sector
+	unknown bool   // a discard: the copies may hold anything until a write
 	// crash: what the sector could read as after the last kill or power
 	// cut (nil once written since). The copies may differ there until
 	// the resync; reads answer from the chosen copy, and if that member
@@ -708,6 +709,7 @@ func (m *arrayModel) submit(t *rapid.T) {
 		for s := sector; s < sector+uint64(sectors); s++ {
 			ref := &m.ref[s]
 			ref.crash = nil
+			ref.lastSeq = m.seq
 			ref.wr, ref.wrSeq = req.id+1, m.seq
 			ref.dur = append(ref.dur, durVal{req.id, m.seq})
 			if op == ublk.IOOpDiscard {
@@ -858,7 +860,9 @@ func (m *arrayModel) completed(req *modelReq, buf []byte, err error) {
 				m.fail("read of sector %d returned data of no write (%x...)", s, buf[i<<9:i<<9+16])
 			}
 			allowed := ref.cur[id] || (ref.wr != 0 && ref.wr-1 == id)
-			changed := ref.wr != 0
+			// A write since the read started: the answer may be from
+			// before it, and does not pin the sector.
+			changed := ref.wr != 0 || ref.lastSeq > req.seq
 			if req.snap != nil {
 				allowed = allowed || req.snap[i][id]
 				changed = changed || req.snap[i][^uint64(0)]
