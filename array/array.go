@@ -736,9 +736,39 @@ func (a *Array) writeSuperblocks(st *engine.ArrayState, clean bool) error {
 	}
 	a.events = ev
 	members := append([]*Member(nil), a.Members...)
-	werrs := writeAll(members, roles, a.MemberTimeout, func(r int) error {
-		return writeSuperblock(members[r], blocks[r])
-	})
+	write := func(r int) error { return writeSuperblock(members[r], blocks[r]) }
+	// Members holding the last in-sync copy of some data take the
+	// generation first, and the others only if they all did: were the
+	// others written alone, the one copy of the data would lag them,
+	// again at every update while its writes fail, and assembly does not
+	// trust a member more than EventSlack generations behind (an older
+	// copy of the same device looks just the same).
+	var sole, rest []int
+	for _, r := range roles {
+		if st.Members[r].State == engine.MemberActive && !a.Engine.CoveredWithout(r) {
+			sole = append(sole, r)
+		} else {
+			rest = append(rest, r)
+		}
+	}
+	var werrs []error
+	if len(sole) == 0 || len(rest) == 0 {
+		werrs = writeAll(members, roles, a.MemberTimeout, write)
+	} else {
+		werrs = writeAll(members, sole, a.MemberTimeout, write)
+		held := false
+		for _, r := range sole {
+			held = held || werrs[r] != nil
+		}
+		if held {
+			return fmt.Errorf("superblock update %d not written: the last in-sync copy did not take it: %w", ev, errors.Join(werrs...))
+		}
+		for r, err := range writeAll(members, rest, a.MemberTimeout, write) {
+			if err != nil {
+				werrs[r] = err
+			}
+		}
+	}
 	var notWritten []int
 	for _, r := range roles {
 		if werrs[r] != nil {

@@ -113,4 +113,9 @@ func TestSuperblockWriteFailureKeepsLastCopy(t *testing.T) {
 	if st := a.Status(); st.Members[0].State != "active" {
 		t.Fatalf("the last in-sync copy was failed by a superblock write error: %+v", st.Members[0])
 	}
+	// Nor did the others move ahead of it: assembly would find the one
+	// copy of the data generations behind them.
+	if e0, e2 := superblockOf(t, paths[0]).Events, superblockOf(t, paths[2]).Events; e2 > e0 {
+		t.Fatalf("role 2 took generation %d while the last in-sync copy stayed at %d", e2, e0)
+	}
 }

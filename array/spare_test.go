@@ -6,6 +6,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -298,46 +299,67 @@ func TestReplaceRefusedWhileRebuilding(t *testing.T) {
 	a.StopSync()
 }
 
+// readHookDev runs onRead (once) before its first read.
+type readHookDev struct {
+	Device
+	once   *sync.Once
+	onRead func()
+}
+
+func (d readHookDev) ReadAt(p []byte, off int64) error {
+	d.once.Do(d.onRead)
+	return d.Device.ReadAt(p, off)
+}
+
 // A spare's superblock is one generation's: its events and its role
-// table come from the same superblock. Here the first active member's
-// superblock is a generation behind (its write failed; it is kept as the
-// last in-sync copy) while role 2 took that generation, which recorded
-// role 1's failure; then the spare's superblock is written and the
-// members' next update fails. A spare carrying the newer events with the
-// older table would disagree with role 2 at the same events, and
-// assembly refuses an array whose members disagree.
+// table come from the same superblock. Here a generation (role 1's
+// failure) is written while the spare is being checked (its signatures
+// read), after its superblock was copied from the members'; then the
+// members' next update fails. A spare carrying the new events with the
+// older table would disagree with the members at the same events, and
+// assembly refuses an array whose members disagree. (Found by the array
+// model: a rebuild ended while a spare was added.)
 func TestSpareSuperblockIsOneGeneration(t *testing.T) {
 	paths := memberFiles(t, 4, 32<<20)
-	a, err := Open(paths[:3], CreateSpec{Level: engine.Level1, AssumeClean: true}, true)
+	var a *Array
+	var once sync.Once
+	spec := CreateSpec{Level: engine.Level1, AssumeClean: true, OpenDevice: func(p string) (Device, error) {
+		d, err := openFile(p)
+		if err != nil || p != paths[3] {
+			return d, err
+		}
+		return readHookDev{Device: d, once: &once, onRead: func() {
+			if err := a.Fail(1); err != nil {
+				t.Errorf("fail role 1 meanwhile: %v", err)
+			}
+		}}, nil
+	}}
+	var err error
+	a, err = Open(paths[:3], spec, true)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer a.Close()
-	a.Engine.Update(func(ms []engine.MemberStatus) {
-		ms[2] = engine.MemberStatus{State: engine.MemberRebuilding}
-	})
 	orig := writeSuperblock
 	defer func() { writeSuperblock = orig }()
-	failing := map[string]bool{paths[0]: true}
+	fresh := superblockOf(t, paths[0]).Events
 	writeSuperblock = func(m *Member, b []byte) error {
-		if failing[m.Path] {
-			return errors.New("injected write error")
+		if m.Path != paths[3] && a.events > fresh+1 {
+			return errors.New("injected write error") // the update after role 1's failure
 		}
 		return orig(m, b)
 	}
-	_ = a.Fail(1) // role 0 does not take it
-	if sb := superblockOf(t, paths[2]); sb.Roles[1].State != engine.RoleFaulty {
-		t.Fatalf("role 2 did not record role 1's failure: %v", sb.Roles[1].State)
-	}
-	failing[paths[2]] = true
 	if err := a.AddSpare(paths[3]); err == nil {
 		t.Fatal("adding a spare no member could record succeeded")
 	}
-	spare, member := superblockOf(t, paths[3]), superblockOf(t, paths[2])
+	spare, member := superblockOf(t, paths[3]), superblockOf(t, paths[0])
+	if member.Roles[1].State != engine.RoleFaulty {
+		t.Fatalf("role 1's failure was not recorded: %v", member.Roles[1].State)
+	}
 	if spare.Events == member.Events {
 		for i := range 3 {
 			if spare.Roles[i].State != member.Roles[i].State {
-				t.Fatalf("the spare and role 2 disagree at events %d on role %d: %v, %v",
+				t.Fatalf("the spare and role 0 disagree at events %d on role %d: %v, %v",
 					spare.Events, i, spare.Roles[i].State, member.Roles[i].State)
 			}
 		}
