@@ -30,6 +30,12 @@ type flusher struct {
 
 	released []bitmap.Waiter
 	waiters  []flushReq
+	// scratch: each role's copy of a batch's blocks, which its write
+	// reads (the batch is the bitmap's again once committed, while a
+	// write given up after the member timeout may still read its copy:
+	// such a copy is left to it and the role gets a new one).
+	scratch [][]byte
+	views   [][]bitmap.Block
 	// onMemberError is told of a member that failed a bitmap write (the
 	// caller fails it and persists that off this goroutine).
 	onMemberError func(role int, err error)
@@ -107,20 +113,36 @@ func (f *flusher) commit(bt *bitmap.Batch, clears bool) {
 			members[r] = m
 		}
 	}
+	if err := f.copyBlocks(bt, roles, len(members)); err != nil {
+		for _, r := range roles {
+			members[r] = nil // written by nobody: failed below
+		}
+	}
+	views := f.views // the writes read this, never f's fields
 	errs := writeAll(members, roles, f.a.MemberTimeout, func(r int) error {
 		m := members[r]
+		if m == nil {
+			return errors.New("no buffer for the bitmap write")
+		}
 		if clears {
 			if err := memberSync(m); err != nil {
 				return err
 			}
 		}
-		for _, b := range bt.Blocks {
+		for _, b := range views[r] {
 			if err := writeBitmapBlock(m, b.Data, int64(b.Offset)); err != nil {
 				return err
 			}
 		}
 		return nil
 	})
+	for r, err := range errs {
+		if errors.Is(err, errMemberTimeout) {
+			// The late write keeps reading its copy and views: both are
+			// left to it (the other roles' views are made again).
+			f.scratch[r], f.views = nil, nil
+		}
+	}
 	for _, r := range roles {
 		if errs[r] == nil {
 			f.a.bitmapBlockWrites.Add(uint64(len(bt.Blocks)))
@@ -151,6 +173,41 @@ func (f *flusher) commit(bt *bitmap.Batch, clears bool) {
 		}
 		f.waiters = w
 	}
+}
+
+// copyBlocks copies bt's blocks into each role's scratch buffer (views[r]
+// lists the copies), aligned as bt's for O_DIRECT. It
+// maps a buffer only for a role without one (the first batch, or after a
+// timeout): none on the write path otherwise.
+func (f *flusher) copyBlocks(bt *bitmap.Batch, roles []int, n int) error {
+	need := 0
+	for _, b := range bt.Blocks {
+		need += len(b.Data)
+	}
+	for len(f.scratch) < n {
+		f.scratch = append(f.scratch, nil)
+	}
+	for len(f.views) < n {
+		f.views = append(f.views, nil)
+	}
+	for _, r := range roles {
+		if len(f.scratch[r]) < need {
+			buf, _, err := alignedBuf(max(need, 64<<10))
+			if err != nil {
+				return err
+			}
+			f.scratch[r] = buf // unmapped never: a late write may hold the old one
+		}
+		v, off := f.views[r][:0], 0
+		for _, b := range bt.Blocks {
+			d := f.scratch[r][off : off+len(b.Data)]
+			copy(d, b.Data)
+			v = append(v, bitmap.Block{Index: b.Index, Offset: b.Offset, Data: d})
+			off += len(b.Data)
+		}
+		f.views[r] = v
+	}
+	return nil
 }
 
 // memberSync flushes a member's volatile cache (a variable: tests watch

@@ -1,8 +1,10 @@
 package array
 
 import (
+	"bytes"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/ublk-raid/ublk-raid/engine"
 )
@@ -55,5 +57,51 @@ func TestBitmapClearFlushesMembersFirst(t *testing.T) {
 	defer mu.Unlock()
 	if len(synced) != 2 || len(unflushed) != 0 {
 		t.Fatalf("bitmap cleared with members flushed %v, written before a flush %v", synced, unflushed)
+	}
+}
+
+// A bitmap write given up after the member timeout keeps reading its
+// data: that must stay the batch's it belonged to. It read the bitmap's
+// own buffer, which later batches change (a data race; the late write
+// then put a later batch's bits, which may say clean, on the member).
+func TestLateBitmapWriteKeepsItsBatch(t *testing.T) {
+	paths := memberFiles(t, 2, 32<<20)
+	a, err := Open(paths, CreateSpec{Level: engine.Level1, AssumeClean: true, RegionSectors: 2048}, true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer a.Close()
+	a.MemberTimeout = time.Second
+	hung, release, landed := make(chan []byte, 1), make(chan struct{}), make(chan []byte, 1)
+	var once sync.Once
+	old := writeBitmapBlock
+	t.Cleanup(func() { writeBitmapBlock = old })
+	writeBitmapBlock = func(m *Member, data []byte, off int64) error {
+		first := false
+		if m.Path == paths[1] {
+			once.Do(func() { first = true })
+		}
+		if first {
+			hung <- bytes.Clone(data)
+			<-release
+			landed <- bytes.Clone(data)
+		}
+		return old(m, data, off)
+	}
+	dirty := func(sector uint64) {
+		first, last := a.Bitmap.Regions(sector, 8)
+		if !a.Bitmap.StartWrite(first, last, 0) {
+			a.fl.do(func() {})
+			a.fl.do(func() {})
+		}
+		a.Bitmap.EndWrite(first, last)
+	}
+	dirty(0) // member 1 hangs on this batch: given up, failed
+	want := <-hung
+	dirty(2048) // the next batch changes the same block
+	dirty(4096)
+	close(release)
+	if got := <-landed; !bytes.Equal(got, want) {
+		t.Fatal("the late bitmap write carried another batch's data")
 	}
 }

@@ -58,7 +58,7 @@ import (
 // it stops at every call into the model, so its interleaving with user
 // I/O is drawn by rapid too and every run is deterministic and shrinks.
 // The real array now runs in array.TestArrayModel (array/model_test.go,
-// go test ./array -array.model): the array's own queue handlers, flusher,
+// go test ./array -run TestArrayModel): the array's own queue handlers, flusher,
 // superblock generations, spares, re-add and replace, on in-memory members
 // with volatile caches, torn writes and kill -9. The stand-ins below for the
 // array's part stay: this model drives the core deterministically (every
