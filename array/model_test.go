@@ -131,8 +131,8 @@ const (
 	modelQueues   = 2
 	modelDepth    = 6
 	modelMaxIO    = 16 << 9
-	modelTimeout  = time.Second      // member timeout (queue clock; wall time for metadata and sync I/O)
-	modelWaitMax  = 20 * time.Second // liveness bound on the model's waits
+	modelTimeout  = 200 * time.Millisecond // member timeout (queue clock; wall time for metadata and sync I/O)
+	modelWaitMax  = 20 * time.Second       // liveness bound on the model's waits
 	modelMaxSteps = 60
 )
 
@@ -384,7 +384,7 @@ func (m *arrayModel) blocking(f func() error) error {
 			return err
 		case <-m.wake:
 			m.serveWakes()
-		case <-time.After(20 * time.Millisecond):
+		case <-time.After(5 * time.Millisecond):
 			// A swap polls the queues' epochs; serve a tick's worth.
 			for _, r := range m.rings {
 				r.h.syncFiles()
@@ -414,7 +414,7 @@ func (m *arrayModel) cleanup() {
 		for _, d := range m.disks {
 			m.rack.Release(m.rack.Disk(d))
 		}
-		a.Close()
+		go a.Close() // as reboot's: a killed process's Close waits out its member timeouts
 	}
 }
 
@@ -1023,7 +1023,7 @@ func (m *arrayModel) quiesce() {
 		}
 		select {
 		case <-m.wake:
-		case <-time.After(50 * time.Millisecond):
+		case <-time.After(5 * time.Millisecond):
 			m.tick(time.Millisecond) // a queue's tick: parked writes retried
 		}
 	}

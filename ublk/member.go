@@ -208,11 +208,17 @@ func (m *Member) ReadBlock(off int64, n int) ([]byte, error) {
 		return nil, err
 	}
 	defer unix.Munmap(buf)
-	if got, err := unix.Pread(m.Fd(), buf, off); err != nil || got != n {
-		if err == nil {
-			err = ErrShortIO
+	err = m.control(func(fd int) error {
+		if got, err := unix.Pread(fd, buf, off); err != nil || got != n {
+			if err == nil {
+				err = ErrShortIO
+			}
+			return fmt.Errorf("read %s at %d: %w", m.Path, off, err)
 		}
-		return nil, fmt.Errorf("read %s at %d: %w", m.Path, off, err)
+		return nil
+	})
+	if err != nil {
+		return nil, err
 	}
 	return append([]byte(nil), buf...), nil
 }
@@ -226,16 +232,18 @@ func (m *Member) WriteBlockSync(off int64, data []byte) error {
 	}
 	defer unix.Munmap(buf)
 	copy(buf, data)
-	if got, err := unix.Pwrite(m.Fd(), buf, off); err != nil || got != len(data) {
-		if err == nil {
-			err = ErrShortIO
+	return m.control(func(fd int) error {
+		if got, err := unix.Pwrite(fd, buf, off); err != nil || got != len(data) {
+			if err == nil {
+				err = ErrShortIO
+			}
+			return fmt.Errorf("write %s at %d: %w", m.Path, off, err)
 		}
-		return fmt.Errorf("write %s at %d: %w", m.Path, off, err)
-	}
-	if err := unix.Fdatasync(m.Fd()); err != nil {
-		return fmt.Errorf("fdatasync %s: %w", m.Path, err)
-	}
-	return nil
+		if err := unix.Fdatasync(fd); err != nil {
+			return fmt.Errorf("fdatasync %s: %w", m.Path, err)
+		}
+		return nil
+	})
 }
 
 // OpenMemberReadOnly opens path O_RDONLY|O_DIRECT without claiming it, for
@@ -262,19 +270,23 @@ func OpenMemberReadOnly(path string) (*Member, error) {
 // FUA write where the device has a volatile cache, a plain write where it
 // has none), or write and fdatasync where RWF_DSYNC is refused. For
 // metadata such as the write-intent bitmap. Any goroutine.
+// The descriptor is held for the call (see control): a write given up
+// after the member timeout may still be running when the member closes.
 func (m *Member) WriteAtDurable(data []byte, off int64) error {
-	n, err := unix.Pwritev2(m.Fd(), [][]byte{data}, off, unix.RWF_DSYNC)
-	if err == unix.EOPNOTSUPP || err == unix.EINVAL {
-		n, err = unix.Pwrite(m.Fd(), data, off)
-		if err == nil && n == len(data) {
-			err = unix.Fdatasync(m.Fd())
+	return m.control(func(fd int) error {
+		n, err := unix.Pwritev2(fd, [][]byte{data}, off, unix.RWF_DSYNC)
+		if err == unix.EOPNOTSUPP || err == unix.EINVAL {
+			n, err = unix.Pwrite(fd, data, off)
+			if err == nil && n == len(data) {
+				err = unix.Fdatasync(fd)
+			}
 		}
-	}
-	if err == nil && n != len(data) {
-		err = ErrShortIO
-	}
-	if err != nil {
-		return fmt.Errorf("write %s at %d: %w", m.Path, off, err)
-	}
-	return nil
+		if err == nil && n != len(data) {
+			err = ErrShortIO
+		}
+		if err != nil {
+			return fmt.Errorf("write %s at %d: %w", m.Path, off, err)
+		}
+		return nil
+	})
 }
