@@ -68,7 +68,9 @@ import (
 // interleaving with the steps is not drawn by rapid, so a failure may
 // shrink less well than in resync's model.
 //
-// Not modelled: raid0 and raid10 (raid1 only), split brains (two
+// Levels: raid1 (2 or 3 members); with -array.raid10 also raid10 (n2,
+// f2, o2 on 2 to 4 members, 8 KiB chunks), which finds an open bug (see
+// newArrayModel). Not modelled: raid0, split brains (two
 // daemons), the daemon and its state file, the kernel's re-issue of
 // requests in flight at a kill -9 (they count as failed writes), bitmap
 // regions cleared by the idle timer (cleared on clean stops only),
@@ -91,6 +93,9 @@ func TestArrayModel(t *testing.T) {
 	})
 	t.Logf("coverage over all runs: %s", cov.String())
 }
+
+// modelRAID10 draws raid10 arrays too (see newArrayModel).
+var modelRAID10 = flag.Bool("array.raid10", false, "TestArrayModel: draw raid10 arrays too (finds an open bug)")
 
 // flagSet reports whether the flag name was given on the command line.
 func flagSet(name string) bool {
@@ -274,7 +279,22 @@ func newArrayModel(t *rapid.T) *arrayModel {
 	m := &arrayModel{t: t, rack: memdev.NewRack(rand.New(rand.NewPCG(seed, 1))), level: 1,
 		wake: make(chan struct{}, 1), now: time.Unix(1000, 0), reqs: map[[2]int]*modelReq{},
 		hung: map[string]bool{}, devHung: map[string]bool{}, stale: map[string]bool{}}
-	m.n = rapid.IntRange(2, 3).Draw(t, "members")
+	// raid10 (modelRAID10) finds a divergence not fixed yet: a write that
+	// fails on a member kept as the last copy of one chunk leaves the
+	// copies of its other chunks different (written on the other member
+	// only), with no resync scheduled; md records bad blocks there.
+	m.level = 1
+	if *modelRAID10 {
+		m.level = rapid.SampledFrom([]int{1, 10}).Draw(t, "level")
+	}
+	var layout engine.Layout
+	if m.level == 10 {
+		// Chunks of 8 KiB: the window spans many, over every member.
+		m.n = rapid.IntRange(2, 4).Draw(t, "members")
+		layout = rapid.SampledFrom([]engine.Layout{engine.LayoutN2, engine.LayoutF2, engine.LayoutO2}).Draw(t, "layout")
+	} else {
+		m.n = rapid.IntRange(2, 3).Draw(t, "members")
+	}
 	for i := range m.n + 2 {
 		p := fmt.Sprintf("/m%d", i)
 		m.rack.AddDisk(p, modelDisk)
@@ -287,6 +307,9 @@ func newArrayModel(t *rapid.T) *arrayModel {
 	}
 	spec := m.spec()
 	spec.Level = engine.Level1
+	if m.level == 10 {
+		spec.Level, spec.Layout, spec.ChunkSectors = engine.Level10, layout, 16
+	}
 	spec.RegionSectors = modelRegion
 	a, err := Open(m.disks[:m.n], spec, true)
 	if err != nil {
@@ -1067,24 +1090,27 @@ func (m *arrayModel) checkConvergence() {
 		return // (a power cut happened: the reboot comes after this step)
 	}
 	st := m.a.Engine.State()
-	var copies [][]byte
-	var who []string
-	for r, ms := range st.Members {
-		if ms.State != engine.MemberActive {
+	g := m.a.Engine.Geo
+	paths := make([]string, len(st.Members))
+	for r := range st.Members {
+		paths[r] = m.pathOf(r)
+	}
+	var locs [engine.MaxCopies]engine.Location
+	for s := range uint64(modelWindow) {
+		if m.ref[s].unknown {
 			continue
 		}
-		p := m.pathOf(r)
-		copies = append(copies, m.rack.Current(m.rack.Disk(p), int64(m.a.dataOffset), modelWindow<<9))
-		who = append(who, p)
-	}
-	for i := 1; i < len(copies); i++ {
-		for s := range modelWindow {
-			if m.ref[s].unknown {
+		var first []byte
+		var who string
+		for _, l := range g.Locate(s, locs[:0]) {
+			if st.Members[l.Member].State != engine.MemberActive {
 				continue
 			}
-			a, b := copies[0][s<<9:(s+1)<<9], copies[i][s<<9:(s+1)<<9]
-			if !bytes.Equal(a, b) {
-				m.fail("convergence: sector %d differs between %s and %s (in sync, no job needed)", s, who[0], who[i])
+			b := m.rack.Current(m.rack.Disk(paths[l.Member]), int64(m.a.dataOffset+l.Sector<<9), 512)
+			if first == nil {
+				first, who = b, paths[l.Member]
+			} else if !bytes.Equal(first, b) {
+				m.fail("convergence: array sector %d differs between %s and %s (in sync, no job needed)", s, who, paths[l.Member])
 			}
 		}
 	}
@@ -1319,15 +1345,12 @@ func (m *arrayModel) states() string {
 	return b.String()
 }
 
-// noneActive reports whether the array has no in-sync member (or none).
+// noneActive reports whether some chunk has no in-sync copy (raid1: no
+// member in sync), or there is no array.
 func (m *arrayModel) noneActive() bool {
 	if m.a == nil {
 		return true
 	}
-	for _, ms := range m.a.Engine.State().Members {
-		if ms.State == engine.MemberActive {
-			return false
-		}
-	}
-	return true
+	// Some chunk without an in-sync copy (raid1: no member in sync).
+	return !m.a.Engine.CoveredWithout(-1)
 }
