@@ -1092,8 +1092,14 @@ func (m *arrayModel) checkConvergence() {
 	st := m.a.Engine.State()
 	g := m.a.Engine.Geo
 	paths := make([]string, len(st.Members))
+	late := make([]bool, len(st.Members))
 	for r := range st.Members {
 		paths[r] = m.pathOf(r)
+		m.a.mu.Lock()
+		if d := m.a.Members[r]; d != nil {
+			late[r] = d.lateWrites.Load() > 0
+		}
+		m.a.mu.Unlock()
 	}
 	var locs [engine.MaxCopies]engine.Location
 	for s := range uint64(modelWindow) {
@@ -1103,8 +1109,8 @@ func (m *arrayModel) checkConvergence() {
 		var first []byte
 		var who string
 		for _, l := range g.Locate(s, locs[:0]) {
-			if st.Members[l.Member].State != engine.MemberActive {
-				continue
+			if st.Members[l.Member].State != engine.MemberActive || late[l.Member] {
+				continue // (a given-up write still out: nothing reads it)
 			}
 			b := m.rack.Current(m.rack.Disk(paths[l.Member]), int64(m.a.dataOffset+l.Sector<<9), 512)
 			if first == nil {
