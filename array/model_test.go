@@ -258,8 +258,11 @@ type arrayModel struct {
 	// inSyncAtCrash: the disks in sync at the assembly after the last
 	// kill or power cut (see sectorRef.crash)
 	inSyncAtCrash map[string]bool
-	reqs          map[[2]int]*modelReq // by queue, tag
-	hung          map[string]bool      // queue operations not delivered
+	// copyLost: a copy in sync at some crash's assembly was lost before a
+	// later crash (see sectorRef.crash)
+	copyLost bool
+	reqs     map[[2]int]*modelReq // by queue, tag
+	hung     map[string]bool      // queue operations not delivered
 	// devHung: every operation on the disk waits (memdev Hang)
 	devHung map[string]bool
 	// stale: disks that hold no current copy (failed, removed, left out
@@ -904,7 +907,7 @@ func (m *arrayModel) completed(req *modelReq, buf []byte, err error) {
 					changed = true
 				}
 			}
-			if !allowed && ref.crash[id] && m.copyLostSinceCrash() {
+			if !allowed && ref.crash[id] && (m.copyLost || m.copyLostSinceCrash()) {
 				// The chosen copy of a range awaiting resync failed: the
 				// answer is now another copy's (see sectorRef.crash).
 				m.count("read changed after a crash and a lost copy")
@@ -1166,6 +1169,7 @@ func (m *arrayModel) del(t *rapid.T) {
 // reboot: the process ended (kill -9 or power cut); a new one assembles
 // the array. Requests in flight count as failed.
 func (m *arrayModel) reboot(power bool) {
+	m.copyLost = m.copyLost || m.copyLostSinceCrash()
 	old := m.a
 	m.a = nil
 	m.rack.CutAfter(0)
@@ -1206,7 +1210,13 @@ func (m *arrayModel) reboot(power bool) {
 		}
 	}
 	for s := range m.ref {
-		m.ref[s].crash = maps.Clone(m.ref[s].cur)
+		// Still unwritten since an earlier crash: its answers then stay
+		// possible (a copy lost meanwhile may have changed them).
+		ref := &m.ref[s]
+		if ref.crash == nil {
+			ref.crash = map[uint64]bool{}
+		}
+		maps.Copy(ref.crash, ref.cur)
 	}
 	m.assemble(m.t, true)
 	m.inSyncAtCrash = nil
