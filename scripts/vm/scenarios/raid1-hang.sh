@@ -1,7 +1,10 @@
 #!/bin/sh
 # A raid1 member stops answering (its dm device suspended: I/O to it
 # waits) in the middle of fio randrw with crc32c verify (verify_backlog:
-# writes go on to the end, so some reach the hung member). With
+# writes go on to the end, so some reach the hung member). fio runs for a
+# fixed time, well past the hang and the timeout: a job of a fixed size
+# could end just after the suspend, before any I/O had waited out the
+# timeout (seen in CI: fio done, no member failed). With
 # --member-timeout 3s the array gives the member up and fails it: fio
 # finishes with no error and its verify passes. When the member answers
 # again (resume), its late results are dropped, and the device deletes
@@ -25,7 +28,7 @@ trap cleanup EXIT
 start_server "$SCRATCH/r1h" run --level 1 -q 1 --member-timeout 3s /dev/mapper/ubr-h0 "$B"
 N=$(echo "$DEV" | tr -dc 0-9)
 fio --name=h --filename="$DEV" --rw=randrw --bs=8k --iodepth=64 --direct=1 --ioengine=libaio --eta=never \
-	--verify_state_save=0 --size=128M --verify=crc32c --do_verify=1 --verify_fatal=1 --verify_backlog=256 \
+	--verify_state_save=0 --size=128M --time_based --runtime=20 --verify=crc32c --do_verify=1 --verify_fatal=1 --verify_backlog=256 \
 	--output="$SCRATCH/r1h.fio" &
 FIO=$!
 sleep 3
