@@ -78,6 +78,9 @@ type syncer struct {
 	// full resync's reached position; MaxUint64: in sync): reads past it
 	// answer from the chosen copy (engine.Executor.ResyncFrom).
 	from atomic.Uint64
+	// marks: ranges written to some copies only since the running
+	// resync started (unsynced.go).
+	marks unsyncedMarks
 }
 
 // SyncReport describes a background job for the log. Sector counts are
@@ -316,6 +319,7 @@ func (a *Array) initSync(spec CreateSpec) {
 		}
 	}
 	a.sync.from.Store(math.MaxUint64)
+	a.sync.marks.from = math.MaxUint64
 	if a.sync.fullPending {
 		a.sync.from.Store(a.sync.fullPos)
 	}
@@ -327,11 +331,15 @@ func (a *Array) initSync(spec CreateSpec) {
 // crash everything is resynced: writes in flight may have reached one copy
 // only, below the position too). Called with a.mu held.
 func (a *Array) cleanState(clean bool) (bool, uint64) {
-	if a.sync == nil || !a.sync.fullPending {
+	if a.sync == nil || a.Bitmap != nil {
+		return clean, 0
+	}
+	pending, pos := a.resyncFrom()
+	if !pending {
 		return clean, 0
 	}
 	if clean {
-		return false, a.sync.fullPos
+		return false, pos
 	}
 	return false, 0
 }
@@ -375,7 +383,7 @@ func (a *Array) busy() bool {
 func (a *Array) needsResync() bool {
 	if a.Bitmap == nil {
 		pending, _ := a.fullResync()
-		return pending
+		return pending || a.marked()
 	}
 	for r := range a.Bitmap.Geometry().Regions {
 		if a.Bitmap.NeedsSync(r) {
@@ -584,6 +592,10 @@ func (y *syncer) start(job resync.Job, regions int) error {
 		y.mu.Unlock()
 		return errors.New("the array is stopping")
 	}
+	if job.Kind == resync.Resync {
+		// Ranges marked unsynced from now on may be behind its position.
+		job.Start = y.a.resyncStarting(job.Start)
+	}
 	ctx, cancel := context.WithCancel(context.Background())
 	y.running, y.kind, y.targets, y.started, y.startPos = true, job.Kind, job.Targets, time.Now(), job.Start
 	y.cancel, y.done = cancel, make(chan struct{})
@@ -697,7 +709,7 @@ func (a *Array) resyncProgress(_, durable uint64) error {
 	}
 	rs := a.Bitmap.Geometry().RegionSectors
 	if end := int(durable / rs); end > 0 {
-		a.Bitmap.ResyncDone(0, end-1)
+		a.resyncDone(0, end-1)
 	}
 	return nil
 }
@@ -718,9 +730,7 @@ func (a *Array) stoppedJob(job resync.Job) error {
 // a bitmap has durably got (a stop records it in the superblocks).
 func (a *Array) fullResyncProgress(reached, durable uint64) error {
 	// Below reached the copies are equal: reads may balance there.
-	if reached > a.sync.from.Load() {
-		a.sync.from.Store(reached)
-	}
+	a.fullResyncReached(reached)
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	a.sync.fullPos = max(a.sync.fullPos, durable)
@@ -732,12 +742,11 @@ func (a *Array) finishJob(job resync.Job, since []uint64) error {
 	switch job.Kind {
 	case resync.Resync:
 		if a.Bitmap != nil {
-			a.Bitmap.ResyncDone(0, a.Bitmap.Geometry().Regions-1)
+			a.resyncDone(0, a.Bitmap.Geometry().Regions-1)
 		} else {
 			a.mu.Lock()
-			a.sync.fullPending, a.sync.fullPos = false, 0
+			a.fullResyncFinished()
 			a.mu.Unlock()
-			a.sync.from.Store(math.MaxUint64)
 		}
 	case resync.Rebuild:
 		st := a.Engine.Update(func(ms []engine.MemberStatus) {

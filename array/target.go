@@ -196,6 +196,9 @@ func (a *Array) newQueue(q ring) *queue {
 	if a.repairs != nil {
 		h.exec.ReadRepair = a.requestRepair
 	}
+	if a.sync != nil {
+		h.exec.Unsynced = a.markUnsynced
+	}
 	h.stats.ops = make([][metrics.NumOps]metrics.OpCounter, len(a.Members))
 	h.exec.OpDone = h.opDone
 	h.exec.MemberTimeout = a.MemberTimeout

@@ -389,6 +389,18 @@ func (b *Bitmap) ResyncDone(first, last int) {
 	}
 }
 
+// MarkNeedsSync records that the copies of regions first..last may differ
+// (a write reached some copies only) until ResyncDone: reads go to the
+// chosen copy and the regions are not cleared. Each region must be
+// durable-dirty (a write to it started and has not ended), so that a crash
+// resyncs it too. Any thread.
+func (b *Bitmap) MarkNeedsSync(first, last int) {
+	b.checkRange(first, last)
+	for r := first; r <= last; r++ {
+		b.words[r].Or(flagNeedSync)
+	}
+}
+
 // SetMissing records that member (0..63) is missing or failed (missing
 // true) or back in sync (false). While any member is missing no region is
 // cleared, so the regions it missed stay dirty and a re-add recovers

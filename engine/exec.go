@@ -177,6 +177,15 @@ type Executor struct {
 	// not rewrite them itself: a user write to the range between this read
 	// and the rewrite, on any queue, would be undone on those members.
 	ReadRepair func(sector uint64, sectors uint32, bad uint64)
+	// Unsynced, if set, is told of the range of a write, discard or
+	// write-zeroes that failed on a member kept because it holds the last
+	// in-sync copy of some data (raid10: of other chunks), before the
+	// request completes: the other copies of the range took the write and
+	// that member did not, so the copies differ. The caller must make
+	// reads of the range go to one chosen copy (IntentLog.NeedsSync, or
+	// ResyncFrom) before it returns, and have a resync make the copies
+	// equal; md records a bad block on the member instead.
+	Unsynced func(sector uint64, sectors uint32)
 
 	parked, parkedSpare  []uint16 // requests the barrier turned away
 	retrying, retryAgain bool     // RetryParked is running; it was asked again meanwhile
@@ -534,6 +543,9 @@ func (e *Executor) memberFailed(tag uint16, r *request, io MemberIO) {
 	}
 	st, _, out := e.arr.FailRedundant(int(io.Member))
 	if !out {
+		if !r.lastCopy && e.Unsynced != nil && r.op != ReqFlush {
+			e.Unsynced(r.sector, r.sectors)
+		}
 		r.lastCopy = true
 		return
 	}
