@@ -742,32 +742,59 @@ func (a *Array) writeSuperblocks(st *engine.ArrayState, clean bool) error {
 	// others written alone, the one copy of the data would lag them,
 	// again at every update while its writes fail, and assembly does not
 	// trust a member more than EventSlack generations behind (an older
-	// copy of the same device looks just the same).
-	var sole, rest []int
+	// copy of the same device looks just the same). Members behind the
+	// others (an update that such a member did not take stopped there)
+	// go before those ahead, in the same order: with several members
+	// each holding the last copy of other data (raid10), the ones that
+	// took an update would otherwise move on at every update while one
+	// of them fails its writes, leaving it generations behind.
+	top := uint64(0)
 	for _, r := range roles {
-		if st.Members[r].State == engine.MemberActive && !a.Engine.CoveredWithout(r) {
-			sole = append(sole, r)
-		} else {
-			rest = append(rest, r)
-		}
+		top = max(top, a.SBs[r].Events)
 	}
-	var werrs []error
-	if len(sole) == 0 || len(rest) == 0 {
-		werrs = writeAll(members, roles, a.MemberTimeout, write)
-	} else {
-		werrs = writeAll(members, sole, a.MemberTimeout, write)
-		held := false
-		for _, r := range sole {
-			held = held || werrs[r] != nil
+	var phases [4][]int // behind and sole, behind, ahead and sole, ahead
+	for _, r := range roles {
+		p := 0
+		if a.SBs[r].Events >= top {
+			p = 2
 		}
-		if held {
-			return fmt.Errorf("superblock update %d not written: the last in-sync copy did not take it: %w", ev, errors.Join(werrs...))
+		if st.Members[r].State != engine.MemberActive || a.Engine.CoveredWithout(r) {
+			p++
 		}
-		for r, err := range writeAll(members, rest, a.MemberTimeout, write) {
-			if err != nil {
-				werrs[r] = err
+		phases[p] = append(phases[p], r)
+	}
+	werrs := make([]error, len(members))
+	tried := make([]bool, len(members))
+	var held []error
+	for _, ph := range phases {
+		if len(ph) == 0 {
+			continue
+		}
+		if held != nil {
+			break
+		}
+		for _, r := range ph {
+			tried[r] = true
+		}
+		for r, err := range writeAll(members, ph, a.MemberTimeout, write) {
+			if err == nil {
+				continue
+			}
+			werrs[r] = err
+			if st.Members[r].State == engine.MemberActive && !a.Engine.CoveredWithout(r) {
+				held = append(held, err)
 			}
 		}
+	}
+	if held != nil {
+		// The members written so far hold the generation; the others keep
+		// theirs (none is failed: that record would be held the same way).
+		for _, r := range roles {
+			if tried[r] && werrs[r] == nil {
+				*a.SBs[r] = sbs[r]
+			}
+		}
+		return fmt.Errorf("superblock update %d not written: the last in-sync copy did not take it: %w", ev, errors.Join(held...))
 	}
 	var notWritten []int
 	for _, r := range roles {
