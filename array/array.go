@@ -736,7 +736,14 @@ func (a *Array) writeSuperblocks(st *engine.ArrayState, clean bool) error {
 	}
 	a.events = ev
 	members := append([]*Member(nil), a.Members...)
-	write := func(r int) error { return writeSuperblock(members[r], blocks[r]) }
+	write := func(r int) error {
+		m := members[r]
+		if !m.sbWriting.CompareAndSwap(false, true) {
+			return errSuperblockLate
+		}
+		defer m.sbWriting.Store(false)
+		return writeSuperblock(m, blocks[r])
+	}
 	// Members holding the last in-sync copy of some data take the
 	// generation first, and the others only if they all did: were the
 	// others written alone, the one copy of the data would lag them,
@@ -849,6 +856,10 @@ func (a *Array) writeSuperblocks(st *engine.ArrayState, clean bool) error {
 	}
 	return errors.Join(errs...)
 }
+
+// errSuperblockLate fails a superblock write to a member whose previous
+// one, given up after the member timeout, has not returned.
+var errSuperblockLate = errors.New("a superblock write given up after the member timeout is still out on it")
 
 // writeSuperblock writes a superblock block to m durably (a variable:
 // tests inject failures).

@@ -49,6 +49,12 @@ type Member struct {
 	// The member is kept in this state only when it holds the last
 	// in-sync copy; were it failed, nothing would be sent anyway.
 	lateWrites atomic.Int32
+	// sbWriting: a superblock write is out on the member (writeSuperblocks,
+	// under the array lock; one given up after the member timeout stays
+	// out until the device answers). No other is sent meanwhile: the
+	// device could carry out several given-up ones, each a generation
+	// newer, and move the member generations ahead of the others.
+	sbWriting atomic.Bool
 }
 
 // newMember wraps d.
