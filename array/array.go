@@ -716,6 +716,14 @@ func (a *Array) writeSuperblocks(st *engine.ArrayState, clean bool) error {
 		sbs[r], blocks[r] = sb, b
 		roles = append(roles, r)
 	}
+	for _, r := range roles {
+		if a.Members[r].sbWriting.Load() && st.Members[r].State == engine.MemberActive && !a.Engine.CoveredWithout(r) {
+			// It would be held (see write below): refused before the
+			// bitmap header takes the generation, so that held updates do
+			// not move generations on while no superblock takes them.
+			return fmt.Errorf("superblock update not written: the last in-sync copy did not take it: role %d: %w", r, errSuperblockLate)
+		}
+	}
 	if a.fl != nil {
 		for r, m := range st.Members {
 			if !writable(m) {

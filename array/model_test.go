@@ -69,8 +69,8 @@ import (
 // shrink less well than in resync's model.
 //
 // Levels: raid1 (2 or 3 members); with -array.raid10 also raid10 (n2,
-// f2, o2 on 2 to 4 members, 8 KiB chunks), which finds an open bug (see
-// newArrayModel). Not modelled: raid0, split brains (two
+// f2, o2 on 2 to 4 members, 8 KiB chunks), which still finds open bugs
+// (see newArrayModel). Not modelled: raid0, split brains (two
 // daemons), the daemon and its state file, the kernel's re-issue of
 // requests in flight at a kill -9 (they count as failed writes), bitmap
 // regions cleared by the idle timer (cleared on clean stops only),
@@ -282,10 +282,19 @@ func newArrayModel(t *rapid.T) *arrayModel {
 	m := &arrayModel{t: t, rack: memdev.NewRack(rand.New(rand.NewPCG(seed, 1))), level: 1,
 		wake: make(chan struct{}, 1), now: time.Unix(1000, 0), reqs: map[[2]int]*modelReq{},
 		hung: map[string]bool{}, devHung: map[string]bool{}, stale: map[string]bool{}}
-	// raid10 (modelRAID10) finds a divergence not fixed yet: a write that
-	// fails on a member kept as the last copy of one chunk leaves the
-	// copies of its other chunks different (written on the other member
-	// only), with no resync scheduled; md records bad blocks there.
+	// raid10 (modelRAID10) found a write that failed on a member kept as
+	// the last copy of other chunks leaving its own chunk's copies
+	// different with no resync (fixed: the range is marked unsynced),
+	// superblock updates leaving one of several last copies generations
+	// behind (fixed: members behind go first, and no superblock write
+	// follows a given-up one), and still finds, about once in a few
+	// thousand sequences: generations that moved on with the bitmap
+	// header while a last copy failed its superblock writes (held
+	// updates), so that a power cut in the middle of the next update
+	// leaves members more than one generation apart (the superblock would
+	// need to record the generation the update follows); a read of an
+	// unsynced range served by the other copy while the chosen one is
+	// fenced by a given-up write.
 	m.level = 1
 	if *modelRAID10 {
 		m.level = rapid.SampledFrom([]int{1, 10}).Draw(t, "level")
@@ -1301,7 +1310,7 @@ func (m *arrayModel) assemble(t *rapid.T, all bool) {
 			return
 		}
 		if !subset {
-			m.fail("availability: assembly of %v failed: %v", give, err)
+			m.fail("availability: assembly of %v failed: %v\n  superblocks: %s", give, err, m.superblocks(give))
 		}
 		m.count("assembly refused (subset)")
 		// The whole set must assemble.
@@ -1372,4 +1381,23 @@ func (m *arrayModel) noneActive() bool {
 	}
 	// Some chunk without an in-sync copy (raid1: no member in sync).
 	return !m.a.Engine.CoveredWithout(-1)
+}
+
+// superblocks describes the disks' superblocks as a power cut left them
+// (for an availability failure).
+func (m *arrayModel) superblocks(paths []string) string {
+	var b strings.Builder
+	for _, p := range paths {
+		sb, err := engine.ParseSuperblock(m.rack.Current(m.rack.Disk(p), engine.SuperblockOffset, engine.SuperblockSize))
+		if err != nil {
+			fmt.Fprintf(&b, "%s: %v; ", p, err)
+			continue
+		}
+		fmt.Fprintf(&b, "%s: role %d events %d roles", p, sb.Role, sb.Events)
+		for r := range m.n {
+			fmt.Fprintf(&b, " %d:%v", r, sb.Roles[r].State)
+		}
+		b.WriteString("; ")
+	}
+	return b.String()
 }
