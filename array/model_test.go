@@ -1121,8 +1121,11 @@ func (m *arrayModel) checkConvergence() {
 		var first []byte
 		var who string
 		for _, l := range g.Locate(s, locs[:0]) {
-			if st.Members[l.Member].State != engine.MemberActive || late[l.Member] {
-				continue // (a given-up write still out: nothing reads it)
+			if st.Members[l.Member].State != engine.MemberActive || late[l.Member] || paths[l.Member] == "" {
+				// (A given-up write still out: nothing reads it. No path: a
+				// spare is taking the role on another goroutine, after the
+				// state was read.)
+				continue
 			}
 			b := m.rack.Current(m.rack.Disk(paths[l.Member]), int64(m.a.dataOffset+l.Sector<<9), 512)
 			if first == nil {

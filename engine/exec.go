@@ -188,6 +188,8 @@ type Executor struct {
 	Unsynced func(sector uint64, sectors uint32)
 
 	parked, parkedSpare  []uint16 // requests the barrier turned away
+	holding              []uint16 // writes planned, not issued until Persisted (see plan)
+	releasing            bool     // releaseHeld is running
 	retrying, retryAgain bool     // RetryParked is running; it was asked again meanwhile
 }
 
@@ -208,6 +210,7 @@ func NewExecutor(arr *Array, be Backend, depth, maxBytes int) *Executor {
 	e.waiting = make([]uint16, 0, depth)
 	e.parked = make([]uint16, 0, depth)
 	e.parkedSpare = make([]uint16, 0, depth)
+	e.holding = make([]uint16, 0, depth)
 	return e
 }
 
@@ -375,6 +378,18 @@ func (e *Executor) plan(tag uint16) {
 		r.needGen = max(r.needGen, st.DropGen)
 	}
 	r.planned = len(r.ios)
+	if r.needGen > e.persisted && r.op != ReqRead && r.op != ReqFlush {
+		// A write planned around a member failure that is not durable yet
+		// is not issued until it is: issued, it would put data on the
+		// other copies only, and were the record then never made (no
+		// member takes it) a crash would bring the dropped member back
+		// in sync, its copy different where no bitmap region may say so
+		// (the bitmap writes may have failed too). Rare: the queue that
+		// saw the failure records it at once.
+		e.holding = append(e.holding, tag)
+		e.be.Persist(e.arr.State())
+		return
+	}
 	e.submitFrom(tag, 0)
 }
 
@@ -691,6 +706,38 @@ func (e *Executor) Persisted(gen uint64) {
 		}
 	}
 	e.waiting = w
+	e.releaseHeld()
+}
+
+// releaseHeld plans again, and so issues, the writes held for a
+// generation that is durable now (see plan). Planning may hold a write
+// again and persist, which calls back here: the outer call goes on, and
+// it looks at the list afresh after each write.
+func (e *Executor) releaseHeld() {
+	if e.releasing {
+		return
+	}
+	e.releasing = true
+	defer func() { e.releasing = false }()
+	for {
+		i := -1
+		for j, tag := range e.holding {
+			if e.reqs[tag].needGen <= e.persisted {
+				i = j
+				break
+			}
+		}
+		if i < 0 {
+			return
+		}
+		tag := e.holding[i]
+		e.holding = append(e.holding[:i], e.holding[i+1:]...)
+		// Planned again from the state now: a member may have failed
+		// meanwhile (nothing of the old plan was issued).
+		r := &e.reqs[tag]
+		r.ios, r.failed, r.done, r.times = r.ios[:0], r.failed[:0], r.done[:0], r.times[:0]
+		e.plan(tag)
+	}
 }
 
 // Inflight reports sectors in flight per member on this queue.
@@ -708,4 +755,10 @@ func (e *Executor) PersistFailed(err error) {
 		e.finish(tag, err)
 	}
 	e.waiting = e.waiting[:0]
+	// Writes held before issue (see plan) fail unissued.
+	for len(e.holding) > 0 {
+		tag := e.holding[len(e.holding)-1]
+		e.holding = e.holding[:len(e.holding)-1]
+		e.finish(tag, err)
+	}
 }

@@ -461,6 +461,7 @@ func TestExecutorWriteAroundUnpersistedFailure(t *testing.T) {
 		t.Fatalf("persist requests %v, want one for gen %d", be.persists, st.Gen)
 	}
 	e.Persisted(be.persists[0].Gen)
+	deliver(be, e) // (issued once the failure is durable)
 	if err, done := be.done[0]; !done || err != nil {
 		t.Fatalf("after the persist: done %v err %v", done, err)
 	}
@@ -491,6 +492,7 @@ func TestExecutorWriteAroundUnpersistedFailure(t *testing.T) {
 		t.Fatalf("acknowledged before the failure was persisted: %v", be.done)
 	}
 	e.Persisted(arr.State().Gen)
+	deliver(be, e) // (tag 1 is issued once the failure is durable)
 	if len(be.done) != 2 || be.done[0] != nil || be.done[1] != nil {
 		t.Fatalf("after the persist: %v", be.done)
 	}
