@@ -610,7 +610,7 @@ func Diverged(a, b *Superblock) bool {
 }
 
 // bridged reports whether a member given ran with members of both a's and
-// b's tables after the older of a and b was written: then a and b are one
+// b's tables (itself included) after the older of a and b was written: then a and b are one
 // history (every member a knew left, one by one, while members it had
 // recorded failed came back), not a split. After a real split, each side's
 // first generation records the other side gone, so a member written later
@@ -624,6 +624,11 @@ func bridged(ms []MemberSB, a, b *Superblock) bool {
 			continue
 		}
 		in := inArray(sb)
+		// The member itself ran with the array that wrote sb, even where
+		// sb records it failed (it did not run on its own since): a
+		// member failed after it had been with a's members and then with
+		// b's bridges them too.
+		in[sb.MemberUUID] = true
 		if intersects(in, ina) && intersects(in, inb) {
 			return true
 		}
