@@ -308,6 +308,10 @@ type world struct {
 	bm       *bitmap.Bitmap
 	co       *coSync
 	stuck    map[resync.Kind]string // member states at which a job of that kind last failed
+	// marked: bitmap regions marked unsynced (Executor.Unsynced) since the
+	// running resync started; its progress and end leave them needing sync
+	// (the array's unsyncedMarks).
+	marked map[int]bool
 	reqs     [modelDepth]*request
 	pending  []*memOp
 	late     []*memOp // abandoned, result not delivered yet
@@ -560,6 +564,17 @@ func (m *model) boot(first bool) {
 	if w.bm != nil {
 		ex.Intent = w.bm
 		ex.Barrier = w.bar
+		ex.Unsynced = func(sector uint64, sectors uint32) {
+			first, last := w.bm.Regions(sector, uint64(sectors))
+			w.bm.MarkNeedsSync(first, last)
+			if w.marked == nil {
+				w.marked = map[int]bool{}
+			}
+			for r := first; r <= last; r++ {
+				w.marked[r] = true
+			}
+			m.logf("  unsynced: regions %d..%d (a write failed on a kept last copy)", first, last)
+		}
 	}
 	w.ex = ex
 	w.durable = arr.State().Gen
@@ -1218,6 +1233,16 @@ func (m *model) jobToStart() (resync.Job, bool) {
 	return resync.Job{}, false
 }
 
+// resyncDone marks regions 0..last resynced, but those marked unsynced
+// since the resync started.
+func (w *world) resyncDone(last int) {
+	for r := 0; r <= last; r++ {
+		if !w.marked[r] {
+			w.bm.ResyncDone(r, r)
+		}
+	}
+}
+
 // startJob starts job as a coroutine and runs it to its first event.
 func (m *model) startJob(job resync.Job) {
 	w := m.w
@@ -1228,6 +1253,9 @@ func (m *model) startJob(job resync.Job) {
 	}
 	job.OnMemberError = func(role int, err error) { c.call(coEvent{kind: cMemberErr, role: role, err: err}) }
 	c.job = job
+	if job.Kind == resync.Resync {
+		clear(w.marked) // it reads NeedsSync as it goes
+	}
 	st := w.arr.State()
 	for _, t := range job.Targets {
 		c.since = append(c.since, st.Members[t].Since)
@@ -1390,7 +1418,7 @@ func (m *model) handleSync(c *coSync, e *coEvent) coReply {
 		case resync.Resync:
 			// resyncProgress: regions below the durable position are in sync.
 			if rs := w.bm.Geometry().RegionSectors; e.durable/rs > 0 {
-				w.bm.ResyncDone(0, int(e.durable/rs)-1)
+				w.resyncDone(int(e.durable/rs) - 1)
 			}
 		}
 		return coReply{}
@@ -1419,7 +1447,7 @@ func (m *model) jobDone(c *coSync, res resync.Result, err error) {
 	}
 	switch c.job.Kind {
 	case resync.Resync:
-		w.bm.ResyncDone(0, w.bm.Geometry().Regions-1)
+		w.resyncDone(w.bm.Geometry().Regions - 1)
 	case resync.Rebuild:
 		done := make([]bool, len(c.job.Targets))
 		st := w.arr.Update(func(ms []engine.MemberStatus) {
