@@ -301,17 +301,17 @@ func (m *model) count(what string) {
 
 // world is one incarnation of the stack, from assembly to crash.
 type world struct {
-	m        *model
-	arr      *engine.Array
-	ex       *engine.Executor
-	bar      *engine.Barrier
-	bm       *bitmap.Bitmap
-	co       *coSync
-	stuck    map[resync.Kind]string // member states at which a job of that kind last failed
+	m     *model
+	arr   *engine.Array
+	ex    *engine.Executor
+	bar   *engine.Barrier
+	bm    *bitmap.Bitmap
+	co    *coSync
+	stuck map[resync.Kind]string // member states at which a job of that kind last failed
 	// marked: bitmap regions marked unsynced (Executor.Unsynced) since the
 	// running resync started; its progress and end leave them needing sync
 	// (the array's unsyncedMarks).
-	marked map[int]bool
+	marked   map[int]bool
 	reqs     [modelDepth]*request
 	pending  []*memOp
 	late     []*memOp // abandoned, result not delivered yet
