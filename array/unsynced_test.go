@@ -148,16 +148,7 @@ func readAt(t *testing.T, p string, off int64, n int) []byte {
 // array model found a hung member left two generations behind the one
 // that took every update: "1 of 4 members active".)
 func TestSuperblockUpdatesKeepLastCopiesTogether(t *testing.T) {
-	paths := memberFiles(t, 3, 16<<20)
-	spec := CreateSpec{Level: engine.Level10, Layout: engine.LayoutN2, ChunkSectors: 16, AssumeClean: true, RegionSectors: 128}
-	a, err := Open(paths, spec, true)
-	if err != nil {
-		t.Fatal(err)
-	}
-	// Role 1 fails: roles 0 and 2 each hold the last copy of a chunk.
-	if err := a.Fail(1); err != nil {
-		t.Fatal(err)
-	}
+	a, paths := degradedRAID10(t)
 	orig := writeSuperblock
 	defer func() { writeSuperblock = orig }()
 	writeSuperblock = func(m *Member, b []byte) error {
@@ -197,15 +188,7 @@ func TestSuperblockUpdatesKeepLastCopiesTogether(t *testing.T) {
 // time, and the member would land generations ahead of the others (found
 // by the array model with -array.raid10: "1 of 4 members active").
 func TestSuperblockWriteGivenUpIsTheLastOne(t *testing.T) {
-	paths := memberFiles(t, 3, 16<<20)
-	spec := CreateSpec{Level: engine.Level10, Layout: engine.LayoutN2, ChunkSectors: 16, AssumeClean: true, RegionSectors: 128}
-	a, err := Open(paths, spec, true)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := a.Fail(1); err != nil { // roles 0 and 2 hold the last copies
-		t.Fatal(err)
-	}
+	a, paths := degradedRAID10(t)
 	a.MemberTimeout = 100 * time.Millisecond
 	orig := writeSuperblock
 	defer func() { writeSuperblock = orig }()
@@ -255,4 +238,20 @@ func TestSuperblockWriteGivenUpIsTheLastOne(t *testing.T) {
 		t.Fatalf("assembly: %v", err)
 	}
 	b.Close()
+}
+
+// degradedRAID10 creates raid10 n2 on 3 file members (8 KiB chunks) and
+// fails role 1: roles 0 and 2 then each hold the last copy of a chunk.
+func degradedRAID10(t *testing.T) (*Array, []string) {
+	t.Helper()
+	paths := memberFiles(t, 3, 16<<20)
+	spec := CreateSpec{Level: engine.Level10, Layout: engine.LayoutN2, ChunkSectors: 16, AssumeClean: true, RegionSectors: 128}
+	a, err := Open(paths, spec, true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := a.Fail(1); err != nil {
+		t.Fatal(err)
+	}
+	return a, paths
 }
