@@ -85,6 +85,18 @@ func TestArrayModel(t *testing.T) {
 		defer flag.Set("rapid.checks", "100")
 	}
 	var cov coverage
+	// The dead arrays' Closes end before the test does: their jobs would
+	// go on into later tests and call the hooks those install
+	// (writeSuperblock), a data race -race found in CI.
+	defer func() {
+		done := make(chan struct{})
+		go func() { modelCloses.Wait(); close(done) }()
+		select {
+		case <-done:
+		case <-time.After(2 * modelWaitMax):
+			t.Errorf("liveness: dead arrays did not close within %v", 2*modelWaitMax)
+		}
+	}()
 	rapid.Check(t, func(rt *rapid.T) {
 		m := newArrayModel(rt)
 		m.cov = &cov
@@ -92,6 +104,19 @@ func TestArrayModel(t *testing.T) {
 		m.run(rt)
 	})
 	t.Logf("coverage over all runs: %s", cov.String())
+}
+
+// modelCloses counts the dead arrays being closed off the test goroutine.
+var modelCloses sync.WaitGroup
+
+// closeLater closes a off the test goroutine (a dead process's array: its
+// Close waits out member timeouts).
+func closeLater(a *Array) {
+	modelCloses.Add(1)
+	go func() {
+		defer modelCloses.Done()
+		a.Close()
+	}()
 }
 
 // modelRAID10 draws raid10 arrays too (see newArrayModel).
@@ -460,7 +485,7 @@ func (m *arrayModel) cleanup() {
 				r.h.OnCompletion(op.ud, -int32(unix.EIO))
 			}
 		}
-		go a.Close() // as reboot's: a killed process's Close waits out its member timeouts
+		closeLater(a) // as reboot's: a killed process's Close waits out its member timeouts
 	}
 }
 
@@ -1224,7 +1249,7 @@ func (m *arrayModel) reboot(power bool) {
 		}
 		r.done = nil
 	}
-	go old.Close()
+	closeLater(old)
 	m.staleKnown = false
 	if power {
 		for s := range m.ref {
