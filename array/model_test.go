@@ -94,6 +94,11 @@ func TestArrayModel(t *testing.T) {
 		select {
 		case <-done:
 		case <-time.After(2 * modelWaitMax):
+			if t.Failed() {
+				// A sequence that failed mid-step left requests no queue
+				// serves any more: their Closes wait for them.
+				break
+			}
 			t.Errorf("liveness: dead arrays did not close within %v", 2*modelWaitMax)
 		}
 	}()
@@ -175,7 +180,7 @@ type sectorRef struct {
 	lastSeq uint64 // seq of the newest write submitted to the sector
 	unknown bool   // a discard: the copies may hold anything until a write
 	// crash: what the sector could read as after the last kill or power
-	// cut (nil once written since). The copies may differ there until
+	// cut (nil once a write of it completed since). The copies may differ there until
 	// the resync; reads answer from the chosen copy, and if that member
 	// fails first another copy's value becomes the answer (md does the
 	// same: the data it read is gone with the member).
@@ -191,8 +196,9 @@ type modelReq struct {
 	fua     bool
 	sector  uint64
 	sectors uint32
-	id      uint64 // write id
-	seq     uint64 // when it started
+	id      uint64            // write id
+	seq     uint64            // when it started
+	crash   []map[uint64]bool // a read's: its sectors' crash values at its start
 	snap    []map[uint64]bool
 }
 
@@ -775,9 +781,11 @@ func (m *arrayModel) submit(t *rapid.T) {
 		// What the sectors may read as the read starts (a write in
 		// flight then may be read before or after it lands).
 		req.snap = make([]map[uint64]bool, sectors)
+		req.crash = make([]map[uint64]bool, sectors)
 		for i := range uint64(sectors) {
 			ref := &m.ref[sector+i]
 			req.snap[i] = maps.Clone(ref.cur)
+			req.crash[i] = maps.Clone(ref.crash)
 			if ref.wr != 0 {
 				req.snap[i][ref.wr-1] = true
 				req.snap[i][^uint64(0)] = true // a write was in flight
@@ -787,7 +795,6 @@ func (m *arrayModel) submit(t *rapid.T) {
 	if op == ublk.IOOpWrite || op == ublk.IOOpWriteZeroes || op == ublk.IOOpDiscard {
 		for s := sector; s < sector+uint64(sectors); s++ {
 			ref := &m.ref[s]
-			ref.crash = nil
 			ref.lastSeq = m.seq
 			ref.wr, ref.wrSeq = req.id+1, m.seq
 			ref.dur = append(ref.dur, durVal{req.id, m.seq})
@@ -952,7 +959,7 @@ func (m *arrayModel) completed(req *modelReq, buf []byte, err error) {
 					changed = true
 				}
 			}
-			if !allowed && ref.crash[id] && (m.copyLost || m.copyLostSinceCrash()) {
+			if !allowed && (ref.crash[id] || req.crash != nil && req.crash[i][id]) && (m.copyLost || m.copyLostSinceCrash()) {
 				// The chosen copy of a range awaiting resync failed: the
 				// answer is now another copy's (see sectorRef.crash).
 				m.count("read changed after a crash and a lost copy")
@@ -1003,7 +1010,10 @@ func (m *arrayModel) completed(req *modelReq, buf []byte, err error) {
 			ref := &m.ref[s]
 			ref.wr = 0
 			if req.op == ublk.IOOpDiscard {
-				continue // unknown until the next write
+				// Unknown until the next write; zeroes (memdev's discard)
+				// stay possible after a power cut that loses that write.
+				ref.cur[0] = true
+				continue
 			}
 			if err != nil {
 				ref.cur[req.id] = true
@@ -1013,6 +1023,9 @@ func (m *arrayModel) completed(req *modelReq, buf []byte, err error) {
 				continue
 			}
 			ref.cur = map[uint64]bool{req.id: true}
+			// (A read that started before this write may still answer
+			// a crash value: it kept its own copy.)
+			ref.crash = nil
 			ref.unknown = false
 			if req.fua {
 				ref.dur = []durVal{{req.id, req.seq}}
