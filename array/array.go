@@ -122,6 +122,10 @@ type Array struct {
 	mu         sync.Mutex
 	durable    atomic.Uint64 // highest engine state generation on disk
 	events     uint64        // superblock events of the last write
+	// unusedGen: a generation only the bitmap header took (an update that
+	// no superblock took and none can take later): the next update takes
+	// it again rather than moving on (see writeSuperblocks).
+	unusedGen uint64
 	stateGen   uint64        // engine generation the last superblock write recorded
 	reported   []bool        // roles whose failure was reported to OnMemberFailed
 	leaked     []*Member     // swapped out but possibly still in a queue's ring
@@ -641,6 +645,17 @@ func (a *Array) persist(st *engine.ArrayState) error {
 	return a.writeSuperblocks(st, false)
 }
 
+// pick is the errors of the roles tried.
+func pick(errs []error, tried []bool) []error {
+	var out []error
+	for r, t := range tried {
+		if t {
+			out = append(out, errs[r])
+		}
+	}
+	return out
+}
+
 // writeSuperblocks writes the next generation of superblocks, with role
 // states from st, to every member still in use. Called with a.mu held.
 func (a *Array) writeSuperblocks(st *engine.ArrayState, clean bool) error {
@@ -650,10 +665,26 @@ func (a *Array) writeSuperblocks(st *engine.ArrayState, clean bool) error {
 	// The new generation: above the superblocks' and the bitmap header's
 	// (which may be ahead after assembly). Only this writer, under a.mu,
 	// moves the header's, so the flusher makes exactly this one durable.
+	//
+	// An update that no superblock took leaves its generation in the
+	// header alone: the next one takes that generation again. Were each
+	// such update to move on, a last copy failing its superblock writes
+	// would leave the members that took the update before it one
+	// generation ahead, and the next update (which the members behind
+	// take first) torn by a power cut would leave them as many
+	// generations apart as updates failed, beyond assembly's slack.
 	ev := a.events + 1
+	same := false
 	if a.fl != nil {
-		a.fl.do(func() { ev = max(ev, a.Bitmap.Events()+1) })
+		a.fl.do(func() {
+			if h := a.Bitmap.Events(); a.unusedGen >= ev && h == a.unusedGen {
+				ev, same = h, true
+			} else {
+				ev = max(ev, h+1)
+			}
+		})
 	}
+	a.unusedGen = 0
 	now := time.Now().UnixNano()
 	var errs []error
 	wrote := 0
@@ -723,7 +754,7 @@ func (a *Array) writeSuperblocks(st *engine.ArrayState, clean bool) error {
 		}
 		// The bitmap header must carry the new generation first: a copy
 		// older than the superblocks is not trusted at assembly.
-		got, err := a.fl.generation(ev, clean)
+		got, err := a.fl.generation(ev, clean, same)
 		if err != nil {
 			return err
 		}
@@ -733,7 +764,18 @@ func (a *Array) writeSuperblocks(st *engine.ArrayState, clean bool) error {
 			return fmt.Errorf("the bitmap header took generation %d, not %d: superblocks not written", got, ev)
 		}
 	}
+	before := a.events
 	a.events = ev
+	// untaken: no superblock took ev, and none can later (a write given
+	// up after the timeout may still land).
+	untaken := func(errs []error) bool {
+		for _, err := range errs {
+			if err == nil || errors.Is(err, errMemberTimeout) {
+				return false
+			}
+		}
+		return true
+	}
 	members := append([]*Member(nil), a.Members...)
 	write := func(r int) error {
 		m := members[r]
@@ -795,10 +837,15 @@ func (a *Array) writeSuperblocks(st *engine.ArrayState, clean bool) error {
 	if held != nil {
 		// The members written so far hold the generation; the others keep
 		// theirs (none is failed: that record would be held the same way).
+		taken := false
 		for _, r := range roles {
 			if tried[r] && werrs[r] == nil {
 				*a.SBs[r] = sbs[r]
+				taken = true
 			}
+		}
+		if !taken && untaken(pick(werrs, tried)) {
+			a.events, a.unusedGen = before, ev
 		}
 		return fmt.Errorf("superblock update %d not written: the last in-sync copy did not take it: %w", ev, errors.Join(held...))
 	}
@@ -813,6 +860,9 @@ func (a *Array) writeSuperblocks(st *engine.ArrayState, clean bool) error {
 		wrote++
 	}
 	if wrote == 0 {
+		if untaken(pick(werrs, tried)) {
+			a.events, a.unusedGen = before, ev
+		}
 		return errors.Join(append(errs, errors.New("no member took the superblock update"))...)
 	}
 	a.stateGen = st.Gen

@@ -43,6 +43,7 @@ type flusher struct {
 
 type flushReq struct {
 	min   uint64 // generation wanted: at least this and above the header's
+	same  bool   // or the header's own, if that is min (see Array.unusedGen)
 	clear bool   // clear every idle region first (clean stop)
 	fn    func() // if set: just run it on the flusher goroutine
 	got   uint64 // the generation made durable
@@ -83,7 +84,11 @@ func (f *flusher) run() {
 			if r.clear {
 				f.clearIdle()
 			}
-			r.got = max(r.min, f.bm.Events()+1)
+			if r.same && f.bm.Events() == r.min {
+				r.got = r.min
+			} else {
+				r.got = max(r.min, f.bm.Events()+1)
+			}
 			f.bm.SetEvents(r.got)
 			f.waiters = append(f.waiters, r)
 		}
@@ -239,10 +244,12 @@ func (f *flusher) clearIdle() {
 }
 
 // generation makes a new superblock generation >= min durable in the
-// bitmap header (clearing idle regions first if clear) and returns it.
+// bitmap header (clearing idle regions first if clear) and returns it;
+// same: the header's own generation if that is min (taken by no
+// superblock: see Array.unusedGen).
 // Not on the flusher goroutine.
-func (f *flusher) generation(min uint64, clear bool) (uint64, error) {
-	r := flushReq{min: min, clear: clear, reply: make(chan flushReq, 1)}
+func (f *flusher) generation(min uint64, clear, same bool) (uint64, error) {
+	r := flushReq{min: min, clear: clear, same: same, reply: make(chan flushReq, 1)}
 	select {
 	case f.reqs <- r:
 	case <-f.done:

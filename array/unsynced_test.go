@@ -255,3 +255,52 @@ func degradedRAID10(t *testing.T) (*Array, []string) {
 	}
 	return a, paths
 }
+
+// An update that no superblock took must not move the generation on: a
+// last copy failing its superblock writes would otherwise fall one
+// generation further behind the members that took the update before it at
+// every update, and the next update, which it takes first, torn by a
+// power cut, would leave the members that many generations apart: beyond
+// assembly's slack (found by the array model with -array.raid10).
+func TestSuperblockUpdatesNobodyTookKeepTheGeneration(t *testing.T) {
+	a, paths := degradedRAID10(t)
+	orig := writeSuperblock
+	defer func() { writeSuperblock = orig }()
+	failing := paths[2]
+	writeSuperblock = func(m *Member, b []byte) error {
+		if m.Path == failing {
+			return errors.New("injected write error")
+		}
+		return orig(m, b)
+	}
+	for i := range 4 {
+		if err := a.SetClean(i%2 == 0); err == nil {
+			t.Fatalf("update %d: no error, though the last copy of a chunk did not take it", i)
+		}
+	}
+	// Role 2 answers again; the next update is cut after role 2 took it
+	// (role 0's write fails, and so do all after it, as after a power
+	// cut).
+	failing = paths[0]
+	if err := a.SetClean(false); err == nil {
+		t.Fatal("torn update: no error, though role 0 did not take it")
+	}
+	a.Close()
+	ev := func(p string) uint64 {
+		sb, err := engine.ParseSuperblock(readAt(t, p, engine.SuperblockOffset, engine.SuperblockSize))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return sb.Events
+	}
+	e0, e2 := ev(paths[0]), ev(paths[2])
+	if e2 > e0+1 || e0 > e2+1 {
+		t.Fatalf("after 4 updates role 2 did not take and one torn: role 0 at events %d, role 2 at %d", e0, e2)
+	}
+	writeSuperblock = orig
+	b, err := Open([]string{paths[0], paths[2]}, CreateSpec{Level: -1}, false)
+	if err != nil {
+		t.Fatalf("assembly: %v", err)
+	}
+	b.Close()
+}
