@@ -122,10 +122,7 @@ type Array struct {
 	mu         sync.Mutex
 	durable    atomic.Uint64 // highest engine state generation on disk
 	events     uint64        // superblock events of the last write
-	// unusedGen: a generation only the bitmap header took (an update that
-	// no superblock took and none can take later): the next update takes
-	// it again rather than moving on (see writeSuperblocks).
-	unusedGen uint64
+	unusedGen  uint64        // a generation only the bitmap header took: the next update's (see writeSuperblocks)
 	stateGen   uint64        // engine generation the last superblock write recorded
 	reported   []bool        // roles whose failure was reported to OnMemberFailed
 	leaked     []*Member     // swapped out but possibly still in a queue's ring
