@@ -99,7 +99,9 @@ func TestArrayModel(t *testing.T) {
 				// serves any more: their Closes wait for them.
 				break
 			}
-			t.Errorf("liveness: dead arrays did not close within %v", 2*modelWaitMax)
+			buf := make([]byte, 4<<20)
+			buf = buf[:runtime.Stack(buf, true)]
+			t.Errorf("liveness: dead arrays did not close within %v\n%s", 2*modelWaitMax, buf)
 		}
 	}()
 	rapid.Check(t, func(rt *rapid.T) {

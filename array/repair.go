@@ -2,7 +2,6 @@ package array
 
 import (
 	"context"
-	"sync"
 
 	"golang.org/x/sys/unix"
 
@@ -11,16 +10,26 @@ import (
 
 // exclusiveBarrier shares the array's write barrier between the syncer
 // and the read-repair worker: one range is raised at a time (Raise waits
-// for the other's Lower).
+// for the other's Lower, or for its context: a job stopped while the
+// other waits for writes that no queue serves any more, as at Close, must
+// not wait for it).
 type exclusiveBarrier struct {
-	b  *engine.Barrier
-	mu sync.Mutex
+	b   *engine.Barrier
+	sem chan struct{} // holds a token while a range is raised
+}
+
+func newExclusiveBarrier(b *engine.Barrier) *exclusiveBarrier {
+	return &exclusiveBarrier{b: b, sem: make(chan struct{}, 1)}
 }
 
 func (x *exclusiveBarrier) Raise(ctx context.Context, sector, sectors uint64) error {
-	x.mu.Lock()
+	select {
+	case x.sem <- struct{}{}:
+	case <-ctx.Done():
+		return ctx.Err()
+	}
 	if err := x.b.Raise(ctx, sector, sectors); err != nil { // lowered again
-		x.mu.Unlock()
+		<-x.sem
 		return err
 	}
 	return nil
@@ -28,7 +37,7 @@ func (x *exclusiveBarrier) Raise(ctx context.Context, sector, sectors uint64) er
 
 func (x *exclusiveBarrier) Lower() {
 	x.b.Lower()
-	x.mu.Unlock()
+	<-x.sem
 }
 
 // repairReq is a range a queue read from one copy after other copies (the

@@ -48,3 +48,35 @@ func TestReadRepairWaitsForWrites(t *testing.T) {
 		t.Fatalf("the bad copy was not rewritten: %#x", got[0])
 	}
 }
+
+// Close ends while a read repair waits for a write that no queue will
+// finish (the queues are gone) and a check waits for the repair: the
+// check's stop used to wait for the repair, which was stopped only after
+// it (found by the array model: a dead array's Close never returned).
+func TestCloseStopsRepairWaitingForWrites(t *testing.T) {
+	paths := memberFiles(t, 2, 32<<20)
+	a, err := Open(paths, CreateSpec{Level: engine.Level1, AssumeClean: true}, true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	const sector, n = 0, 8
+	if !a.barrier.Enter(sector, n) { // a write in flight, never finished
+		t.Fatal("Enter failed with nothing raised")
+	}
+	a.requestRepair(sector, n, 1<<1)
+	waitFor(t, "the repair waits for the write", func() bool { return len(a.xbar.sem) == 1 })
+	if err := a.Check(false); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(100 * time.Millisecond) // the check reaches the repair's range (or not: Close must end either way)
+	closed := make(chan struct{})
+	go func() {
+		a.Close()
+		close(closed)
+	}()
+	select {
+	case <-closed:
+	case <-time.After(30 * time.Second): // a deadlock, not a slow Close
+		t.Fatal("Close did not return: the check waits for the repair, the repair for the write")
+	}
+}

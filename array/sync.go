@@ -289,7 +289,7 @@ func (a *Array) initSync(spec CreateSpec) {
 		return
 	}
 	a.barrier = engine.NewBarrier(barrierShift, a.wakeQueues)
-	a.xbar = &exclusiveBarrier{b: a.barrier}
+	a.xbar = newExclusiveBarrier(a.barrier)
 	a.startRepairs()
 	a.sync = &syncer{a: a, s: resync.New(a.Engine, a.xbar, newMemberIO(a), resync.Config{
 		MinBytesPerSec: spec.SyncMinBytes, MaxBytesPerSec: spec.SyncMaxBytes, Busy: a.busy})}
