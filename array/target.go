@@ -339,8 +339,9 @@ func (h *queue) Submit(tag uint16, op engine.OpID, io engine.MemberIO, data []by
 		h.syncFile(int(io.Member))
 	}
 	if io.Kind != engine.IOFlush && m.lateWrites.Load() > 0 {
-		// A given-up write is still out on it (see Member.lateWrites).
-		h.exec.Done(tag, op, -int32(unix.EIO))
+		// A given-up write is still out on it (see Member.lateWrites):
+		// busy, not failing.
+		h.exec.Done(tag, op, -int32(unix.EAGAIN))
 		return
 	}
 	fixed := m == h.fixed[io.Member]

@@ -30,6 +30,10 @@ type Backend interface {
 	// part of the request buffer it reads or writes (nil for others). Its
 	// result must come back through Executor.Done(tag, op, res), with res
 	// the full byte count (reads and writes), 0 (others) or a negative errno.
+	// -EAGAIN says the member cannot take io now, with no error of its own
+	// (a write given up on it is still out): a read of a range awaiting
+	// resync that its chosen copy answers so fails rather than answer
+	// from another copy (see retryRead).
 	// op identifies the operation within the request (OpID); a result that
 	// comes back after its request ended (an abandoned operation) is
 	// recognised by it and dropped.
@@ -457,7 +461,7 @@ func (e *Executor) Done(tag uint16, id OpID, res int32) {
 		if e.MemberError != nil {
 			e.MemberError(int(io.Member), io.Kind, res)
 		}
-		e.memberFailed(tag, r, io)
+		e.memberFailed(tag, r, io, res == -errnoAgain)
 	} else if io.Kind == IORead && op >= r.planned && e.ReadRepair != nil {
 		// A retried read succeeded: the copies that failed need a rewrite.
 		if bad := (io.Avoid | io.Deprio) &^ (1 << uint(io.Member)); bad != 0 {
@@ -512,7 +516,7 @@ func (e *Executor) Tick() {
 			case io.Kind == IORead:
 				e.arr.FailRedundant(int(io.Member))
 			}
-			e.memberFailed(uint16(t), r, io) // a write: FailRedundant there
+			e.memberFailed(uint16(t), r, io, true) // a write: FailRedundant there
 			r.pending--
 			if r.pending == 0 {
 				e.complete(uint16(t), r)
@@ -522,11 +526,12 @@ func (e *Executor) Tick() {
 	}
 }
 
-// Errnos the executor reads or reports as numbers: ETIMEDOUT, and
-// EOPNOTSUPP and EINVAL (what a member without discard or write-zeroes
-// support answers).
+// Errnos the executor reads or reports as numbers: ETIMEDOUT, EAGAIN (a
+// member busy: Backend.Submit), and EOPNOTSUPP and EINVAL (what a member
+// without discard or write-zeroes support answers).
 const (
 	errnoTimedOut = 110
+	errnoAgain    = 11
 	errnoNotSupp  = 95
 	errnoInval    = 22
 )
@@ -534,6 +539,11 @@ const (
 // ErrNotSupported fails a WRITE_ZEROES some member cannot do: EOPNOTSUPP
 // makes the kernel's blkdev_issue_zeroout write zeroes instead.
 var ErrNotSupported = fmt.Errorf("write zeroes: %w", syscall.EOPNOTSUPP)
+
+// ErrChosenCopyBusy fails a read of a range awaiting resync whose chosen
+// copy (the one the resync copies from) did not answer or could not take
+// it while its member stays in sync.
+var ErrChosenCopyBusy = fmt.Errorf("the copy a range awaiting resync is read from is busy: %w", ErrNoCopy)
 
 // ErrLastCopy fails a request whose write, flush or discard failed on a
 // member that holds the last in-sync copy of some data: that member is
@@ -544,9 +554,12 @@ var ErrLastCopy = fmt.Errorf("a member holding the last in-sync copy failed the 
 // another copy; a failed write, flush or discard marks the member faulty,
 // unless it holds the last in-sync copy of some data (raid1/10: the
 // request fails instead).
-func (e *Executor) memberFailed(tag uint16, r *request, io MemberIO) {
+//
+// busy says the member did not answer (a timeout) or could not take the
+// operation (-EAGAIN), rather than failing it.
+func (e *Executor) memberFailed(tag uint16, r *request, io MemberIO, busy bool) {
 	if io.Kind == IORead {
-		e.retryRead(tag, r, io)
+		e.retryRead(tag, r, io, busy)
 		return
 	}
 	if e.arr.Geo.Level == Level0 {
@@ -576,7 +589,11 @@ func (e *Executor) memberFailed(tag uint16, r *request, io MemberIO) {
 // the chosen copy (LowestMember): the blocks are re-read from it first,
 // not from other members, so that only a block it cannot read comes from
 // another copy (and is reported for repair), and answers stay stable.
-func (e *Executor) retryRead(tag uint16, r *request, io MemberIO) {
+// When the chosen copy is busy (busy: it did not answer, or could not take
+// the read) and still in sync, the read fails with ErrChosenCopyBusy: it
+// holds the data the range will have once synced, and another copy's
+// answer now would change again when it answers.
+func (e *Executor) retryRead(tag uint16, r *request, io MemberIO, busy bool) {
 	bit := uint64(1) << uint(io.Member)
 	first := len(r.ios)
 	st := e.arr.State()
@@ -585,6 +602,12 @@ func (e *Executor) retryRead(tag uint16, r *request, io MemberIO) {
 	stable := e.unsynced(r.sector+uint64(io.BufOff>>9), io.Sectors)
 	if stable {
 		bal = LowestMember{}
+		if busy && st.Members[io.Member].State == MemberActive {
+			if r.err == nil {
+				r.err = ErrChosenCopyBusy
+			}
+			return
+		}
 	}
 	var err error
 	for done := uint32(0); done < io.Sectors && err == nil; {
