@@ -562,16 +562,23 @@ func assemble(ms []*Member, inputs []engine.MemberSB, asm *engine.Assembly, opts
 	return a, nil
 }
 
-// loadBitmap reads the bitmap copies of the in-sync members and loads
-// them; an untrustworthy bitmap gives every region dirty (BitmapInfo says
-// why). Members not in sync are missing for the bitmap.
+// loadBitmap reads the bitmap copies of the in-sync and rebuilding
+// members and loads them; an untrustworthy bitmap gives every region
+// dirty (BitmapInfo says why). Members not in sync are missing for the
+// bitmap.
 func (a *Array) loadBitmap(fsb *engine.Superblock, roles []*Member, states []engine.MemberStatus, opts bitmap.Options) error {
 	cfg := bitmapConfig(fsb, a.Engine.Geo.ArraySectors())
 	cfg.Events = a.events
 	copies := make([][]byte, len(roles))
 	bs := 0
 	for r, m := range roles {
-		if m == nil || states[r].State != engine.MemberActive {
+		// Rebuilding members' copies too: they take every batch, and a
+		// write below a rebuild's position reaches them (a region the
+		// in-sync copies failed to take dirty, a write the last copy
+		// failed while the rebuilding one took it, must come back dirty).
+		// A copy can only add caution: each region merges to its most
+		// cautious state among the copies used.
+		if m == nil || !writable(states[r]) {
 			continue
 		}
 		bs = max(bs, m.LogicalBlock, m.PhysicalBlock)
