@@ -68,9 +68,8 @@ import (
 // interleaving with the steps is not drawn by rapid, so a failure may
 // shrink less well than in resync's model.
 //
-// Levels: raid1 (2 or 3 members); with -array.raid10 also raid10 (n2,
-// f2, o2 on 2 to 4 members, 8 KiB chunks), which still finds open bugs
-// (see newArrayModel). Not modelled: raid0, split brains (two
+// Levels: raid1 (2 or 3 members) and raid10 (n2, f2, o2 on 2 to 4
+// members, 8 KiB chunks), drawn; -array.level=1 or 10 draws one only. Not modelled: raid0, split brains (two
 // daemons), the daemon and its state file, the kernel's re-issue of
 // requests in flight at a kill -9 (they count as failed writes), bitmap
 // regions cleared by the idle timer (cleared on clean stops only),
@@ -126,8 +125,8 @@ func closeLater(a *Array) {
 	}()
 }
 
-// modelRAID10 draws raid10 arrays too (see newArrayModel).
-var modelRAID10 = flag.Bool("array.raid10", false, "TestArrayModel: draw raid10 arrays too (finds an open bug)")
+// modelLevel restricts the levels drawn (0: raid1 and raid10).
+var modelLevel = flag.Int("array.level", 0, "TestArrayModel: draw only this level (1 or 10; 0: both)")
 
 // flagSet reports whether the flag name was given on the command line.
 func flagSet(name string) bool {
@@ -315,22 +314,22 @@ func newArrayModel(t *rapid.T) *arrayModel {
 	m := &arrayModel{t: t, rack: memdev.NewRack(rand.New(rand.NewPCG(seed, 1))), level: 1,
 		wake: make(chan struct{}, 1), now: time.Unix(1000, 0), reqs: map[[2]int]*modelReq{},
 		hung: map[string]bool{}, devHung: map[string]bool{}, stale: map[string]bool{}}
-	// raid10 (modelRAID10) found a write that failed on a member kept as
-	// the last copy of other chunks leaving its own chunk's copies
-	// different with no resync (fixed: the range is marked unsynced),
-	// superblock updates leaving one of several last copies generations
-	// behind (fixed: members behind go first, and no superblock write
-	// follows a given-up one), and still finds, about once in a few
-	// thousand sequences: generations that moved on with the bitmap
-	// header while a last copy failed its superblock writes (held
-	// updates), so that a power cut in the middle of the next update
-	// leaves members more than one generation apart (the superblock would
-	// need to record the generation the update follows); a read of an
-	// unsynced range served by the other copy while the chosen one is
-	// fenced by a given-up write.
-	m.level = 1
-	if *modelRAID10 {
+	// raid10 found a write that failed on a member kept as the last copy
+	// of other chunks leaving its own chunk's copies different with no
+	// resync (fixed: the range is marked unsynced), superblock updates
+	// leaving one of several last copies generations behind (fixed:
+	// members behind go first, no superblock write follows a given-up
+	// one, and an update no superblock took leaves its generation to the
+	// next), and a read of an unsynced range served by the other copy
+	// while the chosen one was fenced by a given-up write (fixed: it
+	// fails).
+	switch *modelLevel {
+	case 0:
 		m.level = rapid.SampledFrom([]int{1, 10}).Draw(t, "level")
+	case 1, 10:
+		m.level = *modelLevel
+	default:
+		t.Fatalf("-array.level=%d: 1, 10 or 0 (both)", *modelLevel)
 	}
 	var layout engine.Layout
 	if m.level == 10 {
@@ -498,6 +497,7 @@ func (m *arrayModel) cleanup() {
 }
 
 func (m *arrayModel) run(t *rapid.T) {
+	m.count(fmt.Sprintf("level %d, %d members", m.level, m.n))
 	steps := rapid.IntRange(1, modelMaxSteps).Draw(t, "steps")
 	for range steps {
 		m.lostBefore = m.noneActive()

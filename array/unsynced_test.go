@@ -186,7 +186,7 @@ func TestSuperblockUpdatesKeepLastCopiesTogether(t *testing.T) {
 // carried out by the device. While it is out no other goes to the member:
 // the device would carry out each given-up one, a generation newer every
 // time, and the member would land generations ahead of the others (found
-// by the array model with -array.raid10: "1 of 4 members active").
+// by the array model on raid10: "1 of 4 members active").
 func TestSuperblockWriteGivenUpIsTheLastOne(t *testing.T) {
 	a, paths := degradedRAID10(t)
 	a.MemberTimeout = 100 * time.Millisecond
@@ -261,7 +261,7 @@ func degradedRAID10(t *testing.T) (*Array, []string) {
 // generation further behind the members that took the update before it at
 // every update, and the next update, which it takes first, torn by a
 // power cut, would leave the members that many generations apart: beyond
-// assembly's slack (found by the array model with -array.raid10).
+// assembly's slack (found by the array model on raid10).
 func TestSuperblockUpdatesNobodyTookKeepTheGeneration(t *testing.T) {
 	a, paths := degradedRAID10(t)
 	orig := writeSuperblock

@@ -577,7 +577,7 @@ func TestExecutorRetryInResyncRangeKeepsChosenCopy(t *testing.T) {
 // write given up on it is still out) fails rather than answer from the
 // other copy: the chosen copy stays in sync and answers again later, with
 // its own data, which the resync then copies (found by the array model
-// with -array.raid10: a read that changed with no write in between).
+// on raid10: a read that changed with no write in between).
 // Outside such ranges the other copy answers.
 func TestExecutorUnsyncedReadOfBusyChosenCopyFails(t *testing.T) {
 	for _, needSync := range []bool{true, false} {
