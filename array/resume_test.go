@@ -157,7 +157,6 @@ func TestBitmapOfRebuildingMemberCountsAtAssembly(t *testing.T) {
 	stopJob(a)
 	close(gate.release)
 	a.WaitSync()
-	memberRW = deviceRW
 	if m := a.Engine.State().Members[1]; m.State != engine.MemberRebuilding || m.RebuildOffset < 2048 {
 		t.Fatalf("role 1 is %+v, want rebuilding past region 0", m)
 	}
@@ -166,12 +165,14 @@ func TestBitmapOfRebuildingMemberCountsAtAssembly(t *testing.T) {
 	header := int64(a.SBs[0].BitmapOffset)
 	orig := writeBitmapBlock
 	t.Cleanup(func() { writeBitmapBlock = orig })
-	writeBitmapBlock = func(m *Member, data []byte, off int64) error {
-		if m.Path == paths[0] && off != header {
-			return errors.New("injected bitmap write error")
+	a.fl.do(func() { // on the flusher's goroutine, which calls it
+		writeBitmapBlock = func(m *Member, data []byte, off int64) error {
+			if m.Path == paths[0] && off != header {
+				return errors.New("injected bitmap write error")
+			}
+			return orig(m, data, off)
 		}
-		return orig(m, data, off)
-	}
+	})
 	r := &fakeRing{now: time.Unix(1000, 0), done: map[uint16]error{}}
 	h := a.newQueue(r)
 	buf := bytes.Repeat([]byte{0xab}, 4096)
