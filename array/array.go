@@ -667,7 +667,8 @@ func (a *Array) writeSuperblocks(st *engine.ArrayState, clean bool) error {
 		return fmt.Errorf("events counter %d is at its maximum: the update would wrap it; nothing written", a.events)
 	}
 	// The new generation: above the superblocks' and the bitmap header's
-	// (which may be ahead after assembly). Only this writer, under a.mu,
+	// (which may be ahead after assembly), unless it is the header's own
+	// that no superblock took (below). Only this writer, under a.mu,
 	// moves the header's, so the flusher makes exactly this one durable.
 	//
 	// An update that no superblock took leaves its generation in the
@@ -688,7 +689,6 @@ func (a *Array) writeSuperblocks(st *engine.ArrayState, clean bool) error {
 			}
 		})
 	}
-	a.unusedGen = 0
 	now := time.Now().UnixNano()
 	var errs []error
 	wrote := 0
@@ -762,6 +762,7 @@ func (a *Array) writeSuperblocks(st *engine.ArrayState, clean bool) error {
 		if err != nil {
 			return err
 		}
+		a.unusedGen = 0 // taken again now, or passed
 		if got != ev {
 			// Not reached (see ev); a header ahead of the superblocks is
 			// trusted, so stopping here loses nothing.
@@ -770,11 +771,13 @@ func (a *Array) writeSuperblocks(st *engine.ArrayState, clean bool) error {
 	}
 	before := a.events
 	a.events = ev
-	// untaken: no superblock took ev, and none can later (a write given
-	// up after the timeout may still land).
+	// untaken: no superblock took ev, and none can later: a write given
+	// up after the timeout may still land, and so may one the device took
+	// but failed to flush. (A write the device failed is taken as not
+	// written, as md takes it.)
 	untaken := func(errs []error) bool {
 		for _, err := range errs {
-			if err == nil || errors.Is(err, errMemberTimeout) {
+			if err == nil || errors.Is(err, errMemberTimeout) || errors.Is(err, errWrittenNotFlushed) {
 				return false
 			}
 		}

@@ -42,7 +42,7 @@ type flusher struct {
 }
 
 type flushReq struct {
-	min   uint64 // generation wanted: at least this and above the header's
+	min   uint64 // generation wanted: at least this and above the header's (but see same)
 	same  bool   // or the header's own, if that is min (see Array.unusedGen)
 	clear bool   // clear every idle region first (clean stop)
 	fn    func() // if set: just run it on the flusher goroutine

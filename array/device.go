@@ -1,6 +1,7 @@
 package array
 
 import (
+	"errors"
 	"fmt"
 	"sync/atomic"
 
@@ -119,5 +120,13 @@ func (m *Member) WriteBlockSync(off int64, data []byte) error {
 	if err := m.WriteAt(buf, off); err != nil {
 		return err
 	}
-	return m.Flush()
+	if err := m.Flush(); err != nil {
+		return fmt.Errorf("%w: %w", errWrittenNotFlushed, err)
+	}
+	return nil
 }
+
+// errWrittenNotFlushed fails a WriteBlockSync whose write the device took
+// and whose flush failed: the block may still become durable (a later
+// flush, the device's own write-back).
+var errWrittenNotFlushed = errors.New("written but not flushed")

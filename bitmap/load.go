@@ -80,7 +80,8 @@ type CopyInfo struct {
 // Load reads the bitmap from copies, the bytes of the reserved area (from
 // cfg.AreaOffset, at least Geometry.UsedBytes long; nil for a member that
 // could not be read) of the members whose superblocks are current (the
-// in-sync members: a stale member's copy is never passed). cfg.Events is
+// in-sync and rebuilding members: a stale member's copy is never passed).
+// cfg.Events is
 // the superblock generation; cfg.RegionSectors is ignored and
 // cfg.BlockSize is the smallest block size the members accept (0: any).
 //

@@ -590,9 +590,11 @@ func (e *Executor) memberFailed(tag uint16, r *request, io MemberIO, busy bool) 
 // not from other members, so that only a block it cannot read comes from
 // another copy (and is reported for repair), and answers stay stable.
 // When the chosen copy is busy (busy: it did not answer, or could not take
-// the read) and still in sync, the read fails with ErrChosenCopyBusy: it
-// holds the data the range will have once synced, and another copy's
-// answer now would change again when it answers.
+// the read) and still in sync, the read fails with ErrChosenCopyBusy: the
+// chosen copy holds the data the range will have once synced, and another
+// copy's answer now would change again when it answers. (A copy read
+// after the chosen one failed a block is passed over when busy, as
+// before.)
 func (e *Executor) retryRead(tag uint16, r *request, io MemberIO, busy bool) {
 	bit := uint64(1) << uint(io.Member)
 	first := len(r.ios)
@@ -602,7 +604,8 @@ func (e *Executor) retryRead(tag uint16, r *request, io MemberIO, busy bool) {
 	stable := e.unsynced(r.sector+uint64(io.BufOff>>9), io.Sectors)
 	if stable {
 		bal = LowestMember{}
-		if busy && st.Members[io.Member].State == MemberActive {
+		if busy && io.Avoid&^bit == 0 && st.Members[io.Member].State == MemberActive {
+			// (No member ruled out before: io went to the chosen copy.)
 			if r.err == nil {
 				r.err = ErrChosenCopyBusy
 			}
