@@ -99,6 +99,7 @@ type Array struct {
 	// (under mu); lastRequests is the busy detector's last count.
 	barrier      *engine.Barrier
 	xbar         *exclusiveBarrier // the raising side, shared by syncer and repairs
+	syncBounce   *bouncePool       // the syncer's bounce buffers, unmapped at Close
 	repairs      chan repairReq
 	stopRepairs  func()
 	readRepairs  atomic.Uint64
@@ -1036,6 +1037,9 @@ func (a *Array) Close() {
 	if a.stopRepairs != nil {
 		a.stopRepairs()
 		a.stopRepairs = nil
+	}
+	if a.syncBounce != nil {
+		a.syncBounce.close() // no job runs any more
 	}
 	// Under the lock: a persist under way (a failure recorded from the
 	// flusher's goroutine) finishes first, and none writes afterwards.

@@ -6,6 +6,8 @@ import (
 	"sync"
 	"time"
 
+	"golang.org/x/sys/unix"
+
 	"github.com/ublk-raid/ublk-raid/bitmap"
 	"github.com/ublk-raid/ublk-raid/engine"
 )
@@ -201,7 +203,13 @@ func (f *flusher) copyBlocks(bt *bitmap.Batch, roles []int, n int) error {
 			if err != nil {
 				return err
 			}
-			f.scratch[r] = buf // unmapped never: a late write may hold the old one
+			mappedBuffers.Add(1)
+			if old := f.scratch[r]; old != nil {
+				// No write is out on it (see close).
+				unix.Munmap(old)
+				mappedBuffers.Add(-1)
+			}
+			f.scratch[r] = buf
 		}
 		v, off := f.views[r][:0], 0
 		for _, b := range bt.Blocks {
@@ -262,6 +270,15 @@ func (f *flusher) generation(min uint64, clear, same bool) (uint64, error) {
 func (f *flusher) close() {
 	close(f.stop)
 	<-f.done
+	// No write is out on these: one given up keeps its buffer, which was
+	// taken out of scratch then.
+	for r, b := range f.scratch {
+		if b != nil {
+			unix.Munmap(b)
+			mappedBuffers.Add(-1)
+			f.scratch[r] = nil
+		}
+	}
 }
 
 // errMemberTimeout is the error of a member write that did not complete

@@ -84,6 +84,7 @@ func (a *Array) startRepairs() {
 		}
 		defer unix.Munmap(buf)
 		io := newMemberIO(a)
+		defer io.bounce.close()
 		for {
 			select {
 			case <-ctx.Done():

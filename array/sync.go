@@ -249,10 +249,28 @@ const bounceSize = resync.StepSectors << 9
 
 // bouncePool keeps page-aligned bounce buffers (anonymous mappings, off
 // the Go heap) for memberIO; a buffer left behind with a timed-out I/O is
-// simply never returned.
+// simply never returned (nor unmapped). Closed, it unmaps the buffers it
+// holds and each one returned to it: the garbage collector does not.
 type bouncePool struct {
-	mu   sync.Mutex
-	free [][]byte
+	mu     sync.Mutex
+	free   [][]byte
+	closed bool
+}
+
+// mappedBuffers counts the bounce and bitmap scratch buffers mapped and
+// not unmapped (tests).
+var mappedBuffers atomic.Int64
+
+// close unmaps the pool's buffers, and those returned to it later.
+func (bp *bouncePool) close() {
+	bp.mu.Lock()
+	defer bp.mu.Unlock()
+	bp.closed = true
+	for _, b := range bp.free {
+		unix.Munmap(b)
+		mappedBuffers.Add(-1)
+	}
+	bp.free = nil
 }
 
 func (bp *bouncePool) get(n int) ([]byte, error) {
@@ -271,6 +289,7 @@ func (bp *bouncePool) get(n int) ([]byte, error) {
 	if err != nil {
 		return nil, fmt.Errorf("map a sync bounce buffer: %w", err)
 	}
+	mappedBuffers.Add(1)
 	return b[:n], nil
 }
 
@@ -279,8 +298,13 @@ func (bp *bouncePool) put(b []byte) {
 		return
 	}
 	bp.mu.Lock()
+	defer bp.mu.Unlock()
+	if bp.closed {
+		unix.Munmap(b[:cap(b)])
+		mappedBuffers.Add(-1)
+		return
+	}
 	bp.free = append(bp.free, b[:cap(b)])
-	bp.mu.Unlock()
 }
 
 // initSync sets up the barrier and the syncer (arrays with redundancy).
@@ -291,7 +315,9 @@ func (a *Array) initSync(spec CreateSpec) {
 	a.barrier = engine.NewBarrier(barrierShift, a.wakeQueues)
 	a.xbar = newExclusiveBarrier(a.barrier)
 	a.startRepairs()
-	a.sync = &syncer{a: a, s: resync.New(a.Engine, a.xbar, newMemberIO(a), resync.Config{
+	io := newMemberIO(a)
+	a.syncBounce = io.bounce
+	a.sync = &syncer{a: a, s: resync.New(a.Engine, a.xbar, io, resync.Config{
 		MinBytesPerSec: spec.SyncMinBytes, MaxBytesPerSec: spec.SyncMaxBytes, Busy: a.busy})}
 	// A rebuild found at assembly resumes from its recorded offset, which
 	// every superblock write until it moves on must keep.
