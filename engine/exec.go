@@ -571,13 +571,25 @@ func (e *Executor) memberFailed(tag uint16, r *request, io MemberIO, busy bool) 
 	}
 	st, _, out := e.arr.FailRedundant(int(io.Member))
 	if !out {
-		if !r.lastCopy && e.Unsynced != nil && r.op != ReqFlush {
+		if !r.lastCopy && e.Unsynced != nil && r.op != ReqFlush && r.wroteElsewhere(io.Member) {
 			e.Unsynced(r.sector, r.sectors)
 		}
 		r.lastCopy = true
 		return
 	}
 	r.needGen = max(r.needGen, st.Gen)
+}
+
+// wroteElsewhere reports whether r writes to a member other than m: only
+// then can a write that m failed leave copies that differ (a degraded
+// raid1's last copy holds the only one).
+func (r *request) wroteElsewhere(m int32) bool {
+	for _, io := range r.ios {
+		if io.Member != m && io.Kind != IOFlush {
+			return true
+		}
+	}
+	return false
 }
 
 // retryRead re-plans a failed read. A failure of a range larger than one
