@@ -845,14 +845,12 @@ func (a *Array) writeSuperblocks(st *engine.ArrayState, clean bool) error {
 	if held != nil {
 		// The members written so far hold the generation; the others keep
 		// theirs (none is failed: that record would be held the same way).
-		taken := false
 		for _, r := range roles {
 			if tried[r] && werrs[r] == nil {
 				*a.SBs[r] = sbs[r]
-				taken = true
 			}
 		}
-		if !taken && untaken(pick(werrs, tried)) {
+		if untaken(pick(werrs, tried)) { // (false if any took it)
 			a.events, a.unusedGen = before, ev
 		}
 		return fmt.Errorf("superblock update %d not written: the last in-sync copy did not take it: %w", ev, errors.Join(held...))
