@@ -743,12 +743,38 @@ func (a *Array) writeSuperblocks(st *engine.ArrayState, clean bool) error {
 		sbs[r], blocks[r] = sb, b
 		roles = append(roles, r)
 	}
+	members := append([]*Member(nil), a.Members...)
+	write := func(r int, b []byte) error {
+		m := members[r]
+		if !m.sbWriting.CompareAndSwap(false, true) {
+			return errSuperblockLate
+		}
+		defer m.sbWriting.Store(false)
+		return writeSuperblock(m, b)
+	}
 	for _, r := range roles {
-		if a.Members[r].sbWriting.Load() && st.Members[r].State == engine.MemberActive && !a.Engine.CoveredWithout(r) {
+		sole := st.Members[r].State == engine.MemberActive && !a.Engine.CoveredWithout(r)
+		if a.Members[r].sbWriting.Load() && sole {
 			// It would be held (see write below): refused before the
 			// bitmap header takes the generation, so that held updates do
 			// not move generations on while no superblock takes them.
 			return fmt.Errorf("superblock update not written: the last in-sync copy did not take it: role %d: %w", r, errSuperblockLate)
+		}
+		// A generation the member may hold (a write given up after the
+		// timeout, or taken but not flushed) is made certain on it before
+		// the next: given the next one first, the member could end two
+		// generations ahead of members that never took the uncertain one.
+		// With it certain, the members behind take the next one first.
+		p := a.Members[r].sbPending
+		if p == nil {
+			continue
+		}
+		err := writeAll(members, []int{r}, a.MemberTimeout, func(r int) error { return write(r, p.block) })[r]
+		if err == nil {
+			*a.SBs[r] = p.sb
+			a.Members[r].sbPending = nil
+		} else if sole {
+			return fmt.Errorf("superblock update not written: the last in-sync copy did not take generation %d again: role %d: %w", p.sb.Events, r, err)
 		}
 	}
 	if a.fl != nil {
@@ -783,15 +809,6 @@ func (a *Array) writeSuperblocks(st *engine.ArrayState, clean bool) error {
 			}
 		}
 		return true
-	}
-	members := append([]*Member(nil), a.Members...)
-	write := func(r int) error {
-		m := members[r]
-		if !m.sbWriting.CompareAndSwap(false, true) {
-			return errSuperblockLate
-		}
-		defer m.sbWriting.Store(false)
-		return writeSuperblock(m, blocks[r])
 	}
 	// Members holding the last in-sync copy of some data take the
 	// generation first, and the others only if they all did: were the
@@ -832,11 +849,18 @@ func (a *Array) writeSuperblocks(st *engine.ArrayState, clean bool) error {
 		for _, r := range ph {
 			tried[r] = true
 		}
-		for r, err := range writeAll(members, ph, a.MemberTimeout, write) {
+		res := writeAll(members, ph, a.MemberTimeout, func(r int) error { return write(r, blocks[r]) })
+		for _, r := range ph {
+			err := res[r]
+			members[r].sbPending = nil
 			if err == nil {
 				continue
 			}
 			werrs[r] = err
+			if errors.Is(err, errMemberTimeout) || errors.Is(err, errWrittenNotFlushed) {
+				// The member may hold this generation.
+				members[r].sbPending = &pendingSuperblock{sbs[r], blocks[r]}
+			}
 			if st.Members[r].State == engine.MemberActive && !a.Engine.CoveredWithout(r) {
 				held = append(held, err)
 			}

@@ -7,6 +7,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/ublk-raid/ublk-raid/engine"
 	"github.com/ublk-raid/ublk-raid/ublk"
 )
 
@@ -56,6 +57,17 @@ type Member struct {
 	// device could carry out several given-up ones, each a generation
 	// newer, and move the member generations ahead of the others.
 	sbWriting atomic.Bool
+	// sbPending is the last superblock written to the member when the
+	// write's outcome is unknown (given up after the timeout, or taken
+	// but not flushed): the member may hold that generation or the one
+	// before. Under the array lock.
+	sbPending *pendingSuperblock
+}
+
+// pendingSuperblock is a superblock and its block, as written.
+type pendingSuperblock struct {
+	sb    engine.Superblock
+	block []byte
 }
 
 // newMember wraps d.
