@@ -414,6 +414,7 @@ func TestSuperblockWriteGivenUpThenNextUpdate(t *testing.T) {
 	}
 	close(release)
 	<-landed
+	waitFor(t, "the given-up write returned", func() bool { return !a.Members[0].sbWriting.Load() })
 	if err := a.SetClean(false); err != nil {
 		t.Fatalf("the update after the device answered: %v", err)
 	}
