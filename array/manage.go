@@ -124,6 +124,10 @@ func (a *Array) Fail(role int) error {
 	}
 	a.mu.Lock()
 	dev := a.Members[role]
+	var own engine.Superblock // dev's, copied now: a spare may take the role
+	if dev != nil && a.SBs[role] != nil {
+		own = *a.SBs[role]
+	}
 	a.mu.Unlock()
 	var st *engine.ArrayState
 	changed, ok := false, true
@@ -146,7 +150,7 @@ func (a *Array) Fail(role int) error {
 	if dev != nil && m.State == engine.MemberActive {
 		// (A member failed while being rebuilt keeps its superblock
 		// saying so: a re-add must rebuild it in full.)
-		a.markFailed(role, dev)
+		a.markFailed(role, dev, &own)
 	}
 	return nil
 }

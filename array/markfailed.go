@@ -4,9 +4,10 @@ import (
 	"github.com/ublk-raid/ublk-raid/engine"
 )
 
-// markFailed writes to m, the device of role, which was just failed by
-// hand and whose failure the other members' superblocks now record, that
-// generation's superblock with its own role faulty. Assembled alone later
+// markFailed writes to m, the device of role (own: its superblock, copied
+// before the failure: a spare may take the role meanwhile), which was just
+// failed by hand and whose failure the other members' superblocks now
+// record, that generation's superblock with its own role faulty. Assembled alone later
 // (the others not given), it is then known failed and refused without
 // --force (engine.ErrFailedMember), where its old superblock, which still
 // said it was active, would start the array from its stale data. md has
@@ -19,9 +20,8 @@ import (
 // meanwhile (its removal, or a spare taking the role) cannot hand its
 // descriptor to another file under the write; a member that hangs is
 // left behind after the member timeout.
-func (a *Array) markFailed(role int, m *Member) {
+func (a *Array) markFailed(role int, m *Member, own *engine.Superblock) {
 	a.mu.Lock()
-	own := a.SBs[role]
 	var ref *engine.Superblock
 	for r, s := range a.SBs {
 		if r != role && s != nil && s.Events == a.events {
@@ -29,7 +29,7 @@ func (a *Array) markFailed(role int, m *Member) {
 			break
 		}
 	}
-	if own == nil || ref == nil {
+	if ref == nil {
 		a.mu.Unlock()
 		return
 	}
