@@ -979,14 +979,16 @@ func (a *Array) start() {
 		return
 	}
 	a.fl = newFlusher(a, a.Bitmap)
-	a.fl.onMemberError = func(role int, err error) {
+	a.fl.onMemberError = func(role int, err error) bool {
 		if a.OnBitmapMemberError != nil {
 			a.OnBitmapMemberError(role, err)
 		}
 		// The last in-sync copy is kept (its bitmap copy stays missing).
-		if st, changed, _ := a.Engine.FailRedundant(role); changed {
+		st, changed, _ := a.Engine.FailRedundant(role)
+		if changed {
 			go a.persist(st) // waits for the flusher, so not on it
 		}
+		return st.Members[role].State == engine.MemberActive
 	}
 	go a.fl.run()
 }
@@ -1005,6 +1007,26 @@ func (a *Array) route(tokens []bitmap.Waiter) {
 		}
 	}
 }
+
+// routeFailed hands the tokens of writes whose bitmap batch failed to
+// their queues, which fail them unissued (errBitmapWrite). Flusher
+// goroutine.
+func (a *Array) routeFailed(tokens []bitmap.Waiter) {
+	if len(tokens) == 0 {
+		return
+	}
+	a.qmu.Lock()
+	defer a.qmu.Unlock()
+	for _, t := range tokens {
+		if h := a.queues[int(t>>32)]; h != nil && h.postFailed(uint16(t)) {
+			h.q.Wake()
+		}
+	}
+}
+
+// errBitmapWrite fails a write whose regions the write-intent bitmap
+// could not make dirty on a member kept in sync.
+var errBitmapWrite = errors.New("the write-intent bitmap write failed on the last in-sync copy: write not issued")
 
 // publishFile makes m the member queue threads use for role.
 func (a *Array) publishFile(role int, m *Member) { a.current[role].Store(m) }

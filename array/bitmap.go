@@ -39,8 +39,13 @@ type flusher struct {
 	scratch [][]byte
 	views   [][]bitmap.Block
 	// onMemberError is told of a member that failed a bitmap write (the
-	// caller fails it and persists that off this goroutine).
-	onMemberError func(role int, err error)
+	// caller fails it and persists that off this goroutine); it reports
+	// whether the member stays in sync (kept as the last copy of some
+	// data).
+	onMemberError func(role int, err error) (kept bool)
+	// failed: tokens of writes whose regions a batch could not make dirty
+	// on every member in sync (Bitmap.Failed), routed as failures.
+	failed []bitmap.Waiter
 }
 
 type flushReq struct {
@@ -74,8 +79,8 @@ func (f *flusher) run() {
 			return
 		case <-f.notify:
 		case <-tick.C:
-			if bt := f.bm.Tick(f.now()); bt != nil {
-				f.commit(bt, true)
+			if bt := f.bm.Tick(f.now()); bt != nil && !f.commit(bt, true) {
+				continue // the next tick tries again
 			}
 		case r := <-f.reqs:
 			if r.fn != nil {
@@ -96,10 +101,9 @@ func (f *flusher) run() {
 		}
 		for {
 			bt := f.bm.Prepare()
-			if bt == nil {
-				break
+			if bt == nil || !f.commit(bt, false) {
+				break // (after a failed batch: on the next tick or notify)
 			}
-			f.commit(bt, false)
 		}
 	}
 }
@@ -109,7 +113,10 @@ func (f *flusher) run() {
 // member is flushed first, so the data writes of those regions are
 // durable before a bit says the copies agree (md writes bitmap pages with
 // PREFLUSH). Batches that only set bits need no flush.
-func (f *flusher) commit(bt *bitmap.Batch, clears bool) {
+//
+// It reports false when a member that stays in sync failed the batch:
+// the writes waiting for its regions fail (Bitmap.Failed).
+func (f *flusher) commit(bt *bitmap.Batch, clears bool) bool {
 	st := f.a.Engine.State()
 	var roles []int
 	// a.Members changes under a.mu, which a waiter may hold
@@ -155,19 +162,28 @@ func (f *flusher) commit(bt *bitmap.Batch, clears bool) {
 			f.a.bitmapBlockWrites.Add(uint64(len(bt.Blocks)))
 		}
 	}
+	kept := false
 	for r, err := range errs {
 		if err != nil {
 			// The member is no longer present for the bitmap: the batch is
 			// durable on the others. Failing it is recorded off this
-			// goroutine (the superblock writer waits for us).
+			// goroutine (the superblock writer waits for us). A member
+			// kept in sync (the last copy of some data) lacks the batch,
+			// and a crash could leave it the only copy trusted: the
+			// batch's writes fail instead of going out.
 			f.bm.SetMissing(r, true)
-			if f.onMemberError != nil {
-				f.onMemberError(r, err)
+			if f.onMemberError != nil && f.onMemberError(r, err) {
+				kept = true
 			}
 		}
 	}
 	events := bt.Events // bt is the bitmap's again after Committed
-	f.released = f.bm.Committed(bt, f.released[:0])
+	if kept {
+		f.released, f.failed = f.bm.Failed(bt, f.released[:0], f.failed[:0])
+		f.a.routeFailed(f.failed)
+	} else {
+		f.released = f.bm.Committed(bt, f.released[:0])
+	}
 	f.a.route(f.released)
 	if events != 0 {
 		w := f.waiters[:0]
@@ -180,6 +196,7 @@ func (f *flusher) commit(bt *bitmap.Batch, clears bool) {
 		}
 		f.waiters = w
 	}
+	return !kept
 }
 
 // copyBlocks copies bt's blocks into each role's scratch buffer (views[r]
@@ -242,7 +259,10 @@ func (f *flusher) clearIdle() {
 		bt := f.bm.ClearIdle(f.now())
 		blocked := f.bm.ClearBlocked()
 		for bt != nil {
-			f.commit(bt, true) // a clean stop: rare, so every batch flushes first
+			// A clean stop: rare, so every batch flushes first.
+			if !f.commit(bt, true) {
+				return // regions left dirty: the cautious side
+			}
 			bt = f.bm.Prepare()
 		}
 		if !blocked {

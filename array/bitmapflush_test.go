@@ -2,7 +2,9 @@ package array
 
 import (
 	"bytes"
+	"errors"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -104,4 +106,53 @@ func TestLateBitmapWriteKeepsItsBatch(t *testing.T) {
 	if got := <-landed; !bytes.Equal(got, want) {
 		t.Fatal("the late bitmap write carried another batch's data")
 	}
+}
+
+// A bitmap batch the last in-sync copy failed does not make its regions
+// durable-dirty: that member is kept, its copy lacks the bits, and a crash
+// could leave it the only copy trusted. The writes waiting for the batch
+// fail unissued (their tokens are routed as failures), and once the member
+// takes bitmap writes again the region's next write makes it dirty.
+func TestBitmapWriteFailedOnLastCopy(t *testing.T) {
+	paths := memberFiles(t, 2, 32<<20)
+	a, err := Open(paths, CreateSpec{Level: engine.Level1, AssumeClean: true, RegionSectors: 2048}, true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer a.Close()
+	if err := a.Fail(1); err != nil { // role 0 holds the last copy
+		t.Fatal(err)
+	}
+	var failing atomic.Bool
+	failing.Store(true)
+	old := writeBitmapBlock
+	t.Cleanup(func() { writeBitmapBlock = old })
+	writeBitmapBlock = func(m *Member, data []byte, off int64) error {
+		if failing.Load() && m.Path == paths[0] {
+			return errors.New("injected bitmap write error")
+		}
+		return old(m, data, off)
+	}
+	first, last := a.Bitmap.Regions(0, 8)
+	if a.Bitmap.StartWrite(first, last, 0) {
+		t.Fatal("a write to a clean region did not wait")
+	}
+	a.fl.do(func() {}) // the batch was written (and failed) before this runs
+	a.Bitmap.EndWrite(first, last)
+	if st := a.Engine.State().Members[0].State; st != engine.MemberActive {
+		t.Fatalf("the last copy is %v after a bitmap write error", st)
+	}
+	if a.Bitmap.StartWrite(first, last, 1) {
+		t.Fatal("the region is durable-dirty though the last in-sync copy failed the bitmap write")
+	}
+	failing.Store(false)
+	a.Bitmap.EndWrite(first, last) // (the waiting write is failed too: the member failed the retry or not)
+	waitFor(t, "the region durable-dirty once the member takes bitmap writes", func() bool {
+		ok := a.Bitmap.StartWrite(first, last, 2)
+		a.Bitmap.EndWrite(first, last)
+		if !ok {
+			a.fl.do(func() {})
+		}
+		return ok
+	})
 }

@@ -247,6 +247,9 @@ type queue struct {
 	// the flusher, swapped with work by the queue thread on wake-up.
 	mu          sync.Mutex
 	inbox, work []uint16
+	// failedIn/failedWork: tokens of writes whose bitmap batch failed
+	// (Bitmap.Failed), likewise.
+	failedIn, failedWork []uint16
 }
 
 // post queues a released write for the queue thread; it reports whether
@@ -259,12 +262,27 @@ func (h *queue) post(tag uint16) bool {
 	return first
 }
 
+// postFailed queues a write whose bitmap batch failed, as post.
+// Flusher goroutine.
+func (h *queue) postFailed(tag uint16) bool {
+	h.mu.Lock()
+	h.failedIn = append(h.failedIn, tag)
+	first := len(h.failedIn) == 1 && len(h.inbox) == 0
+	h.mu.Unlock()
+	return first
+}
+
 // OnWake implements ublk.Waker: resume the writes whose bitmap regions
-// are durable now, and retry those a sync barrier turned away.
+// are durable now (fail those whose bitmap batch failed), and retry those
+// a sync barrier turned away.
 func (h *queue) OnWake() {
 	h.mu.Lock()
 	h.inbox, h.work = h.work[:0], h.inbox
+	h.failedIn, h.failedWork = h.failedWork[:0], h.failedIn
 	h.mu.Unlock()
+	for _, tag := range h.failedWork {
+		h.exec.ResumeFailed(tag, errBitmapWrite)
+	}
 	for _, tag := range h.work {
 		h.exec.Resume(tag)
 	}

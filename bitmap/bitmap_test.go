@@ -639,3 +639,47 @@ func TestAssembleFallback(t *testing.T) {
 		t.Fatalf("%v %+v", err, info)
 	}
 }
+
+// A batch that a member kept in sync failed (Failed): nothing it set is
+// durable-dirty, the writes waiting for its regions come back as failed,
+// the others keep waiting, and a later write to one of its regions waits
+// for the block to be written again.
+func TestFailedBatch(t *testing.T) {
+	b, a := newTestBitmap(t, 3000, 1024, 2, InitNeverWritten, Options{})
+	if b.StartWrite(7, 8, 100) {
+		t.Fatal("write to a never-written region did not wait")
+	}
+	bt := b.Prepare()
+	if bt == nil {
+		t.Fatal("no batch")
+	}
+	if b.StartWrite(2000, 2000, 101) { // another block, requested meanwhile
+		t.Fatal("write to a never-written region did not wait")
+	}
+	a.write(0, bt.Blocks[0]) // member 0 took it, member 1 (kept) did not
+	rel, failed := b.Failed(bt, nil, nil)
+	if len(rel) != 0 || !slices.Equal(failed, []Waiter{100}) {
+		t.Fatalf("released %v, failed %v: want none and [100]", rel, failed)
+	}
+	b.EndWrite(7, 8) // the failed write ends unissued
+	if b.StartWrite(7, 7, 102) {
+		t.Fatal("write to a region of the failed batch did not wait")
+	}
+	rel = a.flush(t, b)
+	slices.Sort(rel)
+	if !slices.Equal(rel, []Waiter{101, 102}) {
+		t.Fatalf("released %v, want [101 102]", rel)
+	}
+	g := b.Geometry()
+	for m := range 2 {
+		if s := a.diskState(t, &g, m, 7); s != Dirty {
+			t.Fatalf("member %d: region 7 is %v on disk after the retry", m, s)
+		}
+	}
+	if !b.StartWrite(8, 8, 103) {
+		t.Fatal("write to a region the retry made dirty waited")
+	}
+	for _, w := range [][2]int{{2000, 2000}, {7, 7}, {8, 8}} {
+		b.EndWrite(w[0], w[1])
+	}
+}

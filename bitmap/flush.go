@@ -199,6 +199,71 @@ func (b *Bitmap) Committed(bt *Batch, released []Waiter) []Waiter {
 	return released
 }
 
+// Failed is called instead of Committed when a block of bt did not reach
+// a member that stays in sync (the last copy of some data, which the
+// caller keeps): that member's copy would lack the batch's bits while it
+// may be the only one trusted after a crash, so no region of the batch
+// becomes durable-dirty. The writes waiting for those regions are appended
+// to failed, to be failed unissued (md fails writes once its last device
+// failed a bitmap write); the others keep waiting. The blocks are written
+// again by a later Prepare (call it on the next Tick or Notify, not at
+// once: the member may fail again), and a later write to one of the
+// regions requests it again. A header in bt counts as written (its Events are
+// durable, as after Committed): a member whose header is older than its
+// superblock is not trusted at assembly, which is the cautious side.
+// bt must not be used afterwards. Flusher thread.
+func (b *Bitmap) Failed(bt *Batch, released, failed []Waiter) ([]Waiter, []Waiter) {
+	if !bt.inflight {
+		panic("bitmap: Failed on a batch that is not in flight")
+	}
+	bt.inflight = false
+	for _, blk := range bt.Blocks {
+		b.busy[blk.Index] = false
+		b.changed[blk.Index] = true // written again, from the image now
+		// A full rewrite counts the block as written, so the header is not
+		// held back behind it forever (superblock generations wait for the
+		// header): the regions it sets are not durable-dirty anyway.
+		b.rewriteDone[blk.Index] = max(b.rewriteDone[blk.Index], blk.rewrite)
+	}
+	if bt.Events != 0 {
+		b.stats.durableEvents.Store(bt.Events)
+		b.durableCleared = max(b.durableCleared, bt.cleared)
+	}
+	inBatch := make(map[int32]bool, len(bt.sets)) // a failure path: rare
+	for _, r := range bt.sets {
+		inBatch[r] = true
+	}
+	b.mu.Lock()
+	for _, r := range bt.sets {
+		b.requested[r] = false
+	}
+	n := 0
+	for _, w := range b.waiters {
+		lost := false
+		for r := w.first; r <= w.last && !lost; r++ {
+			lost = inBatch[r]
+		}
+		switch {
+		case lost:
+			failed = append(failed, w.token)
+		case b.allDurable(int(w.first), int(w.last)):
+			released = append(released, w.token)
+		default:
+			b.waiters[n] = w
+			n++
+		}
+	}
+	clear(b.waiters[n:])
+	b.waiters = b.waiters[:n]
+	b.mu.Unlock()
+
+	bt.Blocks = bt.Blocks[:0]
+	bt.sets = bt.sets[:0]
+	bt.Events, bt.cleared = 0, 0
+	b.free = append(b.free, bt)
+	return released, failed
+}
+
 // Tick is called periodically (every TickInterval) with the time now (a
 // monotonic clock: any origin, never decreasing). It notes which regions
 // had writes since the last tick and clears, in the image, every region

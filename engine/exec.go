@@ -291,6 +291,18 @@ func (e *Executor) Resume(tag uint16) {
 	e.plan(tag)
 }
 
+// ResumeFailed finishes write tag, whose bitmap token came back failed
+// (its regions could not be made dirty on every member in sync), with err:
+// it was never issued.
+func (e *Executor) ResumeFailed(tag uint16, err error) {
+	r := &e.reqs[tag]
+	if !r.active || !r.waiting {
+		panic(fmt.Sprintf("engine: failed resume of request %d that is not waiting for the bitmap", tag))
+	}
+	r.waiting = false
+	e.finish(tag, err)
+}
+
 // RetryParked retries the requests the barrier turned away (after a sync
 // step lowered it).
 func (e *Executor) RetryParked() {

@@ -2,6 +2,7 @@ package engine
 
 import (
 	"bytes"
+	"errors"
 	"testing"
 
 	"github.com/ublk-raid/ublk-raid/bitmap"
@@ -232,4 +233,34 @@ func TestExecutorOrderedWithSyncSteps(t *testing.T) {
 		t.Fatalf("read: done %v err %v data %q, entered %d", ok, err, buf[0], fb.entered)
 	}
 
+}
+
+// A write whose bitmap batch failed (ResumeFailed) completes with the
+// error unissued, and leaves its regions and the barrier.
+func TestExecutorResumeFailed(t *testing.T) {
+	g := Geometry{Level: Level1, Members: 2, ChunkSectors: 128, MemberSectors: 1024}
+	arr, err := NewArray(g)
+	if err != nil {
+		t.Fatal(err)
+	}
+	be := &memBackend{done: map[uint16]error{}}
+	for range 2 {
+		be.members = append(be.members, &memMember{data: make([]byte, 1024<<9), badRead: map[uint64]bool{}})
+	}
+	fi := &fakeIntent{t: t, durable: map[int]bool{}, inflight: map[int]int{}, needSync: map[int]bool{}}
+	fb := &fakeBarrier{}
+	e := NewExecutor(arr, be, 8, 64<<10)
+	e.Intent, e.Barrier = fi, fb
+	e.Start(0, ReqWrite, 0, 16, false, make([]byte, 8192))
+	if len(fi.waiting) != 1 {
+		t.Fatalf("waiting %v", fi.waiting)
+	}
+	bad := errors.New("bitmap batch failed")
+	e.ResumeFailed(0, bad)
+	if len(be.pending) != 0 || !errors.Is(be.done[0], bad) {
+		t.Fatalf("%d member ops issued, request ended with %v", len(be.pending), be.done[0])
+	}
+	if fi.inflight[0] != 0 || fi.inflight[1] != 0 || fb.entered != 0 {
+		t.Fatalf("regions in flight %v, barrier entered %d", fi.inflight, fb.entered)
+	}
 }
