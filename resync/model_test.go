@@ -182,6 +182,10 @@ type request struct {
 	// a flush, the members.
 	seen  []uint64
 	seenM uint64
+	// keptDead, for a flush: a member kept as a last copy was dead or timed
+	// out at some point while it was in flight (keptDead): its flush may
+	// fail the request, whatever the state when it completes.
+	keptDead bool
 	// alive: per sector (reads), some copy could serve it at some point.
 	alive []bool
 	// Abandoned reads: the tag holds a spare buffer; outstanding late
@@ -826,6 +830,7 @@ func (m *model) observe() {
 func (m *model) observeReq(r *request) {
 	st := m.w.arr.State()
 	if r.op == engine.ReqFlush {
+		r.keptDead = r.keptDead || m.keptDead()
 		for mb, ms := range st.Members {
 			if !writable(ms) || m.devs[mb].broken() {
 				r.seenM |= 1 << mb
@@ -894,7 +899,7 @@ func (m *model) completed(r *request, err error) {
 	m.logf("  done %v: %v", r, err)
 	switch r.op {
 	case engine.ReqFlush:
-		if errors.Is(err, engine.ErrNoCopy) && m.keptDead() {
+		if errors.Is(err, engine.ErrNoCopy) && (r.keptDead || m.keptDead()) {
 			m.count("flush failed on a kept last copy")
 			return
 		}
@@ -961,7 +966,7 @@ func (m *model) completed(r *request, err error) {
 			if !errors.Is(err, engine.ErrNoCopy) {
 				m.fatalf("%v: unexpected error %v", r, err)
 			}
-			if errors.Is(err, engine.ErrNoCopy) && m.keptDead() {
+			if errors.Is(err, engine.ErrNoCopy) && (r.keptDead || m.keptDead()) {
 				m.count("write failed on a kept last copy")
 			} else if m.lostSector(r) < 0 {
 				m.fatalf("%v failed (%v) though every sector always had a writable copy", r, err)
