@@ -931,6 +931,9 @@ func (m *arrayModel) reap() {
 func (m *arrayModel) completed(req *modelReq, buf []byte, err error) {
 	m.logf("done q%d t%d op %d id %d %d+%d: %v", req.q, req.tag, req.op, req.id, req.sector, req.sectors, err)
 	m.count(fmt.Sprintf("complete op %d err %v", req.op, err != nil))
+	if errors.Is(err, errBitmapWrite) {
+		m.count("write failed unissued: the last copy failed its bitmap batch")
+	}
 	switch req.op {
 	case ublk.IOOpRead:
 		if err != nil {
