@@ -993,32 +993,17 @@ func (a *Array) start() {
 	go a.fl.run()
 }
 
-// route hands released bitmap tokens (queue<<32 | tag) to their queues
-// and wakes them. Flusher goroutine.
-func (a *Array) route(tokens []bitmap.Waiter) {
+// route hands bitmap tokens (queue<<32 | tag) to their queues and wakes
+// them: released ones (the write proceeds), or failed ones (their batch
+// failed: the write fails unissued, errBitmapWrite). Flusher goroutine.
+func (a *Array) route(tokens []bitmap.Waiter, failed bool) {
 	if len(tokens) == 0 {
 		return
 	}
 	a.qmu.Lock()
 	defer a.qmu.Unlock()
 	for _, t := range tokens {
-		if h := a.queues[int(t>>32)]; h != nil && h.post(uint16(t)) {
-			h.q.Wake()
-		}
-	}
-}
-
-// routeFailed hands the tokens of writes whose bitmap batch failed to
-// their queues, which fail them unissued (errBitmapWrite). Flusher
-// goroutine.
-func (a *Array) routeFailed(tokens []bitmap.Waiter) {
-	if len(tokens) == 0 {
-		return
-	}
-	a.qmu.Lock()
-	defer a.qmu.Unlock()
-	for _, t := range tokens {
-		if h := a.queues[int(t>>32)]; h != nil && h.postFailed(uint16(t)) {
+		if h := a.queues[int(t>>32)]; h != nil && h.post(uint16(t), failed) {
 			h.q.Wake()
 		}
 	}

@@ -180,11 +180,11 @@ func (f *flusher) commit(bt *bitmap.Batch, clears bool) bool {
 	events := bt.Events // bt is the bitmap's again after Committed
 	if kept {
 		f.released, f.failed = f.bm.Failed(bt, f.released[:0], f.failed[:0])
-		f.a.routeFailed(f.failed)
+		f.a.route(f.failed, true)
 	} else {
 		f.released = f.bm.Committed(bt, f.released[:0])
 	}
-	f.a.route(f.released)
+	f.a.route(f.released, false)
 	if events != 0 {
 		w := f.waiters[:0]
 		for _, r := range f.waiters {

@@ -252,22 +252,17 @@ type queue struct {
 	failedIn, failedWork []uint16
 }
 
-// post queues a released write for the queue thread; it reports whether
-// the inbox was empty (the queue then needs a wake-up). Flusher goroutine.
-func (h *queue) post(tag uint16) bool {
+// post queues a released write (failed: one whose bitmap batch failed)
+// for the queue thread; it reports whether the queue needs a wake-up (its
+// inboxes were empty). Flusher goroutine.
+func (h *queue) post(tag uint16, failed bool) bool {
 	h.mu.Lock()
-	h.inbox = append(h.inbox, tag)
-	first := len(h.inbox) == 1
-	h.mu.Unlock()
-	return first
-}
-
-// postFailed queues a write whose bitmap batch failed, as post.
-// Flusher goroutine.
-func (h *queue) postFailed(tag uint16) bool {
-	h.mu.Lock()
-	h.failedIn = append(h.failedIn, tag)
-	first := len(h.failedIn) == 1 && len(h.inbox) == 0
+	first := len(h.inbox) == 0 && len(h.failedIn) == 0
+	if failed {
+		h.failedIn = append(h.failedIn, tag)
+	} else {
+		h.inbox = append(h.inbox, tag)
+	}
 	h.mu.Unlock()
 	return first
 }

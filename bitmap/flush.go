@@ -160,42 +160,7 @@ func (b *Bitmap) newBatch() *Batch {
 // proceed (every region of theirs durable-dirty), which the caller routes
 // to their queues. bt must not be used afterwards. Flusher thread.
 func (b *Bitmap) Committed(bt *Batch, released []Waiter) []Waiter {
-	if !bt.inflight {
-		panic("bitmap: Committed on a batch that is not in flight")
-	}
-	bt.inflight = false
-	for _, blk := range bt.Blocks {
-		b.busy[blk.Index] = false
-		b.rewriteDone[blk.Index] = max(b.rewriteDone[blk.Index], blk.rewrite)
-	}
-	if bt.Events != 0 {
-		b.stats.durableEvents.Store(bt.Events)
-		b.durableCleared = max(b.durableCleared, bt.cleared)
-	}
-	for _, r := range bt.sets {
-		b.words[r].Or(flagDurable)
-	}
-	b.mu.Lock()
-	for _, r := range bt.sets {
-		b.requested[r] = false
-	}
-	n := 0
-	for _, w := range b.waiters {
-		if b.allDurable(int(w.first), int(w.last)) {
-			released = append(released, w.token)
-		} else {
-			b.waiters[n] = w
-			n++
-		}
-	}
-	clear(b.waiters[n:])
-	b.waiters = b.waiters[:n]
-	b.mu.Unlock()
-
-	bt.Blocks = bt.Blocks[:0]
-	bt.sets = bt.sets[:0]
-	bt.Events, bt.cleared = 0, 0
-	b.free = append(b.free, bt)
+	released, _ = b.retire(bt, true, released, nil)
 	return released
 }
 
@@ -213,25 +178,40 @@ func (b *Bitmap) Committed(bt *Batch, released []Waiter) []Waiter {
 // superblock is not trusted at assembly, which is the cautious side.
 // bt must not be used afterwards. Flusher thread.
 func (b *Bitmap) Failed(bt *Batch, released, failed []Waiter) ([]Waiter, []Waiter) {
+	return b.retire(bt, false, released, failed)
+}
+
+// retire ends bt, committed (ok) or failed (see Committed and Failed).
+func (b *Bitmap) retire(bt *Batch, ok bool, released, failed []Waiter) ([]Waiter, []Waiter) {
 	if !bt.inflight {
-		panic("bitmap: Failed on a batch that is not in flight")
+		panic("bitmap: Committed or Failed on a batch that is not in flight")
 	}
 	bt.inflight = false
 	for _, blk := range bt.Blocks {
 		b.busy[blk.Index] = false
-		b.changed[blk.Index] = true // written again, from the image now
-		// A full rewrite counts the block as written, so the header is not
-		// held back behind it forever (superblock generations wait for the
-		// header): the regions it sets are not durable-dirty anyway.
+		// A full rewrite counts a failed block as written too, so the
+		// header is not held back behind it forever (superblock
+		// generations wait for the header): the regions it sets are not
+		// durable-dirty anyway.
 		b.rewriteDone[blk.Index] = max(b.rewriteDone[blk.Index], blk.rewrite)
+		if !ok {
+			b.changed[blk.Index] = true // written again, from the image now
+		}
 	}
 	if bt.Events != 0 {
 		b.stats.durableEvents.Store(bt.Events)
 		b.durableCleared = max(b.durableCleared, bt.cleared)
 	}
-	inBatch := make(map[int32]bool, len(bt.sets)) // a failure path: rare
-	for _, r := range bt.sets {
-		inBatch[r] = true
+	var lost map[int32]bool
+	if ok {
+		for _, r := range bt.sets {
+			b.words[r].Or(flagDurable)
+		}
+	} else {
+		lost = make(map[int32]bool, len(bt.sets)) // a failure path: rare
+		for _, r := range bt.sets {
+			lost[r] = true
+		}
 	}
 	b.mu.Lock()
 	for _, r := range bt.sets {
@@ -239,12 +219,12 @@ func (b *Bitmap) Failed(bt *Batch, released, failed []Waiter) ([]Waiter, []Waite
 	}
 	n := 0
 	for _, w := range b.waiters {
-		lost := false
-		for r := w.first; r <= w.last && !lost; r++ {
-			lost = inBatch[r]
+		gone := false
+		for r := w.first; lost != nil && r <= w.last && !gone; r++ {
+			gone = lost[r]
 		}
 		switch {
-		case lost:
+		case gone:
 			failed = append(failed, w.token)
 		case b.allDurable(int(w.first), int(w.last)):
 			released = append(released, w.token)

@@ -61,7 +61,10 @@ func (b *fakeBarrier) Enter(sector uint64, sectors uint32) bool {
 
 func (b *fakeBarrier) Exit(uint64, uint32) { b.entered-- }
 
-func TestExecutorGatesWrites(t *testing.T) {
+// gatedExecutor is an executor of a 2-way raid1 on memory members with a
+// fakeIntent and a fakeBarrier.
+func gatedExecutor(t *testing.T) (*Executor, *memBackend, *fakeIntent, *fakeBarrier) {
+	t.Helper()
 	g := Geometry{Level: Level1, Members: 2, ChunkSectors: 128, MemberSectors: 1024}
 	arr, err := NewArray(g)
 	if err != nil {
@@ -72,9 +75,15 @@ func TestExecutorGatesWrites(t *testing.T) {
 		be.members = append(be.members, &memMember{data: make([]byte, 1024<<9), badRead: map[uint64]bool{}})
 	}
 	fi := &fakeIntent{t: t, durable: map[int]bool{}, inflight: map[int]int{}, needSync: map[int]bool{}}
-	fb := &fakeBarrier{lo: 64, hi: 72}
+	fb := &fakeBarrier{}
 	e := NewExecutor(arr, be, 8, 64<<10)
-	e.Intent, e.Barrier, e.Token = fi, fb, 7
+	e.Intent, e.Barrier = fi, fb
+	return e, be, fi, fb
+}
+
+func TestExecutorGatesWrites(t *testing.T) {
+	e, be, fi, fb := gatedExecutor(t)
+	fb.lo, fb.hi, e.Token = 64, 72, 7
 	buf := make([]byte, 4096)
 
 	// Tag 0: region 0 not durable: nothing reaches a member.
@@ -238,19 +247,7 @@ func TestExecutorOrderedWithSyncSteps(t *testing.T) {
 // A write whose bitmap batch failed (ResumeFailed) completes with the
 // error unissued, and leaves its regions and the barrier.
 func TestExecutorResumeFailed(t *testing.T) {
-	g := Geometry{Level: Level1, Members: 2, ChunkSectors: 128, MemberSectors: 1024}
-	arr, err := NewArray(g)
-	if err != nil {
-		t.Fatal(err)
-	}
-	be := &memBackend{done: map[uint16]error{}}
-	for range 2 {
-		be.members = append(be.members, &memMember{data: make([]byte, 1024<<9), badRead: map[uint64]bool{}})
-	}
-	fi := &fakeIntent{t: t, durable: map[int]bool{}, inflight: map[int]int{}, needSync: map[int]bool{}}
-	fb := &fakeBarrier{}
-	e := NewExecutor(arr, be, 8, 64<<10)
-	e.Intent, e.Barrier = fi, fb
+	e, be, fi, fb := gatedExecutor(t)
 	e.Start(0, ReqWrite, 0, 16, false, make([]byte, 8192))
 	if len(fi.waiting) != 1 {
 		t.Fatalf("waiting %v", fi.waiting)
