@@ -185,6 +185,14 @@ func (f *flusher) commit(bt *bitmap.Batch, clears bool) bool {
 		f.released = f.bm.Committed(bt, f.released[:0])
 	}
 	f.a.route(f.released, false)
+	if kept {
+		// Superblock generations do not wait for a header the batch (or
+		// a full rewrite it held back) failed to write: copies whose
+		// header is older than the superblocks are not trusted at
+		// assembly, the cautious side (waiting could wait forever on a
+		// member that keeps failing).
+		events = f.bm.Events()
+	}
 	if events != 0 {
 		w := f.waiters[:0]
 		for _, r := range f.waiters {

@@ -172,11 +172,12 @@ func (b *Bitmap) Committed(bt *Batch, released []Waiter) []Waiter {
 // to failed, to be failed unissued (md fails writes once its last device
 // failed a bitmap write); the others keep waiting. The blocks are written
 // again by a later Prepare (call it on the next Tick or Notify, not at
-// once: the member may fail again), and a later write to one of the
-// regions requests it again. A header in bt counts as written (its Events are
-// durable, as after Committed): a member whose header is older than its
-// superblock is not trusted at assembly, which is the cautious side.
-// bt must not be used afterwards. Flusher thread.
+// once: the member may fail again; a full rewrite, and so the header, wait
+// for them), and a later write to one of the regions requests it again.
+// The caller need not hold superblock generations back for the header
+// (Events): a member whose header is older than its superblock is not
+// trusted at assembly, which is the cautious side. bt must not be used
+// afterwards. Flusher thread.
 func (b *Bitmap) Failed(bt *Batch, released, failed []Waiter) ([]Waiter, []Waiter) {
 	return b.retire(bt, false, released, failed)
 }

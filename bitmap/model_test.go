@@ -161,6 +161,7 @@ func (m *model) run(crashes bool) {
 		add("apply", 4, len(m.flights) > 0)
 		add("commit", 3, len(m.flights) > 0)
 		add("flush", 2, len(m.flights) > 0)
+		add("failbatch", 1, len(m.flights) > 0 && m.bump == 0)
 		add("fail", 1, m.members > 1 && m.missing < 0 && m.bump == 0)
 		add("readd", 1, m.missing >= 0 && !m.readding && m.bump == 0 && !slices.ContainsFunc(m.writes, func(w *mWrite) bool { return w.issued }))
 		add("resync", 1, m.resyncable() != nil)
@@ -185,6 +186,8 @@ func (m *model) run(crashes bool) {
 			m.commit()
 		case "flush":
 			m.flush(rapid.SampledFrom(m.flights).Draw(t, "batch"))
+		case "failbatch":
+			m.failBatch(rapid.SampledFrom(m.flights).Draw(t, "batch"))
 		case "fail":
 			m.fail()
 		case "readd":
@@ -357,6 +360,44 @@ func (m *model) commit() {
 func (m *model) committed(f *mFlight) {
 	events := f.bt.Events
 	rel := m.bm.Committed(f.bt, nil)
+	m.retired(f, events, rel)
+}
+
+// failBatch: a member kept in sync (the last copy of some data, in the
+// array) failed a block of the batch, which Failed takes back: each of its
+// pending block writes lands or not, the writes waiting for its regions
+// fail and end unissued, and its blocks are written again later. Drawn
+// only while no generation is pending: the array lets a pending one go on
+// after a failed batch (a member whose header is older is not trusted),
+// which this model of the bitmap alone does not follow.
+func (m *model) failBatch(f *mFlight) {
+	for _, bw := range f.blocks {
+		for p, ok := range bw.pending {
+			if ok && rapid.Bool().Draw(m.t, "lands") {
+				m.checkTruthful(bw.index, bw.data, "block landing")
+				m.writeArea(p, bw.index, bw.data)
+			}
+			bw.pending[p] = false
+		}
+	}
+	events := f.bt.Events
+	rel, failed := m.bm.Failed(f.bt, nil, nil)
+	for _, tok := range failed {
+		i := slices.IndexFunc(m.writes, func(w *mWrite) bool { return w.token == tok })
+		if i < 0 || m.writes[i].issued {
+			m.t.Fatalf("failed token %d: unknown or already released", tok)
+		}
+		w := m.writes[i]
+		m.bm.EndWrite(w.first, w.last)
+		m.writes = slices.Delete(m.writes, i, i+1)
+	}
+	m.retired(f, events, rel)
+}
+
+// retired takes f out of flight after its Committed or Failed: the
+// released writes are issued, and a header it wrote lets the superblocks
+// take a new generation.
+func (m *model) retired(f *mFlight, events uint64, rel []Waiter) {
 	m.flights = slices.DeleteFunc(m.flights, func(x *mFlight) bool { return x == f })
 	for _, tok := range rel {
 		i := slices.IndexFunc(m.writes, func(w *mWrite) bool { return w.token == tok })
