@@ -236,6 +236,14 @@ func AssembleWith(ms []MemberSB, opt AssembleOptions) (*Assembly, error) {
 			freshest = m
 		}
 	}
+	// Two tables of the freshest generation: the refuted one's holders
+	// are stale, and the freshest is a holder of the other.
+	refuted := refutedTables(ms, freshest.SB.Events)
+	for i := range ms {
+		if m := &ms[i]; refuted[freshest.Path] && m.SB.Events == freshest.SB.Events && !refuted[m.Path] {
+			freshest = m
+		}
+	}
 	fsb := freshest.SB
 
 	if !opt.Force {
@@ -248,7 +256,7 @@ func AssembleWith(ms []MemberSB, opt AssembleOptions) (*Assembly, error) {
 	claimed := make(map[uint32]string)
 	for i := range ms {
 		m := &ms[i]
-		if m.SB.Events != fsb.Events {
+		if m.SB.Events != fsb.Events || refuted[m.Path] {
 			continue
 		}
 		if m.SB.Role != SpareRole {
@@ -287,7 +295,7 @@ func AssembleWith(ms []MemberSB, opt AssembleOptions) (*Assembly, error) {
 	// generation holding a role.
 	var auth *MemberSB
 	for i := range ms {
-		if m := &ms[i]; opt.Force && auth == nil && m.SB.Events == fsb.Events && !m.SB.IsSpare() {
+		if m := &ms[i]; opt.Force && auth == nil && m.SB.Events == fsb.Events && !m.SB.IsSpare() && !refuted[m.Path] {
 			auth = m
 		}
 	}
@@ -306,7 +314,7 @@ func AssembleWith(ms []MemberSB, opt AssembleOptions) (*Assembly, error) {
 			holds[m.Path] = true
 		}
 		inRole := e.State == RoleActive || e.State == RoleRebuilding
-		trusted := m != nil && inRole && (m.SB.Events == fsb.Events ||
+		trusted := m != nil && inRole && !refuted[m.Path] && (m.SB.Events == fsb.Events ||
 			m.SB.Events+EventSlack >= fsb.Events && m.SB.Role == uint32(r))
 		switch {
 		case m != nil && m == auth:
@@ -366,7 +374,7 @@ func AssembleWith(ms []MemberSB, opt AssembleOptions) (*Assembly, error) {
 		m := &ms[i]
 		switch {
 		case holds[m.Path]:
-			if m.SB.Events < fsb.Events && !slack[m.Path] && !forced[m.Path] {
+			if (m.SB.Events < fsb.Events || refuted[m.Path]) && !slack[m.Path] && !forced[m.Path] {
 				a.Stale = append(a.Stale, m.Path)
 			}
 		case m.SB.Role == SpareRole:
@@ -387,6 +395,83 @@ func AssembleWith(ms []MemberSB, opt AssembleOptions) (*Assembly, error) {
 		}
 	}
 	return a, nil
+}
+
+// refutedTables returns the members (by path) of generation events whose
+// role table another member of that generation refutes, when exactly one
+// table of the generation is not refuted (else none).
+//
+// Two tables of one generation come from two runs: an update some members
+// took and others never did (a torn or held update), then a run without
+// the members that took it, which wrote the same generation. A table that
+// names a member in its role as active or rebuilding while that member
+// carries another table of the generation is the older one: a run naming
+// a member in its role had that member with it, so its own generations
+// start above the member's; the member took the other table later, in a
+// run without this table's holders. Those holders are stale, as if a
+// generation behind (md cannot tell such tables apart: mdadm trusts
+// whichever it reads first).
+func refutedTables(ms []MemberSB, events uint64) map[string]bool {
+	var gen []*MemberSB
+	for i := range ms {
+		if ms[i].SB.Events == events {
+			gen = append(gen, &ms[i])
+		}
+	}
+	var tables []*Superblock // one per distinct table
+	group := make([]int, len(gen))
+	for i, m := range gen {
+		group[i] = -1
+		for t, sb := range tables {
+			if arrayDiff(sb, m.SB) == "" {
+				group[i] = t
+				break
+			}
+		}
+		if group[i] < 0 {
+			group[i] = len(tables)
+			tables = append(tables, m.SB)
+		}
+	}
+	if len(tables) < 2 {
+		return nil
+	}
+	isRefuted := make([]bool, len(tables))
+	open := 0
+	for t, sb := range tables {
+		for i, x := range gen {
+			if group[i] == t || x.SB.Role == SpareRole || int(x.SB.Role) >= len(sb.Roles) {
+				continue
+			}
+			if e := sb.Roles[x.SB.Role]; e.Member == x.SB.MemberUUID && (e.State == RoleActive || e.State == RoleRebuilding) {
+				isRefuted[t] = true
+			}
+		}
+		if !isRefuted[t] {
+			open++
+		}
+	}
+	if open != 1 {
+		return nil
+	}
+	roles := make(map[uint32]bool) // of the holders of the table not refuted
+	for i, m := range gen {
+		if !isRefuted[group[i]] && m.SB.Role != SpareRole {
+			roles[m.SB.Role] = true
+		}
+	}
+	out := make(map[string]bool)
+	for i, m := range gen {
+		if isRefuted[group[i]] {
+			if m.SB.Role != SpareRole && roles[m.SB.Role] {
+				// Two members claim one role at one generation: not what
+				// two runs leave, but a copy or corruption (refused).
+				return nil
+			}
+			out[m.Path] = true
+		}
+	}
+	return out
 }
 
 // errorWithMessage wraps errs (for errors.Is) with its own message.

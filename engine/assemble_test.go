@@ -843,3 +843,25 @@ func TestAssembleBridgedByMemberRecordedFailed(t *testing.T) {
 		t.Errorf("stale %q", a.Stale)
 	}
 }
+
+// Two tables of one generation from two runs: an update only /dev/vda took
+// (it failed role 1; the last copy, role 2, never took it), then the array
+// assembled from /dev/vdb and /dev/vdc alone, which wrote the same
+// generation with role 0 missing. The first table names /dev/vdc active,
+// which carries the other table: it is the older one, and /dev/vda is
+// stale (found by the array model: 'members /m1 and /m0 disagree on the
+// role table entry 0' refused the array). Input order does not matter.
+func TestAssembleRefutedTable(t *testing.T) {
+	gen2 := asmNext(asmNewArray(t, 10, 0x102, 3, 0), nil)
+	held := asmNext(gen2[:1], func(sb *Superblock) { sb.Roles[1].State = RoleFaulty })
+	run := asmNext(gen2[1:], func(sb *Superblock) { sb.Roles[0].State = RoleMissing })
+	a := mustAssemble(t, asmInputs(t, held[0], run[0], run[1]))
+	asmWantRoles(t, a, "missing ~/dev/vda", "active /dev/vdb", "active /dev/vdc")
+	if !slices.Equal(a.Stale, []string{"/dev/vda"}) || a.Events != 3 {
+		t.Errorf("stale %q, events %d", a.Stale, a.Events)
+	}
+	ms := asmInputs(t, run[1], held[0], run[0])
+	ms[0].Path, ms[1].Path, ms[2].Path = "/dev/vdc", "/dev/vda", "/dev/vdb"
+	a = mustAssemble(t, ms)
+	asmWantRoles(t, a, "missing ~/dev/vda", "active /dev/vdb", "active /dev/vdc")
+}
