@@ -7,8 +7,8 @@ import (
 // markFailed writes to m, the device of role (own: its superblock, copied
 // before the failure: a spare may take the role meanwhile), which was just
 // failed by hand and whose failure the other members' superblocks now
-// record, that generation's superblock with its own role faulty. Assembled alone later
-// (the others not given), it is then known failed and refused without
+// record, that generation's superblock with its own role faulty. Assembled
+// alone later (the others not given), it is then known failed and refused without
 // --force (engine.ErrFailedMember), where its old superblock, which still
 // said it was active, would start the array from its stale data. md has
 // the same hole (a failed member's superblock is not written); a member
