@@ -115,7 +115,7 @@ func (a *Array) repair(ctx context.Context, r repairReq, buf []byte, io memberIO
 		for _, l := range ls {
 			m := st.Members[l.Member]
 			ok := m.State == engine.MemberActive || (m.State == engine.MemberRebuilding && m.RebuildOffset >= l.Sector+n)
-			if ok && r.bad&(1<<uint(l.Member)) == 0 && io.ReadAt(l.Member, p, l.Sector) == nil {
+			if ok && r.bad&(1<<uint(l.Member)) == 0 && io.ReadAt(l.Member, p, l.Sector) == nil && a.sameMember(st, l.Member) {
 				got = true
 				break
 			}
@@ -138,6 +138,16 @@ func (a *Array) repair(ctx context.Context, r repairReq, buf []byte, io memberIO
 		a.xbar.Lower()
 		s += n
 	}
+}
+
+// sameMember reports whether role still holds the member st saw, checked
+// after reading from it: a device is put into a role only once the role
+// is faulty or missing, a state change (a new Since) that comes first, so
+// an unchanged Since means the read was served by that member and not by
+// a device put in its role since (a spare or a replacement, holding
+// anything), whose data must not be copied over a copy as good.
+func (a *Array) sameMember(st *engine.ArrayState, role int) bool {
+	return a.Engine.State().Members[role].Since == st.Members[role].Since
 }
 
 // ReadRepairs is how many ranges of a copy were rewritten after a read

@@ -2,8 +2,11 @@ package array
 
 import (
 	"bytes"
+	"sync"
 	"testing"
 	"time"
+
+	"golang.org/x/sys/unix"
 
 	"github.com/ublk-raid/ublk-raid/engine"
 )
@@ -78,5 +81,84 @@ func TestCloseStopsRepairWaitingForWrites(t *testing.T) {
 	case <-closed:
 	case <-time.After(30 * time.Second): // a deadlock, not a slow Close
 		t.Fatal("Close did not return: the check waits for the repair, the repair for the write")
+	}
+}
+
+// A read repair whose source copy is failed, and its role given to a
+// spare, between the state the repair planned with and its read: the read
+// is served by the spare (whatever it holds), which must not be written
+// over the bad copy as good data. Found by the array model: a repair came
+// late, after the model failed a member and a spare took its role, and
+// wrote the spare's zeroes over a current copy.
+func TestReadRepairSourceReplacedMidRepair(t *testing.T) {
+	paths := memberFiles(t, 4, 32<<20)
+	const sector, n = 2048, 8
+	// The repair worker's I/O goes through memberRW as it was at Open.
+	var (
+		mu     sync.Mutex
+		armed  func(d Device, off int64) bool // the read to hook
+		fire   func()
+		once   sync.Once
+		hooked = make(chan struct{})
+	)
+	memberRW = func(d Device, p []byte, off int64, write bool) error {
+		mu.Lock()
+		hit := !write && p != nil && armed != nil && armed(d, off)
+		mu.Unlock()
+		if hit {
+			fired := false
+			once.Do(func() { fired = true; fire(); close(hooked) })
+			if fired {
+				return unix.EIO // so the repair turns to role 2
+			}
+		}
+		return deviceRW(d, p, off, write)
+	}
+	t.Cleanup(func() { memberRW = deviceRW })
+	a, err := Open(paths[:3], CreateSpec{Level: engine.Level1, AssumeClean: true, Spares: paths[3:]}, true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer a.Close()
+	scribble(t, a, paths[0], sector<<9, n<<9, 0x22) // good
+	scribble(t, a, paths[1], sector<<9, n<<9, 0xee) // the bad copy
+	scribble(t, a, paths[2], sector<<9, n<<9, 0x22) // good
+	scribble(t, a, paths[3], sector<<9, n<<9, 0x99) // the spare's old content
+
+	activated := make(chan error, 1)
+	a.OnSpareActivated = func(role int, path string, err error) { activated <- err }
+	a.mu.Lock()
+	dev0 := a.Members[0].Device
+	a.mu.Unlock()
+	mu.Lock()
+	armed = func(d Device, off int64) bool { return d == dev0 && off == int64(a.dataOffset+sector<<9) }
+	fire = func() {
+		// Role 2 fails and the spare takes it while the repair, which
+		// planned with role 2 in sync, reads role 0.
+		if err := a.Fail(2); err != nil {
+			t.Errorf("fail 2: %v", err)
+		}
+		select {
+		case err := <-activated:
+			if err != nil {
+				t.Errorf("spare activation: %v", err)
+			}
+		case <-time.After(10 * time.Second):
+			t.Error("no spare activation")
+		}
+	}
+	mu.Unlock()
+	a.requestRepair(sector, n, 1<<1)
+	select {
+	case <-hooked:
+	case <-time.After(10 * time.Second):
+		t.Fatal("the repair did not read role 0")
+	}
+	a.WaitSync() // the spare's rebuild, which waited for the repair
+	if got := dataOf(t, a, paths[1])[sector<<9]; got == 0x99 {
+		t.Fatal("the repair copied the spare's old data over the bad copy")
+	}
+	if got := dataOf(t, a, paths[3])[sector<<9]; got != 0x22 {
+		t.Fatalf("the spare holds %#x after its rebuild, want 0x22", got)
 	}
 }

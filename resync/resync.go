@@ -437,7 +437,9 @@ func (r *run) readableNow(st *engine.ArrayState, role int, end uint64) bool {
 // unchanged reports whether role still holds the member st saw (same
 // Since). One failed and replaced since (a new device in its role, full
 // of anything) must not be read: its data would be copied to the other
-// copies as good.
+// copies as good. It is asked before a read and again after it: a device
+// is put into a role only after the role became faulty or missing (a new
+// Since), so unchanged after a read means the read was the member's.
 func (r *run) unchanged(st *engine.ArrayState, role int) bool {
 	return r.arr.State().Members[role].Since == st.Members[role].Since
 }
@@ -568,11 +570,16 @@ func (r *run) readOne(st *engine.ArrayState, locs []engine.Location, n uint64, b
 	var lastErr error
 	if r.unchanged(st, l.Member) {
 		e := r.members.ReadAt(l.Member, buf, l.Sector)
-		if e == nil {
+		switch {
+		case e == nil && r.unchanged(st, l.Member):
 			return cands[0], 0, nil
+		case e == nil:
+			// Replaced during the read: the data may be the new device's.
+			lastErr = fmt.Errorf("member %d was replaced", l.Member)
+		default:
+			failed = 1 << uint(cands[0])
+			lastErr = &MemberError{Role: l.Member, Op: "read", Sector: l.Sector, Err: e}
 		}
-		failed = 1 << uint(cands[0])
-		lastErr = &MemberError{Role: l.Member, Op: "read", Sector: l.Sector, Err: e}
 	}
 	unit := uint64(r.cfg.RetryUnit)
 	for off := uint64(0); off < n; {
@@ -590,6 +597,10 @@ func (r *run) readOne(st *engine.ArrayState, locs []engine.Location, n uint64, b
 			if e := r.members.ReadAt(c.Member, p, c.Sector+off); e != nil {
 				failed |= 1 << uint(i)
 				lastErr = &MemberError{Role: c.Member, Op: "read", Sector: c.Sector + off, Err: e}
+				continue
+			}
+			if !r.unchanged(st, c.Member) {
+				lastErr = fmt.Errorf("member %d was replaced", c.Member)
 				continue
 			}
 			got = true
@@ -719,6 +730,9 @@ func (r *run) checkRange(st *engine.ArrayState, locs []engine.Location, n uint64
 			failed |= 1 << uint(i)
 			lastErr = &MemberError{Role: l.Member, Op: "read", Sector: l.Sector, Err: err}
 			continue
+		}
+		if !r.unchanged(st, l.Member) {
+			continue // replaced during the read: not this copy's data
 		}
 		ok |= 1 << uint(i)
 		if src < 0 {

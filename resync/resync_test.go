@@ -814,6 +814,56 @@ func TestSyncSourceReplaced(t *testing.T) {
 	}
 }
 
+// TestSyncSourceReplacedDuringRead: the source member is failed and a
+// new device put in its role while the step reads it, so the read is
+// served by the new device: its data is not copied (rebuild) or taken as
+// the good copy (repair). The job checked the member before the read
+// only; found by the array model, through its read repair, which had the
+// same gap (a repair wrote a new spare's zeroes over a current copy).
+func TestSyncSourceReplacedDuringRead(t *testing.T) {
+	g := engine.Geometry{Level: engine.Level1, Members: 3, ChunkSectors: 128, MemberSectors: 4096}
+	for _, kind := range []Kind{Rebuild, Repair} {
+		arr := mustArray(t, g)
+		m := newMem(g)
+		img := randomImage(g, 11)
+		var job Job
+		if kind == Rebuild {
+			m.writeImage(g, img, 2)
+			startRebuild(arr, 2)
+			job = Job{Kind: Rebuild, Targets: []int{2}, Progress: advance(arr, []int{2}, nil)}
+		} else {
+			m.writeImage(g, img)
+			job = Job{Kind: Repair}
+		}
+		replaced := false
+		m.failRead = func(role int, sector, _ uint64) error {
+			if role == 0 && !replaced {
+				// Member 0 fails and a new device takes its role; this
+				// read is the new device's.
+				replaced = true
+				arr.Fail(0)
+				arr.Update(func(ms []engine.MemberStatus) { ms[0] = engine.MemberStatus{State: engine.MemberRebuilding} })
+				fillBytes(m.cache[0], 77)
+			}
+			return nil
+		}
+		s, _ := newSyncer(arr, m, Config{})
+		if _, err := s.Run(context.Background(), job); err != nil {
+			t.Fatalf("%v: %v", kind, err)
+		}
+		if !replaced {
+			t.Fatalf("%v: member 0 was never read", kind)
+		}
+		for _, role := range []int{1, 2} {
+			for sec := range g.MemberSectors {
+				if !bytes.Equal(m.sector(role, sec), img[sec<<9:(sec+1)<<9]) {
+					t.Fatalf("%v: member %d sector %d is not the array's data (the new device's copied?)", kind, role, sec)
+				}
+			}
+		}
+	}
+}
+
 // TestResyncKeepsChosenCopy: a resync whose chosen copy (the lowest
 // readable member, the one reads of a range awaiting resync answer from)
 // fails to read a step takes only the blocks it cannot read from another
