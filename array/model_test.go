@@ -126,6 +126,11 @@ func closeLater(a *Array) {
 }
 
 // modelLevel restricts the levels drawn (0: raid1 and raid10).
+// modelTimeout is the member timeout: on the queues' clock, and in wall
+// time for metadata and sync I/O. A short one (-array.timeout=2ms) makes
+// the wall-time timeouts fire on a loaded machine as on a slow disk.
+var modelTimeout = flag.Duration("array.timeout", 200*time.Millisecond, "TestArrayModel: member timeout (at least 2ms)")
+
 var modelLevel = flag.Int("array.level", 0, "TestArrayModel: draw only this level (1 or 10; 0: both)")
 
 // flagSet reports whether the flag name was given on the command line.
@@ -167,8 +172,7 @@ const (
 	modelQueues   = 2
 	modelDepth    = 6
 	modelMaxIO    = 16 << 9
-	modelTimeout  = 200 * time.Millisecond // member timeout (queue clock; wall time for metadata and sync I/O)
-	modelWaitMax  = 20 * time.Second       // liveness bound on the model's waits
+	modelWaitMax  = 20 * time.Second // liveness bound on the model's waits
 	modelMaxSteps = 60
 )
 
@@ -414,7 +418,7 @@ func (m *arrayModel) count(what string) {
 // start serves a as the daemon does: queues, not clean, background jobs.
 func (m *arrayModel) start(a *Array) {
 	m.a = a
-	a.MemberTimeout = modelTimeout
+	a.MemberTimeout = *modelTimeout
 	a.OnMemberFailed = func(role int, path string) { m.logf("array: role %d (%s) failed", role, path) }
 	a.OnBitmapMemberError = func(role int, err error) { m.logf("array: bitmap write of role %d: %v", role, err) }
 	m.rings = nil
@@ -550,7 +554,7 @@ func (m *arrayModel) step(t *rapid.T) {
 	case "deliver":
 		m.deliver(t)
 	case "tick":
-		m.tick(rapid.SampledFrom([]time.Duration{time.Millisecond, modelTimeout + time.Millisecond}).Draw(t, "tick"))
+		m.tick(rapid.SampledFrom([]time.Duration{time.Millisecond, *modelTimeout + time.Millisecond}).Draw(t, "tick"))
 	case "quiesce":
 		m.quiesce()
 		m.checkConvergence()
@@ -1093,7 +1097,7 @@ func (m *arrayModel) quiesce() {
 		}
 		if hungOps {
 			n := len(m.reqs)
-			m.tick(modelTimeout + time.Millisecond)
+			m.tick(*modelTimeout + time.Millisecond)
 			if len(m.reqs) == n {
 				if stuck++; stuck > 2 {
 					// A read is given up only with a spare buffer; with
