@@ -24,6 +24,7 @@ import (
 // device it creates or recovers (see ublk.Config).
 type QueueOptions struct {
 	NoPin          bool
+	CPUs           ublk.QueueCPUs // where queue threads run ("": ublk's default)
 	NoFixedBuffers bool
 	DeferTaskrun   bool
 	PollFor        time.Duration
@@ -233,7 +234,7 @@ func openRetry(members []string, spec array.CreateSpec) (*array.Array, error) {
 func (m *Manager) config(n, queues, depth, maxIO int) ublk.Config {
 	q := m.opts.Queue
 	return ublk.Config{ID: n, Queues: queues, Depth: depth, MaxIOBytes: maxIO,
-		NoPin: q.NoPin, NoFixedBuffers: q.NoFixedBuffers, DeferTaskrun: q.DeferTaskrun, PollFor: q.PollFor, Scheduler: q.Scheduler}
+		NoPin: q.NoPin, CPUs: q.CPUs, NoFixedBuffers: q.NoFixedBuffers, DeferTaskrun: q.DeferTaskrun, PollFor: q.PollFor, Scheduler: q.Scheduler}
 }
 
 // start serves a (owned by start from here on: closed on error) on

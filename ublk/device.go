@@ -28,8 +28,11 @@ type Config struct {
 	// from MaxIOBytes when zero.
 	Params Params
 	// NoPin leaves queue threads unpinned (the default pins each to the
-	// first CPU of its queue's affinity).
+	// first CPU of its queue's affinity); the same as CPUs = CPUsAny.
 	NoPin bool
+	// CPUs is where each queue thread may run (see QueueCPUs); "" is
+	// CPUsOwn.
+	CPUs QueueCPUs
 	// NoFixedBuffers skips registering the tag buffers with each ring.
 	NoFixedBuffers bool
 	// DeferTaskrun creates queue rings with IORING_SETUP_DEFER_TASKRUN.
@@ -44,6 +47,31 @@ type Config struct {
 	// PollFor makes each queue thread poll for up to this long after
 	// activity before sleeping in the kernel (0: never poll).
 	PollFor time.Duration
+}
+
+// QueueCPUs says where queue threads run, relative to the CPUs the kernel
+// maps to their queue (the CPUs whose submissions the queue serves).
+type QueueCPUs string
+
+const (
+	// CPUsOwn pins each thread to the first CPU of its queue's set: the
+	// submitter and the thread serving it share a CPU.
+	CPUsOwn QueueCPUs = "own"
+	// CPUsOthers lets each thread run on any CPU the process may use
+	// except its queue's: serving a request never competes with its
+	// submitter for a CPU (all of them when there are no others).
+	CPUsOthers QueueCPUs = "others"
+	// CPUsAny leaves threads unpinned: the scheduler places them.
+	CPUsAny QueueCPUs = "any"
+)
+
+// ParseQueueCPUs parses a QueueCPUs name.
+func ParseQueueCPUs(s string) (QueueCPUs, error) {
+	switch c := QueueCPUs(s); c {
+	case CPUsOwn, CPUsOthers, CPUsAny:
+		return c, nil
+	}
+	return "", fmt.Errorf("%q: want %s, %s or %s", s, CPUsOwn, CPUsOthers, CPUsAny)
 }
 
 // Defaults.
@@ -68,7 +96,7 @@ type Device struct {
 	mu       sync.Mutex
 	queueErr []error
 	queues   []*Queue
-	cpus     []int // CPU each queue thread is pinned to (-1: not pinned); set before the queues start
+	cpus     []int // CPU each queue thread is pinned to (-1: not pinned to one); set before the queues start
 	done     chan struct{}
 	stopOnce sync.Once
 }
@@ -95,6 +123,8 @@ func (c Config) Validate() error {
 		return fmt.Errorf("%d queues: at most %d", c.Queues, maxNrQueues)
 	case c.Depth > maxQueueDepth:
 		return fmt.Errorf("queue depth %d: at most %d", c.Depth, maxQueueDepth)
+	case c.CPUs != "" && c.CPUs != CPUsOwn && c.CPUs != CPUsOthers && c.CPUs != CPUsAny:
+		return fmt.Errorf("queue CPUs %q: want %s, %s or %s", c.CPUs, CPUsOwn, CPUsOthers, CPUsAny)
 	case c.MaxIOBytes%4096 != 0 || c.MaxIOBytes > 32<<20:
 		return fmt.Errorf("max I/O size %d: must be a multiple of 4096 up to 32 MiB", c.MaxIOBytes)
 	case c.Params.Basic.DevSectors == 0:
@@ -246,11 +276,19 @@ func (d *Device) startQueues(cfg Config) error {
 	d.queues = make([]*Queue, n)
 	d.cpus = make([]int, n)
 	readies := make([]chan error, n)
+	policy := cfg.CPUs
+	if cfg.NoPin {
+		policy = CPUsAny
+	}
 	for i := range n {
 		cpu := -1
-		if !cfg.NoPin {
+		var affinity *unix.CPUSet
+		if policy != CPUsAny {
 			if set, err := d.ctrl.QueueAffinity(d.info.DevID, uint16(i)); err == nil {
-				cpu = firstCPU(&set)
+				affinity = queueAffinity(policy, &set)
+				if policy != CPUsOthers {
+					cpu = firstCPU(&set)
+				}
 			}
 		}
 		d.cpus[i] = cpu
@@ -260,7 +298,7 @@ func (d *Device) startQueues(cfg Config) error {
 			defer d.wg.Done()
 			q, err := runQueue(queueSetup{
 				id: i, depth: int(d.info.QueueDepth), maxIO: int(d.info.MaxIOBufBytes),
-				char: d.char, target: d.target, cpu: cpu, fixedBuffers: !cfg.NoFixedBuffers,
+				char: d.char, target: d.target, affinity: affinity, fixedBuffers: !cfg.NoFixedBuffers,
 				deferTaskrun: cfg.DeferTaskrun, pollFor: cfg.PollFor,
 			}, readies[i])
 			d.mu.Lock()
@@ -277,6 +315,33 @@ func (d *Device) startQueues(cfg Config) error {
 		}
 	}
 	return errors.Join(errs...)
+}
+
+// queueAffinity is the CPU set a queue thread runs on under policy, for a
+// queue the kernel maps the CPUs of set to; nil: anywhere.
+func queueAffinity(policy QueueCPUs, set *unix.CPUSet) *unix.CPUSet {
+	var out unix.CPUSet
+	switch policy {
+	case CPUsOthers:
+		if err := unix.SchedGetaffinity(0, &out); err != nil {
+			return nil
+		}
+		for c := range len(set) * 64 {
+			if set.IsSet(c) {
+				out.Clear(c)
+			}
+		}
+		if out.Count() == 0 {
+			return nil // one CPU: nowhere else to go
+		}
+	default:
+		c := firstCPU(set)
+		if c < 0 {
+			return nil
+		}
+		out.Set(c)
+	}
+	return &out
 }
 
 func firstCPU(set *unix.CPUSet) int {

@@ -39,7 +39,6 @@ type Queue struct {
 	handler   QueueHandler
 	fixedBufs bool
 	err       error
-	cpu       int
 	pollFor   time.Duration
 	now       time.Time // see Now
 	waker     Waker     // the handler, if it wants wake-ups
@@ -172,7 +171,7 @@ type queueSetup struct {
 	id, depth, maxIO int
 	char             *os.File
 	target           Target
-	cpu              int // -1: do not pin
+	affinity         *unix.CPUSet // nil: do not pin
 	fixedBuffers     bool
 	deferTaskrun     bool
 	pollFor          time.Duration
@@ -184,7 +183,7 @@ func runQueue(s queueSetup, ready chan<- error) (q *Queue, err error) {
 	runtime.LockOSThread()
 	// The thread is never unlocked: when this goroutine returns, the runtime
 	// terminates the thread, so the pinning and PR_SET_IO_FLUSHER die with it.
-	q = &Queue{id: s.id, depth: s.depth, maxIO: s.maxIO, char: s.char, cpu: s.cpu, pollFor: s.pollFor}
+	q = &Queue{id: s.id, depth: s.depth, maxIO: s.maxIO, char: s.char, pollFor: s.pollFor}
 	defer func() {
 		if q.handler != nil {
 			q.handler.Close()
@@ -208,11 +207,9 @@ func runQueue(s queueSetup, ready chan<- error) (q *Queue, err error) {
 }
 
 func (q *Queue) setup(s queueSetup) error {
-	if s.cpu >= 0 {
-		var set unix.CPUSet
-		set.Set(s.cpu)
-		if err := unix.SchedSetaffinity(0, &set); err != nil {
-			return fmt.Errorf("queue %d: pin to CPU %d: %w", q.id, s.cpu, err)
+	if s.affinity != nil {
+		if err := unix.SchedSetaffinity(0, s.affinity); err != nil {
+			return fmt.Errorf("queue %d: pin to CPUs %v: %w", q.id, *s.affinity, err)
 		}
 	}
 	// Memory reclaim must not wait on I/O to the device this thread serves.

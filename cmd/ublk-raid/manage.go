@@ -47,6 +47,7 @@ type serveDaemonOptions struct {
 	stateFile     string
 	keepDevices   bool
 	noPin         bool
+	cpus          string
 	noFixed       bool
 	defer_        bool
 	poll          time.Duration
@@ -82,7 +83,8 @@ func newServeCmd(logLevel, socket *string) *cobra.Command {
 	c.Flags().StringVar(&o.metricsListen, "metrics-listen", daemon.DefaultMetricsListen, "host:port of the Prometheus /metrics endpoint (empty: none)")
 	c.Flags().StringVar(&o.stateFile, "state-file", daemon.DefaultStateFile, "where the daemon records its arrays (empty: nowhere)")
 	c.Flags().BoolVar(&o.keepDevices, "keep-devices", false, "on SIGTERM/SIGINT leave every device for the next serve to recover")
-	c.Flags().BoolVar(&o.noPin, "no-pin", false, "do not pin queue threads to their CPUs")
+	c.Flags().BoolVar(&o.noPin, "no-pin", false, "do not pin queue threads to their CPUs (--queue-cpus any)")
+	c.Flags().StringVar(&o.cpus, "queue-cpus", queueCPUsDefault, queueCPUsUsage)
 	c.Flags().BoolVar(&o.noFixed, "no-fixed-buffers", false, "do not register I/O buffers with io_uring")
 	c.Flags().BoolVar(&o.defer_, "defer-taskrun", true, "create queue rings with IORING_SETUP_DEFER_TASKRUN (completions run when the queue thread waits; --defer-taskrun=false: as they come)")
 	c.Flags().DurationVar(&o.poll, "poll", 0, "queue threads poll this long after activity before sleeping (e.g. 50us)")
@@ -107,6 +109,11 @@ func (o serveDaemonOptions) validate() (daemon.QueueOptions, error) {
 	if err := ublk.CheckScheduler(o.sched); err != nil {
 		return q, usagef("--scheduler: %v", err)
 	}
+	cpus, err := ublk.ParseQueueCPUs(o.cpus)
+	if err != nil {
+		return q, usagef("--queue-cpus %v", err)
+	}
+	q.CPUs = cpus
 	q.PollFor = o.poll
 	q.Scheduler = o.sched
 	return q, nil

@@ -27,6 +27,7 @@ type serveOptions struct {
 	depth   int
 	maxIO   string
 	noPin   bool
+	cpus    string
 	noFixed bool
 	defer_  bool
 	poll    time.Duration
@@ -38,6 +39,12 @@ type serveOptions struct {
 const (
 	schedulerDefault = "none"
 	schedulerUsage   = "I/O scheduler of the ublk block device (\"\": the kernel's choice, mq-deadline for one queue)"
+)
+
+// Where queue threads run by default (ublk.QueueCPUs).
+const (
+	queueCPUsDefault = string(ublk.CPUsOwn)
+	queueCPUsUsage   = "where queue threads run: own (pinned to their queue's first CPU), others (any CPU but their queue's), any (unpinned)"
 )
 
 // queuesUsage is the help of -q: the kernel makes at most one queue per
@@ -58,7 +65,8 @@ func (o *serveOptions) addFlags(c *cobra.Command) {
 	c.Flags().IntVarP(&o.queues, "queues", "q", 0, queuesUsage)
 	c.Flags().IntVarP(&o.depth, "depth", "d", ublk.DefaultDepth, "requests in flight per queue")
 	c.Flags().StringVar(&o.maxIO, "max-io", "512K", "largest request (multiple of 4K, up to 32M)")
-	c.Flags().BoolVar(&o.noPin, "no-pin", false, "do not pin queue threads to their CPUs")
+	c.Flags().BoolVar(&o.noPin, "no-pin", false, "do not pin queue threads to their CPUs (--queue-cpus any)")
+	c.Flags().StringVar(&o.cpus, "queue-cpus", queueCPUsDefault, queueCPUsUsage)
 	c.Flags().BoolVar(&o.noFixed, "no-fixed-buffers", false, "do not register I/O buffers with io_uring")
 	c.Flags().BoolVar(&o.defer_, "defer-taskrun", true, "create queue rings with IORING_SETUP_DEFER_TASKRUN (completions run when the queue thread waits; --defer-taskrun=false: as they come)")
 	c.Flags().DurationVar(&o.poll, "poll", 0, "queue threads poll this long after activity before sleeping (e.g. 50us; 0: off)")
@@ -83,7 +91,13 @@ func (o *serveOptions) config() (ublk.Config, error) {
 	if err := ublk.CheckScheduler(o.sched); err != nil {
 		return ublk.Config{}, usagef("--scheduler: %v", err)
 	}
-	return ublk.Config{ID: o.number, Queues: o.queues, Depth: o.depth, MaxIOBytes: int(maxIO),
+	var cpus ublk.QueueCPUs // "" (add: the daemon's setting)
+	if o.cpus != "" {
+		if cpus, err = ublk.ParseQueueCPUs(o.cpus); err != nil {
+			return ublk.Config{}, usagef("--queue-cpus %v", err)
+		}
+	}
+	return ublk.Config{ID: o.number, Queues: o.queues, Depth: o.depth, MaxIOBytes: int(maxIO), CPUs: cpus,
 		NoPin: o.noPin, NoFixedBuffers: o.noFixed, DeferTaskrun: o.defer_, PollFor: o.poll, Scheduler: o.sched}, nil
 }
 
