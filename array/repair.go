@@ -122,11 +122,15 @@ func (a *Array) repair(ctx context.Context, r repairReq, buf []byte, io memberIO
 		}
 		if got {
 			for _, l := range ls {
-				if r.bad&(1<<uint(l.Member)) == 0 || !writable(st.Members[l.Member]) {
-					continue
+				if r.bad&(1<<uint(l.Member)) == 0 || !writable(st.Members[l.Member]) || !a.sameMember(st, l.Member) {
+					continue // (a device put in the role since is rebuilt whole)
 				}
 				if err := io.WriteAt(l.Member, p, l.Sector); err != nil {
-					// (never the last in-sync copy: md's rule)
+					// (never the last in-sync copy: md's rule; and not a
+					// device put in the role during the write)
+					if !a.sameMember(st, l.Member) {
+						continue
+					}
 					if st, changed, _ := a.Engine.FailRedundant(l.Member); changed {
 						a.persist(st)
 					}
