@@ -43,8 +43,8 @@ const (
 
 // Where queue threads run by default (ublk.QueueCPUs).
 const (
-	queueCPUsDefault = string(ublk.CPUsOwn)
-	queueCPUsUsage   = "where queue threads run: own (pinned to their queue's first CPU), others (any CPU but their queue's), any (unpinned)"
+	queueCPUsDefault = string(ublk.DefaultCPUs)
+	queueCPUsUsage   = "where queue threads run: others (any CPU but their queue's: never competing with the submitter), own (pinned to their queue's first CPU), any (unpinned)"
 )
 
 // queuesUsage is the help of -q: the kernel makes at most one queue per
