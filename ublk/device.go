@@ -27,8 +27,7 @@ type Config struct {
 	// Params are the block device parameters. Basic.MaxSectors is filled
 	// from MaxIOBytes when zero.
 	Params Params
-	// NoPin leaves queue threads unpinned (the default pins each to the
-	// first CPU of its queue's affinity); the same as CPUs = CPUsAny.
+	// NoPin leaves queue threads unpinned: the same as CPUs = CPUsAny.
 	NoPin bool
 	// CPUs is where each queue thread may run (see QueueCPUs); "" is
 	// DefaultCPUs.
@@ -75,12 +74,13 @@ const DefaultCPUs = CPUsOthers
 
 // ParseQueueCPUs parses a QueueCPUs name.
 func ParseQueueCPUs(s string) (QueueCPUs, error) {
-	switch c := QueueCPUs(s); c {
-	case CPUsOwn, CPUsOthers, CPUsAny:
+	if c := QueueCPUs(s); c.valid() {
 		return c, nil
 	}
 	return "", fmt.Errorf("%q: want %s, %s or %s", s, CPUsOwn, CPUsOthers, CPUsAny)
 }
+
+func (c QueueCPUs) valid() bool { return c == CPUsOwn || c == CPUsOthers || c == CPUsAny }
 
 // Defaults.
 const (
@@ -131,7 +131,7 @@ func (c Config) Validate() error {
 		return fmt.Errorf("%d queues: at most %d", c.Queues, maxNrQueues)
 	case c.Depth > maxQueueDepth:
 		return fmt.Errorf("queue depth %d: at most %d", c.Depth, maxQueueDepth)
-	case c.CPUs != "" && c.CPUs != CPUsOwn && c.CPUs != CPUsOthers && c.CPUs != CPUsAny:
+	case c.CPUs != "" && !c.CPUs.valid():
 		return fmt.Errorf("queue CPUs %q: want %s, %s or %s", c.CPUs, CPUsOwn, CPUsOthers, CPUsAny)
 	case c.MaxIOBytes%4096 != 0 || c.MaxIOBytes > 32<<20:
 		return fmt.Errorf("max I/O size %d: must be a multiple of 4096 up to 32 MiB", c.MaxIOBytes)

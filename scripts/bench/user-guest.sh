@@ -21,24 +21,7 @@ OUT=/tmp/bench
 mkdir -p $OUT
 NCPU=$(nproc)
 echo "kernel: $(uname -r)"
-# NVMe namespaces in serial order (probing is asynchronous).
-nvme() {
-	i=0
-	while [ "$(ls -d /sys/block/nvme*n1 2>/dev/null | wc -l)" -lt 4 ] && [ $i -lt 100 ]; do
-		sleep 0.1
-		i=$((i + 1))
-	done
-	for s in 0 1 2 3; do
-		for d in /sys/block/nvme*n1; do
-			[ "$(tr -d ' ' <"$d/device/serial")" = "nvme$s" ] && echo "/dev/${d##*/}"
-		done
-	done
-	return 0
-}
-ALL=$(nvme | tr '\n' ' ')
-D2=$(echo "$ALL" | cut -d' ' -f1-2)
-D4=$(echo "$ALL" | cut -d' ' -f1-4)
-[ "$(echo "$D4" | wc -w)" = 4 ] || { echo "want 4 NVMe namespaces, found: $ALL"; exit 1; }
+. scripts/bench/nvme.sh
 for d in $D4; do
 	fio --name=fill --filename="$d" --rw=write --bs=1M --iodepth=8 --direct=1 --ioengine=libaio --eta=never >/dev/null
 done
