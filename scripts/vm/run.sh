@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Boot the ublk-raid test VM (Debian 6.12 kernel, TCG) and run one command in
+# Boot the ublk-raid test VM (a Debian 6.12 or 7.3 kernel, TCG) and run one command in
 # it. Output streams to stdout; run.sh exits with the command's exit status.
 #
 # Usage: scripts/vm/run.sh [OPTIONS] -- COMMAND [ARGS...]
@@ -74,7 +74,8 @@
 # aio=io_uring (falls back to native, threads, then cache=writeback if the host
 # cannot do it) and discard=unmap (guest discards punch holes).
 #
-# Environment: UBLK_RAID_VM_CACHE, UBLK_RAID_VM_KERNEL_PKG (see setup.sh),
+# Environment: UBLK_RAID_VM_KERNEL (6.12 or 7.3), UBLK_RAID_VM_CACHE,
+# UBLK_RAID_VM_KERNEL_PKG (see setup.sh),
 # UBLK_RAID_VM_QEMU (qemu binary, default qemu-system-x86_64),
 # UBLK_RAID_VM_ACCEL (default tcg,thread=multi; /dev/kvm here is a PVM
 # hypervisor that stock kernels die in, so no KVM).

@@ -5,10 +5,13 @@
 #
 #   scripts/vm/setup.sh [--print-paths]
 #
-#  - apt: adds bookworm-backports (deb822 file) if no source lists it yet,
-#    runs apt-get update only when needed, installs the host tools
-#  - kernel: `apt-get download`s the Debian backports kernel package and
-#    extracts it (dpkg-deb -x) into the cache; it is never installed on the host
+#  - apt: runs apt-get update only when needed, installs the host tools
+#  - kernel: `apt-get download`s the Debian backports kernel packages through
+#    a private apt configuration in the cache (its own sources list and package
+#    lists: the host's apt sources are not touched) and extracts them
+#    (dpkg-deb -x) into the cache; they are never installed on the host.
+#    Usr-merged packages (7.x) are laid out as lib/modules/KVER and
+#    boot/vmlinuz-KVER, as the older ones are.
 #  - initramfs: busybox + scripts/vm/init.sh + the modules of
 #    scripts/vm/modules.list (with dependencies, decompressed), rebuilt when
 #    any input changes (file name keyed on a hash of the inputs)
@@ -17,14 +20,39 @@
 #
 # Environment:
 #   UBLK_RAID_VM_CACHE       cache dir (default /var/cache/ublk-raid-vm)
-#   UBLK_RAID_VM_KERNEL_PKG  kernel package (default
-#                            linux-image-6.12.95+deb12-amd64-unsigned)
+#   UBLK_RAID_VM_KERNEL      which kernel: 6.12 (default; bookworm-backports,
+#                            Debian 12's) or 7.3 (trixie-backports)
+#   UBLK_RAID_VM_KERNEL_PKG  the kernel's packages, space-separated, when the
+#                            suite has moved on (defaults: 6.12
+#                            linux-image-6.12.95+deb12-amd64-unsigned; 7.3
+#                            linux-binary-7.3.4+deb13-amd64 (the image),
+#                            linux-modules-7.3.4+deb13-amd64 and
+#                            linux-base-7.3.4+deb13-amd64 (modules.builtin,
+#                            config))
 set -euo pipefail
 
 HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 CACHE=${UBLK_RAID_VM_CACHE:-/var/cache/ublk-raid-vm}
-KPKG_DEFAULT=linux-image-6.12.95+deb12-amd64-unsigned
+KSEL=${UBLK_RAID_VM_KERNEL:-6.12}
+case "$KSEL" in
+6.12)
+	KSUITE=bookworm-backports
+	KPKG_DEFAULT=linux-image-6.12.95+deb12-amd64-unsigned
+	KSEARCH='^linux-image-6.12.*+deb12-amd64-unsigned'
+	;;
+7.3)
+	KSUITE=trixie-backports
+	KPKG_DEFAULT="linux-binary-7.3.4+deb13-amd64 linux-modules-7.3.4+deb13-amd64 linux-base-7.3.4+deb13-amd64"
+	KSEARCH='^linux-(binary|modules|base)-7.3.*+deb13-amd64$'
+	;;
+*)
+	echo "setup.sh: UBLK_RAID_VM_KERNEL=$KSEL: want 6.12 or 7.3" >&2
+	exit 2
+	;;
+esac
 KPKG=${UBLK_RAID_VM_KERNEL_PKG:-$KPKG_DEFAULT}
+read -r -a KPKGS <<<"$KPKG"
+KNAME=${KPKGS[0]} # the cache directory's name
 PACKAGES=(qemu-system-x86 busybox-static fio mdadm e2fsprogs dmsetup kmod lvm2
 	xz-utils cpio util-linux)
 APT_OPTS=(-q -y -o DPkg::Lock::Timeout=1200 -o APT::Get::Assume-Yes=true)
@@ -97,24 +125,6 @@ has_candidate() {
 	[[ $out == *"Candidate: "[!\(]* ]]
 }
 
-ensure_backports_source() {
-	if grep -rqs --include='*.list' --include='*.sources' bookworm-backports \
-		/etc/apt/sources.list /etc/apt/sources.list.d/; then
-		return 0
-	fi
-	need_root "adding the bookworm-backports apt source"
-	note "adding /etc/apt/sources.list.d/bookworm-backports.sources"
-	cat >/etc/apt/sources.list.d/bookworm-backports.sources <<'EOF'
-Types: deb
-URIs: http://deb.debian.org/debian
-Suites: bookworm-backports
-Components: main
-Signed-By: /usr/share/keyrings/debian-archive-keyring.gpg
-EOF
-	APT_UPDATED=0
-	apt_update
-}
-
 ensure_packages() {
 	local missing=() p
 	for p in "${PACKAGES[@]}"; do
@@ -134,30 +144,70 @@ ensure_packages() {
 
 KROOT=
 KVER=
+# kapt ARGS...: apt-get/apt-cache with the private configuration that sees
+# only $KSUITE (its sources list and package lists live in the cache).
+KAPT_DIR=
+kapt() {
+	local tool=$1
+	shift
+	"$tool" -q -o Dir::Etc::sourcelist="$KAPT_DIR/sources.list" -o Dir::Etc::sourceparts=- \
+		-o Dir::State::Lists="$KAPT_DIR/lists" -o Dir::Cache="$KAPT_DIR/cache" \
+		-o APT::Get::List-Cleanup=0 -o DPkg::Lock::Timeout=1200 "$@"
+}
+kapt_has() {
+	local out
+	out=$(kapt apt-cache policy "$1" 2>/dev/null) || return 1
+	[[ $out == *"Candidate: "[!\(]* ]]
+}
 ensure_kernel() {
-	local dir="$CACHE/kernel/$KPKG"
+	local dir="$CACHE/kernel/$KNAME"
 	if [ ! -e "$dir/.done" ]; then
 		need_root "downloading the VM kernel"
-		if ! has_candidate "$KPKG"; then
-			apt_update
-			has_candidate "$KPKG" ||
-				die "apt has no package $KPKG (bookworm-backports moves on: set UBLK_RAID_VM_KERNEL_PKG to the current linux-image-6.12.*+deb12-amd64-unsigned, see 'apt-cache search --names-only ^linux-image-6.12')"
-		fi
-		note "downloading and extracting $KPKG"
+		KAPT_DIR="$CACHE/apt/$KSUITE"
+		mkdir -p "$KAPT_DIR/lists/partial" "$KAPT_DIR/cache/archives/partial"
+		echo "deb [signed-by=/usr/share/keyrings/debian-archive-keyring.gpg] http://deb.debian.org/debian $KSUITE main" \
+			>"$KAPT_DIR/sources.list"
+		local p updated=0
+		for p in "${KPKGS[@]}"; do
+			kapt_has "$p" && continue
+			if [ $updated = 0 ]; then
+				note "apt-get update ($KSUITE, private lists in $KAPT_DIR)"
+				run_quiet "apt-get update ($KSUITE)" kapt apt-get update
+				updated=1
+			fi
+			kapt_has "$p" ||
+				die "$KSUITE has no package $p (the suite moves on: set UBLK_RAID_VM_KERNEL_PKG to the current ones, see: apt-get -o Dir::Etc::sourcelist=$KAPT_DIR/sources.list -o Dir::Etc::sourceparts=- -o Dir::State::Lists=$KAPT_DIR/lists ... ; apt-cache search --names-only '$KSEARCH')"
+		done
+		note "downloading and extracting ${KPKGS[*]}"
 		rm -rf "$CACHE"/kernel-dl.* # leftovers of an interrupted download
 		local tmp
 		tmp=$(mktemp -d "$CACHE/kernel-dl.XXXXXX")
-		chmod 755 "$tmp"   # apt-get download drops privileges to _apt
-		(cd "$tmp" && run_quiet "apt-get download $KPKG" apt-get -q -o DPkg::Lock::Timeout=1200 download "$KPKG")
+		chmod 755 "$tmp" # apt-get download drops privileges to _apt
+		(cd "$tmp" && run_quiet "apt-get download ${KPKGS[*]}" kapt apt-get download "${KPKGS[@]}")
 		mkdir -p "$tmp/root"
-		run_quiet "dpkg-deb -x" dpkg-deb -x "$tmp"/*.deb "$tmp/root"
+		local deb
+		for deb in "$tmp"/*.deb; do
+			run_quiet "dpkg-deb -x $deb" dpkg-deb -x "$deb" "$tmp/root"
+		done
 		rm -f "$tmp"/*.deb
+		# Usr-merged packages: modules (and the image) under usr/lib/modules.
+		local kv r="$tmp/root"
+		if [ ! -d "$r/lib/modules" ] && [ -d "$r/usr/lib/modules" ]; then
+			mkdir -p "$r/lib"
+			mv "$r/usr/lib/modules" "$r/lib/modules"
+		fi
+		kv=$(ls "$r/lib/modules" 2>/dev/null) || true
+		[ -n "$kv" ] && [ "$(wc -w <<<"$kv")" = 1 ] || die "${KPKGS[*]}: expected one lib/modules/KVER, found: ${kv:-none}"
+		if [ ! -f "$r/boot/vmlinuz-$kv" ] && [ -f "$r/lib/modules/$kv/vmlinuz" ]; then
+			mkdir -p "$r/boot"
+			mv "$r/lib/modules/$kv/vmlinuz" "$r/boot/vmlinuz-$kv"
+		fi
+		[ -f "$r/boot/vmlinuz-$kv" ] || die "${KPKGS[*]}: no kernel image (boot/vmlinuz-$kv)"
+		[ -f "$r/lib/modules/$kv/modules.builtin" ] || die "${KPKGS[*]}: no modules (lib/modules/$kv/modules.builtin)"
 		rm -rf "$dir"
 		mkdir -p "$(dirname "$dir")"
-		mv "$tmp/root" "$dir"
-		rmdir "$tmp"
-		local kv
-		kv=$(ls "$dir/lib/modules")
+		mv "$r" "$dir"
+		rm -rf "$tmp"
 		run_quiet "depmod" depmod -b "$dir" "$kv"
 		touch "$dir/.done"
 	fi
@@ -306,9 +356,6 @@ main() {
 		flock 9
 	fi
 
-	if [ ! -e "$CACHE/kernel/$KPKG/.done" ]; then
-		ensure_backports_source
-	fi
 	ensure_kernel
 	ensure_initramfs
 	flock -u 9 2>/dev/null || true
