@@ -222,9 +222,10 @@ func (c *Control) DelDev(id uint32) error {
 }
 
 // StartDev makes the block device live. It returns once every tag of every
-// queue has a FETCH in flight and the disk is added (the kernel's partition
-// scan runs through the queues meanwhile), so it must not be called from a
-// queue thread.
+// queue has a FETCH in flight and the disk is added (older drivers scan
+// partitions through the queues meanwhile; newer ones from a work item
+// after it returns, see FlagNoAutoPartScan), so it must not be called from
+// a queue thread.
 func (c *Control) StartDev(id uint32, pid int) error {
 	for {
 		_, err := c.do(ctrlCmd{name: "START_DEV", op: cmdStartDev, devID: id, queueID: noQueue, data0: uint64(pid)})

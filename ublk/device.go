@@ -95,10 +95,11 @@ const RecoveryWait = 30 * time.Second
 
 // Device is a ublk device served by this process.
 type Device struct {
-	ctrl   *Control
-	info   DevInfo
-	char   *os.File
-	target Target
+	ctrl     *Control
+	info     DevInfo
+	features uint64 // the driver's UBLK_F_* (GET_FEATURES)
+	char     *os.File
+	target   Target
 
 	wg       sync.WaitGroup
 	mu       sync.Mutex
@@ -173,12 +174,12 @@ func Create(ctrl *Control, target Target, cfg Config) (*Device, error) {
 		MaxIOBufBytes: uint32(cfg.MaxIOBytes),
 		DevID:         id,
 		UblksrvPid:    int32(os.Getpid()),
-		Flags:         flagsRequiredByThisDaemon,
+		Flags:         flagsRequiredByThisDaemon | feats&flagsUsedWherePresent,
 	})
 	if err != nil {
 		return nil, err
 	}
-	d := &Device{ctrl: ctrl, info: info, target: target, done: make(chan struct{})}
+	d := &Device{ctrl: ctrl, info: info, features: feats, target: target, done: make(chan struct{})}
 	fail := func(err error) (*Device, error) {
 		d.teardown()
 		if derr := ctrl.DelDev(info.DevID); derr != nil {
@@ -203,6 +204,11 @@ func Create(ctrl *Control, target Target, cfg Config) (*Device, error) {
 	if err := ctrl.StartDev(info.DevID, os.Getpid()); err != nil {
 		return fail(err)
 	}
+	if info.Flags&FlagNoAutoPartScan != 0 {
+		if err := scanPartitions(d.BlockPath()); err != nil {
+			return fail(err)
+		}
+	}
 	if cfg.Scheduler != "" {
 		path := "/sys/block/" + filepath.Base(d.BlockPath()) + "/queue/scheduler"
 		if err := os.WriteFile(path, []byte(cfg.Scheduler), 0); err != nil {
@@ -210,6 +216,22 @@ func Create(ctrl *Control, target Target, cfg Config) (*Device, error) {
 		}
 	}
 	return d, nil
+}
+
+// scanPartitions reads the partition table of a device created with
+// UBLK_F_NO_AUTO_PART_SCAN (BLKRRPART), so that it is done, and its
+// partitions exist, when Create returns. EBUSY (an exclusive opener came
+// first, which has then seen the device as it is) is not an error.
+func scanPartitions(path string) error {
+	fd, err := unix.Open(path, unix.O_RDONLY|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return fmt.Errorf("partition scan: %w", err)
+	}
+	defer unix.Close(fd)
+	if err := unix.IoctlSetInt(fd, unix.BLKRRPART, 0); err != nil && err != unix.EBUSY {
+		return fmt.Errorf("partition scan of %s (BLKRRPART): %w", path, err)
+	}
+	return nil
 }
 
 // CheckScheduler accepts "" and names made of what kernel elevator names
@@ -246,7 +268,11 @@ func Recover(ctrl *Control, id uint32, target Target, cfg Config) (*Device, erro
 	if err := ctrl.StartUserRecovery(id, RecoveryWait); err != nil {
 		return nil, err
 	}
-	d := &Device{ctrl: ctrl, info: info, target: target, done: make(chan struct{})}
+	feats, err := ctrl.Features()
+	if err != nil {
+		return nil, err
+	}
+	d := &Device{ctrl: ctrl, info: info, features: feats, target: target, done: make(chan struct{})}
 	if err := d.openChar(); err != nil {
 		return nil, err
 	}
@@ -374,8 +400,13 @@ func (d *Device) teardown() {
 // ID is the device number N of /dev/ublkbN.
 func (d *Device) ID() uint32 { return d.info.DevID }
 
-// Info is the device info as of creation or recovery.
+// Info is the device info as of creation or recovery; Info().Flags are
+// the UBLK_F_* the device was created with.
 func (d *Device) Info() DevInfo { return d.info }
+
+// DriverFeatures is the driver's UBLK_F_* mask (UBLK_U_CMD_GET_FEATURES):
+// what it offers, of which the device uses Info().Flags.
+func (d *Device) DriverFeatures() uint64 { return d.features }
 
 // BlockPath is /dev/ublkbN.
 func (d *Device) BlockPath() string { return fmt.Sprintf("/dev/ublkb%d", d.info.DevID) }

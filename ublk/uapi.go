@@ -1,5 +1,7 @@
 package ublk
 
+import "fmt"
+
 // Kernel UAPI mirrored from the Linux 6.12 headers <linux/io_uring.h>,
 // <linux/ublk_cmd.h> and <linux/blkdev.h>. Every struct names the kernel
 // struct it mirrors; uapi_test.go asserts each size and field offset, and,
@@ -282,23 +284,73 @@ const (
 
 // Device feature flags (UBLK_F_*).
 const (
-	FlagSupportZeroCopy       uint64 = 1 << 0
-	FlagURingCmdCompInTask    uint64 = 1 << 1
-	FlagNeedGetData           uint64 = 1 << 2
-	FlagUserRecovery          uint64 = 1 << 3
-	FlagUserRecoveryReissue   uint64 = 1 << 4
-	FlagUnprivilegedDev       uint64 = 1 << 5
-	FlagCmdIoctlEncode        uint64 = 1 << 6
-	FlagUserCopy              uint64 = 1 << 7
-	FlagZoned                 uint64 = 1 << 8
-	flagsRequiredByThisDaemon        = FlagCmdIoctlEncode | FlagUserRecovery | FlagUserRecoveryReissue
+	FlagSupportZeroCopy     uint64 = 1 << 0
+	FlagURingCmdCompInTask  uint64 = 1 << 1
+	FlagNeedGetData         uint64 = 1 << 2
+	FlagUserRecovery        uint64 = 1 << 3
+	FlagUserRecoveryReissue uint64 = 1 << 4
+	FlagUnprivilegedDev     uint64 = 1 << 5
+	FlagCmdIoctlEncode      uint64 = 1 << 6
+	FlagUserCopy            uint64 = 1 << 7
+	FlagZoned               uint64 = 1 << 8
+	FlagUserRecoveryFailIO  uint64 = 1 << 9  // 6.11
+	FlagUpdateSize          uint64 = 1 << 10 // 6.16
+	FlagAutoBufReg          uint64 = 1 << 11 // 6.16
+	FlagQuiesce             uint64 = 1 << 12 // 6.16
+	FlagPerIODaemon         uint64 = 1 << 13 // 6.16
+	FlagBufRegOffDaemon     uint64 = 1 << 14 // 6.17
+	FlagBatchIO             uint64 = 1 << 15 // 7.0
+	FlagIntegrity           uint64 = 1 << 16 // 7.0
+	FlagSafeStopDev         uint64 = 1 << 17 // 7.0
+	FlagNoAutoPartScan      uint64 = 1 << 18 // 7.0
+	FlagShmemZC             uint64 = 1 << 19
+	FlagIODescSize          uint64 = 1 << 20
+
+	flagsRequiredByThisDaemon = FlagCmdIoctlEncode | FlagUserRecovery | FlagUserRecoveryReissue
+	// flagsUsedWherePresent are asked for when the driver offers them
+	// (UBLK_U_CMD_GET_FEATURES); the device works without them.
+	//
+	// NoAutoPartScan: newer drivers (7.3 here) scan partitions from a
+	// work item after START_DEV returns; that scan can still be reading
+	// when a quick STOP follows, and its reads then fail with I/O errors
+	// in the kernel log. With the flag the scan is ours: Create runs it (BLKRRPART)
+	// before returning, as START_DEV itself did on older kernels.
+	flagsUsedWherePresent = FlagNoAutoPartScan
 )
+
+// flagNames are the UBLK_F_* names, lower case without the prefix, by bit.
+var flagNames = [...]string{
+	"support_zero_copy", "uring_cmd_comp_in_task", "need_get_data", "user_recovery",
+	"user_recovery_reissue", "unprivileged_dev", "cmd_ioctl_encode", "user_copy",
+	"zoned", "user_recovery_fail_io", "update_size", "auto_buf_reg",
+	"quiesce", "per_io_daemon", "buf_reg_off_daemon", "batch_io",
+	"integrity", "safe_stop_dev", "no_auto_part_scan", "shmem_zc",
+	"io_desc_size",
+}
+
+// FlagNames names the UBLK_F_* bits of mask in bit order ("bit N" for a
+// bit this package does not know).
+func FlagNames(mask uint64) []string {
+	names := []string{}
+	for b := range 64 {
+		if mask&(1<<b) == 0 {
+			continue
+		}
+		if b < len(flagNames) {
+			names = append(names, flagNames[b])
+		} else {
+			names = append(names, fmt.Sprintf("bit %d", b))
+		}
+	}
+	return names
+}
 
 // Device states (UBLK_S_DEV_*).
 const (
 	StateDead     uint16 = 0
 	StateLive     uint16 = 1
 	StateQuiesced uint16 = 2
+	StateFailIO   uint16 = 3 // UBLK_F_USER_RECOVERY_FAIL_IO, without a server
 )
 
 // Request operations (UBLK_IO_OP_*) and flags (UBLK_IO_F_*, already shifted

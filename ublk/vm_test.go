@@ -2,10 +2,12 @@ package ublk
 
 import (
 	"bytes"
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"math/rand/v2"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"runtime"
 	"slices"
@@ -235,8 +237,29 @@ func tasksInD() []string {
 	return out
 }
 
+// ublkIOErrors returns the kernel log's I/O error lines about ublk block
+// devices (dmesg: the test VM runs as root).
+func ublkIOErrors(t *testing.T) []string {
+	t.Helper()
+	out, err := exec.Command("dmesg").Output()
+	if err != nil {
+		t.Fatalf("dmesg: %v", err)
+	}
+	var errs []string
+	for _, l := range strings.Split(string(out), "\n") {
+		if strings.Contains(l, "dev ublkb") && (strings.Contains(l, "I/O error") || strings.Contains(l, "unable to read")) {
+			errs = append(errs, l)
+		}
+	}
+	return errs
+}
+
+// TestVMCreateDeleteCycles creates and deletes devices back to back: no
+// descriptor, task or kernel I/O error may be left behind (a partition
+// scan still reading when the device stops is one source of those).
 func TestVMCreateDeleteCycles(t *testing.T) {
 	disk, ctrl := vmControl(t)
+	ioErrs := len(ublkIOErrors(t))
 	// Warm up once so lazily created runtime fds (epoll, etc.) are counted.
 	d, m := createPassthrough(t, ctrl, disk, 2)
 	if err := d.Delete(); err != nil {
@@ -260,6 +283,9 @@ func TestVMCreateDeleteCycles(t *testing.T) {
 		m.Close()
 	}
 	assertNoUblkDevices(t)
+	if errs := ublkIOErrors(t); len(errs) > ioErrs {
+		t.Errorf("kernel log: I/O errors on ublk devices during the cycles:\n%s", strings.Join(errs[ioErrs:], "\n"))
+	}
 	if got := openFDs(t); got != fds {
 		t.Errorf("open fds: %d before the cycles, %d after", fds, got)
 	}
@@ -417,5 +443,66 @@ func TestVMScheduler(t *testing.T) {
 	}
 	if after, _ := filepath.Glob("/dev/ublkc*"); len(after) != len(before) {
 		t.Errorf("ublk char devices %v before, %v after the failed Create", before, after)
+	}
+}
+
+// TestVMPartitionsScanned: a device's partitions exist when Create returns,
+// on drivers that scan them during START_DEV and on those whose scan Create
+// runs itself (FlagNoAutoPartScan); and the device reports the features it
+// uses.
+func TestVMPartitionsScanned(t *testing.T) {
+	disk, ctrl := vmControl(t)
+	f, err := os.OpenFile(disk, os.O_RDWR, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	orig := make([]byte, 512)
+	if _, err := f.ReadAt(orig, 0); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		f.WriteAt(orig, 0)
+		f.Sync()
+	})
+	// An MBR with one Linux partition: sectors 2048..4095.
+	mbr := make([]byte, 512)
+	e := mbr[446:462]
+	e[4] = 0x83
+	binary.LittleEndian.PutUint32(e[8:], 2048)
+	binary.LittleEndian.PutUint32(e[12:], 2048)
+	mbr[510], mbr[511] = 0x55, 0xaa
+	if _, err := f.WriteAt(mbr, 0); err != nil {
+		t.Fatal(err)
+	}
+	if err := f.Sync(); err != nil {
+		t.Fatal(err)
+	}
+	feats, err := ctrl.Features()
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("driver features: %v", FlagNames(feats))
+	for i := range 3 {
+		d, m := createPassthrough(t, ctrl, disk, 1)
+		name := filepath.Base(d.BlockPath())
+		_, err := os.Stat(fmt.Sprintf("/sys/block/%s/%sp1", name, name))
+		flags := d.Info().Flags
+		if i == 0 {
+			t.Logf("device flags: %v", FlagNames(flags))
+		}
+		if derr := d.Delete(); derr != nil {
+			t.Fatal(derr)
+		}
+		m.Close()
+		if err != nil {
+			t.Fatalf("round %d: partition 1 of %s missing when Create returned: %v", i, name, err)
+		}
+		if want := flagsRequiredByThisDaemon | feats&flagsUsedWherePresent; flags&want != want {
+			t.Fatalf("device flags %v lack %v", FlagNames(flags), FlagNames(want&^flags))
+		}
+		if flags&^feats != 0 {
+			t.Fatalf("device flags %v include %v, which the driver does not offer", FlagNames(flags), FlagNames(flags&^feats))
+		}
 	}
 }
