@@ -423,6 +423,10 @@ type Array struct {
 	// Queues and Depth are the ublk queue settings of the device.
 	Queues int `json:"queues"`
 	Depth  int `json:"depth"`
+	// UblkFlags are the ublk driver features (UBLK_F_*, lower case
+	// without the prefix) the device was created with: those this server
+	// needs and those it uses where the kernel offers them.
+	UblkFlags []string `json:"ublk_flags"`
 	// Created is set when this daemon created the array (rather than
 	// assembling it); Recovered when it re-attached to the device of a
 	// previous daemon (user recovery).

@@ -523,6 +523,7 @@ func (m *Manager) view(s *served) Array {
 	a := viewOf(s.n, s.a)
 	info := s.d.Info()
 	a.Queues, a.Depth = int(info.NrHwQueues), int(info.QueueDepth)
+	a.UblkFlags = ublk.FlagNames(info.Flags)
 	a.Created, a.Recovered, a.Since = s.created, s.recovered, s.since
 	return a
 }
@@ -933,7 +934,9 @@ func (m *Manager) Snapshot() []metrics.ArrayStats {
 	m.mu.Unlock()
 	var out []metrics.ArrayStats
 	for _, s := range ss {
-		out = append(out, s.a.Metrics(filepath.Base(DevicePath(s.n))))
+		st := s.a.Metrics(filepath.Base(DevicePath(s.n)))
+		st.UblkFlags = ublk.FlagNames(s.d.Info().Flags)
+		out = append(out, st)
 	}
 	return out
 }

@@ -31,6 +31,7 @@ type Collector struct {
 	memberLatency                                     *prometheus.Desc
 
 	queueInFlight *prometheus.Desc
+	ublkFlag      *prometheus.Desc
 }
 
 var _ prometheus.Collector = (*Collector)(nil)
@@ -90,6 +91,8 @@ func NewCollector(src Source) *Collector {
 
 		queueInFlight: d("queue_requests_in_flight", "Requests of a ublk queue fetched from the kernel and not yet completed.",
 			"device", "queue"),
+		ublkFlag: d("ublk_flag", "A ublk driver feature (UBLK_F_*, lower case) the array's device was created with; always 1.",
+			"device", "flag"),
 	}
 }
 
@@ -101,7 +104,7 @@ func (c *Collector) Describe(ch chan<- *prometheus.Desc) {
 		c.bitmapRegions, c.bitmapDirty, c.bitmapWrites,
 		c.bitmapDataWrites, c.bitmapWaited, c.bitmapWait,
 		c.memberState, c.memberOps, c.memberBytes, c.memberErrors, c.memberLatency,
-		c.queueInFlight,
+		c.queueInFlight, c.ublkFlag,
 	} {
 		ch <- d
 	}
@@ -178,6 +181,9 @@ func (c *Collector) collectArray(ch chan<- prometheus.Metric, a *ArrayStats) {
 
 	for _, q := range a.Queues {
 		gauge(c.queueInFlight, float64(q.InFlight), dev, strconv.Itoa(q.ID))
+	}
+	for _, f := range a.UblkFlags {
+		gauge(c.ublkFlag, 1, dev, f)
 	}
 }
 

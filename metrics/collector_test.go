@@ -70,7 +70,8 @@ func fakeSource() Source {
 						OpFlush: op(1, 0, 0, 400*us),
 					}},
 				},
-				Queues: []QueueStats{{ID: 0, InFlight: 3}, {ID: 1, InFlight: 0}},
+				Queues:    []QueueStats{{ID: 0, InFlight: 3}, {ID: 1, InFlight: 0}},
+				UblkFlags: []string{"user_recovery", "user_recovery_reissue", "cmd_ioctl_encode", "no_auto_part_scan"},
 			},
 			{
 				Device: "ublkb1", Name: "scratch", Level: "raid10", Layout: "n2",

@@ -67,6 +67,10 @@ type ArrayStats struct {
 
 	// Queues are the array's ublk queues.
 	Queues []QueueStats
+
+	// UblkFlags are the ublk driver features (UBLK_F_* names, lower case
+	// without the prefix) the device uses, exported by ublkraid_ublk_flag.
+	UblkFlags []string
 }
 
 // ArrayState is an array's activity, exported one-hot as

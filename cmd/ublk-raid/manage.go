@@ -408,6 +408,8 @@ type deviceJSON struct {
 	PID    int    `json:"pid"`
 	Queues int    `json:"queues"`
 	Depth  int    `json:"depth"`
+	// UblkFlags are the UBLK_F_* features the device was created with.
+	UblkFlags []string `json:"ublk_flags"`
 }
 
 func newListCmd(socket *string) *cobra.Command {
@@ -469,7 +471,8 @@ func runList(o listOptions, c *daemon.Client, stdout, stderr io.Writer) error {
 				continue // deleted meanwhile
 			}
 			j.OtherDevices = append(j.OtherDevices, deviceJSON{Number: int(id), Device: daemon.DevicePath(int(id)),
-				State: stateName(info.State), PID: int(info.UblksrvPid), Queues: int(info.NrHwQueues), Depth: int(info.QueueDepth)})
+				State: stateName(info.State), PID: int(info.UblksrvPid), Queues: int(info.NrHwQueues), Depth: int(info.QueueDepth),
+				UblkFlags: ublk.FlagNames(info.Flags)})
 		}
 	}
 	if o.output == "json" {
@@ -635,6 +638,7 @@ func printDetail(w io.Writer, a daemon.Array) error {
 		{"Spare Devices", fmt.Sprint(a.SpareDisks)},
 		{"State", a.State}, {"Events", fmt.Sprint(a.Events)},
 		{"Queues", fmt.Sprintf("%d x depth %d", a.Queues, a.Depth)},
+		{"Ublk Features", strings.Join(a.UblkFlags, ", ")},
 		{"Recovered", yes[a.Recovered]},
 		{"Serving Since", a.Since.Format("2006-01-02 15:04:05 MST")},
 	}...)
