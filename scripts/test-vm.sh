@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # Runs the tests that need a real ublk kernel: builds the binaries on the
-# host, boots the project's VM (scripts/vm/run.sh: Debian 6.12 kernel under
-# qemu TCG, host root shared read-only) and runs scripts/vm/guest-tests.sh in
-# it. Installs what it needs on first use (scripts/vm/setup.sh).
+# host, boots the project's VM (scripts/vm/run.sh: the Debian kernel that
+# UBLK_RAID_VM_KERNEL names, 6.12 by default or 7.3, under qemu TCG, host
+# root shared read-only) and runs scripts/vm/guest-tests.sh in it. Installs
+# what it needs on first use (scripts/vm/setup.sh).
 #   UBLK_RAID_SCENARIOS="kill-recover"   run only these scenarios ("none": only the Go tests)
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
