@@ -154,18 +154,25 @@
 // On SIGTERM or SIGINT the daemon stops serving the API and metrics, then:
 //   - by default it deletes each device that is not in use and marks its
 //     array clean (the members are consistent, as after mdadm --stop);
-//     a device in use — an exclusive open fails: mounted, or held by
-//     device-mapper, md or LVM — is left for the next daemon to recover,
-//     because deleting it would fail its users' I/O;
+//     a device in use — on 7.0+ drivers any opener (the kernel refuses
+//     TRY_STOP_DEV), on older ones an exclusive open fails: mounted, or
+//     held by device-mapper, md or LVM — is left for the next daemon to
+//     recover, because deleting it would fail its users' I/O;
 //   - with --keep-devices it leaves every device for recovery.
+//
+// A device left for the next daemon is quiesced first where the driver can
+// (UBLK_F_QUIESCE, 6.16+): the requests in flight complete and new ones
+// wait in the kernel; on older drivers the daemon's exit aborts the
+// requests in flight and the next daemon's recovery reissues them. Either
+// way its users see no error (scenario live-upgrade).
 //
 // So `systemctl restart ublk-raid` is safe: mounted arrays stay and the new
 // daemon re-attaches, unused ones are deleted cleanly and assembled again.
 // At shutdown the unit is stopped after local filesystems are unmounted, so
 // every array is deleted cleanly. After a crash (kill -9, OOM; the unit
 // restarts on failure) the devices are quiesced with their I/O waiting,
-// and the next daemon recovers them. (A plain open, e.g. fio on the raw
-// device, is not seen as in use: stop such users first, or use
+// and the next daemon recovers them. (Before 7.0 a plain open, e.g. fio
+// on the raw device, is not seen as in use: stop such users first, or use
 // --keep-devices.)
 //
 // # systemd

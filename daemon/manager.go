@@ -556,13 +556,27 @@ func (m *Manager) Delete(n int) (DeleteResult, error) {
 		m.log.Info("state entry forgotten", zap.String("device", DevicePath(n)))
 		return DeleteResult{Deleted: []string{}, Forgotten: []int{n}}, m.saveState()
 	}
-	if inUse(n) {
+	inUseErr := Refused(fmt.Errorf("%s is in use (mounted, or held by another program): unmount it first", DevicePath(n)))
+	if s.d.Info().Flags&ublk.FlagSafeStopDev == 0 && inUse(n) {
 		m.mu.Unlock()
-		return DeleteResult{}, Refused(fmt.Errorf("%s is in use (mounted, or held by another program): unmount it first", DevicePath(n)))
+		return DeleteResult{}, inUseErr
 	}
 	delete(m.arrays, n)
 	m.mu.Unlock()
-	err := m.stop(s, true)
+	// Where the driver can (7.0+), the kernel stops the device only if
+	// nothing has it open, plain opens included: no window between a
+	// check and the stop. Older drivers get the exclusive-open check
+	// above.
+	var stopErr error
+	if err := s.d.StopUnused(); errors.Is(err, ublk.ErrInUse) {
+		m.mu.Lock()
+		m.arrays[n] = s
+		m.mu.Unlock()
+		return DeleteResult{}, inUseErr
+	} else if !errors.Is(err, ublk.ErrNoSafeStop) {
+		stopErr = err // stopped; m.stop deletes it
+	}
+	err := errors.Join(stopErr, m.stop(s, true))
 	if serr := m.saveState(); serr != nil {
 		err = errors.Join(err, serr)
 	}
@@ -913,15 +927,43 @@ func (m *Manager) Shutdown(keep bool) {
 		switch {
 		case keep:
 			m.log.Info("leaving the device for the next daemon to recover", zap.String("device", s.d.BlockPath()))
-		case inUse(s.n):
-			m.log.Warn("device in use: leaving it for the next daemon to recover", zap.String("device", s.d.BlockPath()))
+			m.handOver(s)
 		default:
-			if err := m.stop(s, true); err != nil {
+			// As Delete: the kernel refuses to stop a device in use
+			// where it can (7.0+), the exclusive-open check elsewhere.
+			err := s.d.StopUnused()
+			if errors.Is(err, ublk.ErrInUse) || errors.Is(err, ublk.ErrNoSafeStop) && inUse(s.n) {
+				m.log.Warn("device in use: leaving it for the next daemon to recover", zap.String("device", s.d.BlockPath()))
+				m.handOver(s)
+				continue
+			}
+			if errors.Is(err, ublk.ErrNoSafeStop) {
+				err = nil
+			}
+			if err = errors.Join(err, m.stop(s, true)); err != nil {
 				m.log.Error("deleting the device", zap.String("device", s.d.BlockPath()), zap.Error(err))
 			}
 		}
 	}
 }
+
+// handOver leaves s's device to the next daemon. Where the driver can
+// quiesce (6.16+), the requests in flight complete first and the device
+// waits, QUIESCED, for the next daemon's recovery; elsewhere this process's
+// exit aborts them and the next daemon's recovery reissues them.
+func (m *Manager) handOver(s *served) {
+	err := s.d.Quiesce(handOverWait)
+	switch {
+	case err == nil:
+		m.log.Info("device quiesced: requests in flight completed, new ones wait for the next daemon", zap.String("device", s.d.BlockPath()))
+	case errors.Is(err, ublk.ErrNoQuiesce):
+	default:
+		m.log.Warn("device not quiesced: requests in flight will be reissued to the next daemon", zap.String("device", s.d.BlockPath()), zap.Error(err))
+	}
+}
+
+// handOverWait bounds how long quiescing a device waits for its queues.
+const handOverWait = 10 * time.Second
 
 // Snapshot implements metrics.Source: each array's state, sync, bitmap,
 // member and queue counters.

@@ -107,7 +107,8 @@ type Device struct {
 	queues   []*Queue
 	affinity []*unix.CPUSet // CPUs each queue thread may run on (nil: any); set before the queues start
 	done     chan struct{}
-	stopOnce sync.Once
+	stopMu   sync.Mutex
+	stopped  bool
 }
 
 func (c *Config) normalize() {
@@ -427,19 +428,92 @@ func (d *Device) Err() error {
 // Stop removes the block device (waiting for in-flight I/O), stops the
 // queues and releases the character device. The device still exists
 // (stopped) until Delete.
-func (d *Device) Stop() error {
+func (d *Device) Stop() error { return d.stop(false) }
+
+// ErrInUse is StopUnused's refusal: the block device is open.
+var ErrInUse = errors.New("the block device is open")
+
+// ErrNoSafeStop is StopUnused's answer on a driver without
+// UBLK_F_SAFE_STOP_DEV (before 7.0): the caller checks for users itself,
+// and calls Stop.
+var ErrNoSafeStop = errors.New("the ublk driver cannot stop a device only while unused (UBLK_F_SAFE_STOP_DEV, Linux 7.0+)")
+
+// StopUnused is Stop done by the kernel only if nothing has the block
+// device open (UBLK_U_CMD_TRY_STOP_DEV): no check-then-stop race with a
+// mount or an opener. An opener makes it fail with ErrInUse, after
+// retrying for about a second (an opener such as udev's probe is brief),
+// and leaves the device serving.
+func (d *Device) StopUnused() error {
+	if d.info.Flags&FlagSafeStopDev == 0 {
+		return ErrNoSafeStop
+	}
+	return d.stop(true)
+}
+
+// ErrNoQuiesce is Quiesce's answer on a driver without UBLK_F_QUIESCE
+// (before 6.16): the caller leaves the device as it is; when this process
+// exits the kernel aborts the requests in flight and the next server's
+// Recover reissues them (USER_RECOVERY_REISSUE).
+var ErrNoQuiesce = errors.New("the ublk driver cannot quiesce a device (UBLK_F_QUIESCE, Linux 6.16+)")
+
+// Quiesce hands the device over to the next server (a live upgrade): the
+// kernel stops dispatching and queues new requests, the requests this
+// server holds complete, the queues end and the character device is
+// released, leaving the device QUIESCED for Recover. The block device
+// stays, with its openers and mounts. wait bounds how long the kernel
+// waits for every queue to have an idle tag. On a failure the device
+// keeps serving.
+func (d *Device) Quiesce(wait time.Duration) error {
+	if d.info.Flags&FlagQuiesce == 0 {
+		return ErrNoQuiesce
+	}
+	d.stopMu.Lock()
+	defer d.stopMu.Unlock()
+	if d.stopped {
+		return errors.New("device already stopped")
+	}
+	if err := d.ctrl.QuiesceDev(d.info.DevID, wait); err != nil {
+		return err
+	}
+	d.stopped = true
+	<-d.done
+	if d.char != nil {
+		d.char.Close()
+		d.char = nil
+	}
+	return d.Err()
+}
+
+func (d *Device) stop(unused bool) error {
+	d.stopMu.Lock()
+	defer d.stopMu.Unlock()
+	if d.stopped {
+		return nil
+	}
 	var err error
-	d.stopOnce.Do(func() {
+	if unused {
+		for i := 0; ; i++ {
+			err = d.ctrl.TryStopDev(d.info.DevID)
+			if !errors.Is(err, unix.EBUSY) {
+				break
+			}
+			if i == 10 {
+				return fmt.Errorf("%s: %w", d.BlockPath(), ErrInUse)
+			}
+			time.Sleep(100 * time.Millisecond)
+		}
+	} else {
 		err = d.ctrl.StopDev(d.info.DevID)
-		<-d.done
-		if d.char != nil {
-			d.char.Close()
-			d.char = nil
-		}
-		if qerr := d.Err(); qerr != nil && err == nil {
-			err = qerr
-		}
-	})
+	}
+	d.stopped = true
+	<-d.done
+	if d.char != nil {
+		d.char.Close()
+		d.char = nil
+	}
+	if qerr := d.Err(); qerr != nil && err == nil {
+		err = qerr
+	}
 	return err
 }
 

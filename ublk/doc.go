@@ -1,6 +1,13 @@
 // Package ublk is ublk-raid's only door to the kernel: an io_uring ring on
 // golang.org/x/sys/unix and the ublk driver's control and I/O protocol
-// (Linux 6.12 UAPI, mirrored in uapi.go and checked by uapi_test.go).
+// (Linux 6.12 UAPI, mirrored in uapi.go and checked by uapi_test.go against
+// the 6.12 and 7.3 headers).
+//
+// Features are negotiated, not assumed: Create asks the driver what it
+// offers (GET_FEATURES), requires USER_RECOVERY|REISSUE and
+// CMD_IOCTL_ENCODE (6.5+), and asks for the optional ones it uses only
+// where they are offered (flagsUsedWherePresent); Device.Info().Flags are
+// what the device got, and FlagNames names them.
 //
 // Threads and lifetimes:
 //   - Control is safe for concurrent use. Every command wait is bounded
@@ -22,5 +29,7 @@
 //     the old one had not committed are reissued.
 //   - Device.Stop/Delete send STOP_DEV, which aborts every FETCH; the queue
 //     goroutines then end and release their rings and the character device,
-//     which DEL_DEV waits for.
+//     which DEL_DEV waits for. Device.StopUnused sends TRY_STOP_DEV instead
+//     (SAFE_STOP_DEV, 7.0+): the kernel refuses while the block device is
+//     open, and the device goes on serving.
 package ublk

@@ -3,7 +3,9 @@ package ublk
 import "fmt"
 
 // Kernel UAPI mirrored from the Linux 6.12 headers <linux/io_uring.h>,
-// <linux/ublk_cmd.h> and <linux/blkdev.h>. Every struct names the kernel
+// <linux/ublk_cmd.h> and <linux/blkdev.h>, plus the feature bits and
+// commands of later kernels (up to 7.3) used where the driver offers them.
+// Every struct names the kernel
 // struct it mirrors; uapi_test.go asserts each size and field offset, and,
 // where gcc and the headers are installed, checks them against the C
 // compiler's view of the same headers.
@@ -315,7 +317,10 @@ const (
 	// when a quick STOP follows, and its reads then fail with I/O errors
 	// in the kernel log. With the flag the scan is ours: Create runs it (BLKRRPART)
 	// before returning, as START_DEV itself did on older kernels.
-	flagsUsedWherePresent = FlagNoAutoPartScan
+	//
+	// Quiesce: Device.Quiesce hands a live device over to the next server
+	// with its in-flight requests completed, not aborted and reissued.
+	flagsUsedWherePresent = FlagNoAutoPartScan | FlagQuiesce
 )
 
 // flagNames are the UBLK_F_* names, lower case without the prefix, by bit.
@@ -401,6 +406,8 @@ var (
 	cmdDelDev            = ioc(iocRead|iocWrite, 'u', 0x05, sizeofCtrlCmd)
 	cmdStartDev          = ioc(iocRead|iocWrite, 'u', 0x06, sizeofCtrlCmd)
 	cmdStopDev           = ioc(iocRead|iocWrite, 'u', 0x07, sizeofCtrlCmd)
+	cmdQuiesceDev        = ioc(iocRead|iocWrite, 'u', 0x16, sizeofCtrlCmd) // 6.16
+	cmdTryStopDev        = ioc(iocRead|iocWrite, 'u', 0x17, sizeofCtrlCmd) // 7.0
 	cmdSetParams         = ioc(iocRead|iocWrite, 'u', 0x08, sizeofCtrlCmd)
 	cmdGetParams         = ioc(iocRead, 'u', 0x09, sizeofCtrlCmd)
 	cmdStartUserRecovery = ioc(iocRead|iocWrite, 'u', 0x10, sizeofCtrlCmd)

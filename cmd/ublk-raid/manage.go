@@ -21,6 +21,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/spf13/cobra"
+	"golang.org/x/sys/unix"
 
 	"github.com/ublk-raid/ublk-raid/array"
 	"github.com/ublk-raid/ublk-raid/daemon"
@@ -354,7 +355,7 @@ func kernelDel(stdout io.Writer, ids []uint32) error {
 	defer ctrl.Close()
 	var errs []error
 	for _, id := range ids {
-		if err := ctrl.StopDev(id); err != nil {
+		if err := stopUnused(ctrl, id); err != nil {
 			errs = append(errs, err)
 			continue
 		}
@@ -365,6 +366,41 @@ func kernelDel(stdout io.Writer, ids []uint32) error {
 		fmt.Fprintf(stdout, "deleted /dev/ublkb%d\n", id)
 	}
 	return errors.Join(errs...)
+}
+
+// stopUnused stops device id unless its block device is in use: the
+// kernel checks for openers itself where it can (UBLK_F_SAFE_STOP_DEV,
+// 7.0+); on older drivers an exclusive open that fails with EBUSY (a
+// mount, device-mapper, md) refuses.
+func stopUnused(ctrl *ublk.Control, id uint32) error {
+	path := daemon.DevicePath(int(id))
+	busy := fmt.Errorf("%s is in use (mounted, or held by another program): unmount it first", path)
+	info, err := ctrl.DevInfo(id)
+	if err != nil {
+		return err
+	}
+	if info.Flags&ublk.FlagSafeStopDev != 0 {
+		for i := 0; ; i++ {
+			err := ctrl.TryStopDev(id)
+			if !errors.Is(err, unix.EBUSY) {
+				return err
+			}
+			if i == 10 {
+				return busy
+			}
+			time.Sleep(100 * time.Millisecond)
+		}
+	}
+	if info.State == ublk.StateLive {
+		fd, err := unix.Open(path, unix.O_RDONLY|unix.O_EXCL|unix.O_CLOEXEC|unix.O_NONBLOCK, 0)
+		if errors.Is(err, unix.EBUSY) {
+			return busy
+		}
+		if err == nil {
+			unix.Close(fd)
+		}
+	}
+	return ctrl.StopDev(id)
 }
 
 // listDevices returns the ids of the ublk devices on the machine, from
