@@ -3,4 +3,10 @@
 // on-disk superblock. It does no I/O itself: it turns requests and member
 // events into plans (data), which the queue loop executes on its ring and
 // which tests execute against in-memory and fault-injecting members.
+//
+// The parity levels have files of their own: raid56_geometry.go maps
+// raid5 and raid6 stripes as md does (its four rotating layouts, P and Q
+// members, the syndrome order of the data), parity.go computes md's P and
+// Q bytes without allocating. Neither is wired into planning or the
+// superblock yet: arrays are still raid0, raid1 and raid10.
 package engine
