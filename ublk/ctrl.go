@@ -260,6 +260,21 @@ func (c *Control) TryStopDev(id uint32) error {
 	return err
 }
 
+// StopUnusedDev is TryStopDev retried for about a second while the device
+// is open (an opener such as udev's probe is brief); then ErrInUse.
+func (c *Control) StopUnusedDev(id uint32) error {
+	for i := 0; ; i++ {
+		err := c.TryStopDev(id)
+		if !errors.Is(err, unix.EBUSY) {
+			return err
+		}
+		if i == 10 {
+			return fmt.Errorf("/dev/ublkb%d: %w", id, ErrInUse)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}
+
 // SetParams sets the device parameters; only before START_DEV.
 func (c *Control) SetParams(id uint32, p Params) error {
 	p.Len = uint32(unsafe.Sizeof(p))

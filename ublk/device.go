@@ -492,15 +492,8 @@ func (d *Device) stop(unused bool) error {
 	}
 	var err error
 	if unused {
-		for i := 0; ; i++ {
-			err = d.ctrl.TryStopDev(d.info.DevID)
-			if !errors.Is(err, unix.EBUSY) {
-				break
-			}
-			if i == 10 {
-				return fmt.Errorf("%s: %w", d.BlockPath(), ErrInUse)
-			}
-			time.Sleep(100 * time.Millisecond)
+		if err = d.ctrl.StopUnusedDev(d.info.DevID); errors.Is(err, ErrInUse) {
+			return err
 		}
 	} else {
 		err = d.ctrl.StopDev(d.info.DevID)

@@ -380,16 +380,10 @@ func stopUnused(ctrl *ublk.Control, id uint32) error {
 		return err
 	}
 	if info.Flags&ublk.FlagSafeStopDev != 0 {
-		for i := 0; ; i++ {
-			err := ctrl.TryStopDev(id)
-			if !errors.Is(err, unix.EBUSY) {
-				return err
-			}
-			if i == 10 {
-				return busy
-			}
-			time.Sleep(100 * time.Millisecond)
+		if err := ctrl.StopUnusedDev(id); !errors.Is(err, ublk.ErrInUse) {
+			return err
 		}
+		return busy
 	}
 	if info.State == ublk.StateLive {
 		fd, err := unix.Open(path, unix.O_RDONLY|unix.O_EXCL|unix.O_CLOEXEC|unix.O_NONBLOCK, 0)

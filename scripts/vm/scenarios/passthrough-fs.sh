@@ -1,7 +1,8 @@
 #!/bin/sh
 # Passthrough over a disk with 1, 2 and 4 queues: mkfs.ext4, mount, 200 MiB
 # of random files, remount with cold caches, sha256 of every file; then fio
-# randwrite with crc32c verify over the raw device; del leaves no device.
+# randwrite with crc32c verify over the raw device; del refuses the mounted
+# device and, once unmounted, leaves no device.
 set -eu
 . scripts/vm/scenarios/lib.sh
 DISK=${1:-/dev/vda}
@@ -23,6 +24,13 @@ for q in 1 2 4; do
 	echo 3 >/proc/sys/vm/drop_caches
 	mount "$DEV" /mnt/pt || fail "remount"
 	(cd /mnt/pt && sha256sum -c --quiet "$SCRATCH/sums") || fail "checksums differ after remount"
+	if [ "$q" = 1 ]; then
+		step "queues=$q: del of the mounted device is refused; it keeps serving"
+		out=$("$BIN" del -n "$(echo "$DEV" | tr -dc 0-9)" 2>&1) && fail "del of a mounted passthrough succeeded: $out"
+		echo "$out" | grep -q "in use" || fail "del said: $out"
+		kill -0 "$SERVER_PID" 2>/dev/null || fail "the server exited after the refused del"
+		(cd /mnt/pt && sha256sum -c --quiet "$SCRATCH/sums") || fail "checksums differ after the refused del"
+	fi
 	umount /mnt/pt || fail umount
 	step "queues=$q: fio randwrite 8k QD32 verify=crc32c"
 	fio --name=verify --filename="$DEV" --rw=randwrite --bs=8k --iodepth=32 --direct=1 \
