@@ -927,14 +927,12 @@ func (m *Manager) Shutdown(keep bool) {
 		switch {
 		case keep:
 			m.log.Info("leaving the device for the next daemon to recover", zap.String("device", s.d.BlockPath()))
-			m.handOver(s)
 		default:
 			// As Delete: the kernel refuses to stop a device in use
 			// where it can (7.0+), the exclusive-open check elsewhere.
 			err := s.d.StopUnused()
 			if errors.Is(err, ublk.ErrInUse) || errors.Is(err, ublk.ErrNoSafeStop) && inUse(s.n) {
 				m.log.Warn("device in use: leaving it for the next daemon to recover", zap.String("device", s.d.BlockPath()))
-				m.handOver(s)
 				continue
 			}
 			if errors.Is(err, ublk.ErrNoSafeStop) {
@@ -946,24 +944,6 @@ func (m *Manager) Shutdown(keep bool) {
 		}
 	}
 }
-
-// handOver leaves s's device to the next daemon. Where the driver can
-// quiesce (6.16+), the requests in flight complete first and the device
-// waits, QUIESCED, for the next daemon's recovery; elsewhere this process's
-// exit aborts them and the next daemon's recovery reissues them.
-func (m *Manager) handOver(s *served) {
-	err := s.d.Quiesce(handOverWait)
-	switch {
-	case err == nil:
-		m.log.Info("device quiesced: requests in flight completed, new ones wait for the next daemon", zap.String("device", s.d.BlockPath()))
-	case errors.Is(err, ublk.ErrNoQuiesce):
-	default:
-		m.log.Warn("device not quiesced: requests in flight will be reissued to the next daemon", zap.String("device", s.d.BlockPath()), zap.Error(err))
-	}
-}
-
-// handOverWait bounds how long quiescing a device waits for its queues.
-const handOverWait = 10 * time.Second
 
 // Snapshot implements metrics.Source: each array's state, sync, bitmap,
 // member and queue counters.

@@ -243,16 +243,6 @@ func (c *Control) StopDev(id uint32) error {
 	return err
 }
 
-// QuiesceDev stops the device from dispatching new requests, waits up to
-// wait (0: forever) for every queue to have an idle tag, then aborts the
-// FETCH commands; requests the server owns complete normally, and the
-// device is QUIESCED once the server releases it. Needs UBLK_F_QUIESCE
-// (6.16+).
-func (c *Control) QuiesceDev(id uint32, wait time.Duration) error {
-	_, err := c.do(ctrlCmd{name: "QUIESCE_DEV", op: cmdQuiesceDev, devID: id, queueID: noQueue, data0: uint64(wait.Milliseconds())})
-	return err
-}
-
 // TryStopDev is StopDev only if the block device has no opener; EBUSY
 // otherwise. Needs UBLK_F_SAFE_STOP_DEV on the device (Linux 7.0+).
 func (c *Control) TryStopDev(id uint32) error {

@@ -450,40 +450,6 @@ func (d *Device) StopUnused() error {
 	return d.stop(true)
 }
 
-// ErrNoQuiesce is Quiesce's answer on a driver without UBLK_F_QUIESCE
-// (before 6.16): the caller leaves the device as it is; when this process
-// exits the kernel aborts the requests in flight and the next server's
-// Recover reissues them (USER_RECOVERY_REISSUE).
-var ErrNoQuiesce = errors.New("the ublk driver cannot quiesce a device (UBLK_F_QUIESCE, Linux 6.16+)")
-
-// Quiesce hands the device over to the next server (a live upgrade): the
-// kernel stops dispatching and queues new requests, the requests this
-// server holds complete, the queues end and the character device is
-// released, leaving the device QUIESCED for Recover. The block device
-// stays, with its openers and mounts. wait bounds how long the kernel
-// waits for every queue to have an idle tag. On a failure the device
-// keeps serving.
-func (d *Device) Quiesce(wait time.Duration) error {
-	if d.info.Flags&FlagQuiesce == 0 {
-		return ErrNoQuiesce
-	}
-	d.stopMu.Lock()
-	defer d.stopMu.Unlock()
-	if d.stopped {
-		return errors.New("device already stopped")
-	}
-	if err := d.ctrl.QuiesceDev(d.info.DevID, wait); err != nil {
-		return err
-	}
-	d.stopped = true
-	<-d.done
-	if d.char != nil {
-		d.char.Close()
-		d.char = nil
-	}
-	return d.Err()
-}
-
 func (d *Device) stop(unused bool) error {
 	d.stopMu.Lock()
 	defer d.stopMu.Unlock()
