@@ -557,7 +557,7 @@ func (m *Manager) Delete(n int) (DeleteResult, error) {
 		return DeleteResult{Deleted: []string{}, Forgotten: []int{n}}, m.saveState()
 	}
 	inUseErr := Refused(fmt.Errorf("%s is in use (mounted, or held by another program): unmount it first", DevicePath(n)))
-	if s.d.Info().Flags&ublk.FlagSafeStopDev == 0 && inUse(n) {
+	if s.d.Info().Flags&ublk.FlagSafeStopDev == 0 && InUse(n) {
 		m.mu.Unlock()
 		return DeleteResult{}, inUseErr
 	}
@@ -617,11 +617,11 @@ func (m *Manager) DeleteAll() (DeleteResult, error) {
 	return res, nil
 }
 
-// inUse reports whether /dev/ublkbN is held: an exclusive open fails with
+// InUse reports whether /dev/ublkbN is held: an exclusive open fails with
 // EBUSY while a filesystem is mounted on it or device-mapper, md or
 // another program holds it exclusively. (Plain opens, e.g. fio on the raw
 // device, are not seen.)
-func inUse(n int) bool {
+func InUse(n int) bool {
 	fd, err := unix.Open(DevicePath(n), unix.O_RDONLY|unix.O_EXCL|unix.O_CLOEXEC|unix.O_NONBLOCK, 0)
 	if err != nil {
 		return errors.Is(err, unix.EBUSY)
@@ -931,7 +931,7 @@ func (m *Manager) Shutdown(keep bool) {
 			// As Delete: the kernel refuses to stop a device in use
 			// where it can (7.0+), the exclusive-open check elsewhere.
 			err := s.d.StopUnused()
-			if errors.Is(err, ublk.ErrInUse) || errors.Is(err, ublk.ErrNoSafeStop) && inUse(s.n) {
+			if errors.Is(err, ublk.ErrInUse) || errors.Is(err, ublk.ErrNoSafeStop) && InUse(s.n) {
 				m.log.Warn("device in use: leaving it for the next daemon to recover", zap.String("device", s.d.BlockPath()))
 				continue
 			}

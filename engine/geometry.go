@@ -207,18 +207,8 @@ func (g Geometry) Validate() error {
 	if g.Level != Level10 && g.Layout != (Layout{}) {
 		return fmt.Errorf("%s takes no layout (got %s)", g.Level, g.Layout)
 	}
-	switch c := g.ChunkSectors; {
-	case c == 0:
-		return errors.New("chunk size is not set")
-	case c&(c-1) != 0:
-		return fmt.Errorf("chunk size %s is not a power of two", sectorsString(c))
-	case c < MinChunkSectors:
-		return fmt.Errorf("chunk size %s is below the minimum of %s", sectorsString(c), sectorsString(MinChunkSectors))
-	case c > MaxChunkSectors:
-		return fmt.Errorf("chunk size %s is above the maximum of %s", sectorsString(c), sectorsString(MaxChunkSectors))
-	}
-	if g.MemberSectors > MaxMemberSectors {
-		return fmt.Errorf("member data size %s is above the maximum of %s", sectorsString(g.MemberSectors), sectorsString(MaxMemberSectors))
+	if err := checkChunkAndSize(g.ChunkSectors, g.MemberSectors); err != nil {
+		return err
 	}
 	// Every member must hold at least one chunk of each far section (one
 	// chunk for raid0, raid1 and raid10 near).
@@ -231,6 +221,26 @@ func (g Geometry) Validate() error {
 	if g.MemberSectors < need {
 		return fmt.Errorf("member data size %s is too small: %s with %s chunks needs at least %s per member",
 			sectorsString(g.MemberSectors), what, sectorsString(g.ChunkSectors), sectorsString(need))
+	}
+	return nil
+}
+
+// checkChunkAndSize checks a chunk size (a power of two from
+// MinChunkSectors to MaxChunkSectors) and a member data size (at most
+// MaxMemberSectors), for every level.
+func checkChunkAndSize(chunk, member uint64) error {
+	switch c := chunk; {
+	case c == 0:
+		return errors.New("chunk size is not set")
+	case c&(c-1) != 0:
+		return fmt.Errorf("chunk size %s is not a power of two", sectorsString(c))
+	case c < MinChunkSectors:
+		return fmt.Errorf("chunk size %s is below the minimum of %s", sectorsString(c), sectorsString(MinChunkSectors))
+	case c > MaxChunkSectors:
+		return fmt.Errorf("chunk size %s is above the maximum of %s", sectorsString(c), sectorsString(MaxChunkSectors))
+	}
+	if member > MaxMemberSectors {
+		return fmt.Errorf("member data size %s is above the maximum of %s", sectorsString(member), sectorsString(MaxMemberSectors))
 	}
 	return nil
 }

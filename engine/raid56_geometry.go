@@ -1,7 +1,6 @@
 package engine
 
 import (
-	"errors"
 	"fmt"
 	"strings"
 )
@@ -90,18 +89,8 @@ func (g ParityGeometry) Validate() error {
 	if int(g.Layout) >= len(parityLayoutNames) {
 		return fmt.Errorf("%s: unsupported layout %d", g.Level, int(g.Layout))
 	}
-	switch c := g.ChunkSectors; {
-	case c == 0:
-		return errors.New("chunk size is not set")
-	case c&(c-1) != 0:
-		return fmt.Errorf("chunk size %s is not a power of two", sectorsString(c))
-	case c < MinChunkSectors:
-		return fmt.Errorf("chunk size %s is below the minimum of %s", sectorsString(c), sectorsString(MinChunkSectors))
-	case c > MaxChunkSectors:
-		return fmt.Errorf("chunk size %s is above the maximum of %s", sectorsString(c), sectorsString(MaxChunkSectors))
-	}
-	if g.MemberSectors > MaxMemberSectors {
-		return fmt.Errorf("member data size %s is above the maximum of %s", sectorsString(g.MemberSectors), sectorsString(MaxMemberSectors))
+	if err := checkChunkAndSize(g.ChunkSectors, g.MemberSectors); err != nil {
+		return err
 	}
 	if g.MemberSectors < g.ChunkSectors {
 		return fmt.Errorf("member data size %s is too small: %s with %s chunks needs at least one chunk per member",

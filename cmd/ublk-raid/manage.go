@@ -21,7 +21,6 @@ import (
 	"unicode/utf8"
 
 	"github.com/spf13/cobra"
-	"golang.org/x/sys/unix"
 
 	"github.com/ublk-raid/ublk-raid/array"
 	"github.com/ublk-raid/ublk-raid/daemon"
@@ -385,14 +384,8 @@ func stopUnused(ctrl *ublk.Control, id uint32) error {
 		}
 		return busy
 	}
-	if info.State == ublk.StateLive {
-		fd, err := unix.Open(path, unix.O_RDONLY|unix.O_EXCL|unix.O_CLOEXEC|unix.O_NONBLOCK, 0)
-		if errors.Is(err, unix.EBUSY) {
-			return busy
-		}
-		if err == nil {
-			unix.Close(fd)
-		}
+	if info.State == ublk.StateLive && daemon.InUse(int(id)) {
+		return busy
 	}
 	return ctrl.StopDev(id)
 }
