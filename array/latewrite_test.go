@@ -32,6 +32,7 @@ func (r *fakeRing) SetTargetFile(i, fd int) error { return nil }
 func (r *fakeRing) Complete(tag uint16, err error) {
 	r.done[tag] = err
 }
+func (r *fakeRing) ZeroCopy() bool { return false }
 func (r *fakeRing) ReserveBuffer() (int, bool) {
 	r.bufs = append(r.bufs, make([]byte, 64<<10))
 	return len(r.bufs) - 1, true

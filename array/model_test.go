@@ -224,6 +224,10 @@ type modelRing struct {
 }
 
 type ringOp struct {
+	// fail: the operation answers with an error when delivered (it was
+	// out when its stalled disk came back failing: an NVMe timeout ends in
+	// an abort)
+	fail bool
 	ud   uint64
 	m    *Member
 	io   engine.MemberIO
@@ -251,7 +255,15 @@ func (r *modelRing) SetTargetFile(i, fd int) error { return nil }
 func (r *modelRing) Complete(tag uint16, err error) {
 	r.done = append(r.done, ringDone{tag, err})
 }
+
+// ZeroCopy: the queue serves as a zero-copy ublk queue does (the
+// request's data is its own buffer, and reap takes a request only once no
+// member operation on it is out: the kernel completes it no sooner).
+func (r *modelRing) ZeroCopy() bool { return r.m.zeroCopy }
 func (r *modelRing) ReserveBuffer() (int, bool) {
+	if r.m.zeroCopy {
+		r.m.fail("zero copy: a spare buffer was asked for (a request's pages cannot be swapped)")
+	}
 	n := len(r.spares)
 	if n == 0 {
 		// As ublk.Queue: another buffer rather than a request waiting
@@ -264,6 +276,9 @@ func (r *modelRing) ReserveBuffer() (int, bool) {
 	return b, true
 }
 func (r *modelRing) SwapBuffer(tag uint16, spare, n int) int {
+	if r.m.zeroCopy {
+		r.m.fail("zero copy: a request's buffer was swapped")
+	}
 	copy(r.bufs[spare][:n], r.bufs[r.bufIdx[tag]][:n])
 	old := r.bufIdx[tag]
 	r.bufIdx[tag] = spare
@@ -282,13 +297,15 @@ type arrayModel struct {
 	disks []string // every disk's path
 	level int
 	n     int // roles
-	a     *Array
-	rings []*modelRing
-	wake  chan struct{}
-	now   time.Time
-	ref   []sectorRef
-	seq   uint64
-	ids   uint64
+	// zeroCopy: the queues are zero copy (modelRing.ZeroCopy)
+	zeroCopy bool
+	a        *Array
+	rings    []*modelRing
+	wake     chan struct{}
+	now      time.Time
+	ref      []sectorRef
+	seq      uint64
+	ids      uint64
 	// flushed: the seq of the newest flush whose completion was applied
 	flushed uint64
 	// inSyncAtCrash: the disks in sync at the assembly after the last
@@ -301,6 +318,8 @@ type arrayModel struct {
 	hung     map[string]bool      // queue operations not delivered
 	// devHung: every operation on the disk waits (memdev Hang)
 	devHung map[string]bool
+	// stallErr: the stalled disk's operations out at its release fail
+	stallErr map[string]bool
 	// stale: disks that hold no current copy (failed, removed, left out
 	// of an assembly) until a rebuild of them ends.
 	stale      map[string]bool
@@ -317,7 +336,7 @@ func newArrayModel(t *rapid.T) *arrayModel {
 	seed := rapid.Uint64().Draw(t, "seed")
 	m := &arrayModel{t: t, rack: memdev.NewRack(rand.New(rand.NewPCG(seed, 1))), level: 1,
 		wake: make(chan struct{}, 1), now: time.Unix(1000, 0), reqs: map[[2]int]*modelReq{},
-		hung: map[string]bool{}, devHung: map[string]bool{}, stale: map[string]bool{}}
+		hung: map[string]bool{}, devHung: map[string]bool{}, stallErr: map[string]bool{}, stale: map[string]bool{}}
 	// raid10 found a write that failed on a member kept as the last copy
 	// of other chunks leaving its own chunk's copies different with no
 	// resync (fixed: the range is marked unsynced), superblock updates
@@ -348,6 +367,7 @@ func newArrayModel(t *rapid.T) *arrayModel {
 		m.rack.AddDisk(p, modelDisk)
 		m.disks = append(m.disks, p)
 	}
+	m.zeroCopy = rapid.Bool().Draw(t, "zero copy")
 	m.ref = make([]sectorRef, modelWindow)
 	for i := range m.ref {
 		m.ref[i].cur = map[uint64]bool{0: true}
@@ -578,7 +598,8 @@ func (m *arrayModel) step(t *rapid.T) {
 		// them up); its synchronous I/O still answers.
 		p := rapid.SampledFrom(m.disks).Draw(t, "disk")
 		m.hung[p] = true
-		m.logf("stall %s", p)
+		m.stallErr[p] = rapid.Bool().Draw(t, "stalled operations fail")
+		m.logf("stall %s (failing: %v)", p, m.stallErr[p])
 	case "hang":
 		// Everything on the disk hangs: metadata and sync I/O wait for
 		// the (wall-clock) member timeout.
@@ -586,13 +607,10 @@ func (m *arrayModel) step(t *rapid.T) {
 		m.rack.Hang(m.rack.Disk(p))
 		m.hung[p] = true
 		m.devHung[p] = true
-		m.logf("hang %s", p)
+		m.stallErr[p] = rapid.Bool().Draw(t, "stalled operations fail")
+		m.logf("hang %s (failing: %v)", p, m.stallErr[p])
 	case "release":
-		for p := range m.hung {
-			m.rack.Release(m.rack.Disk(p))
-		}
-		clear(m.hung)
-		clear(m.devHung)
+		m.unstall()
 		m.logf("release hangs")
 	case "fail":
 		r := rapid.IntRange(0, m.n-1).Draw(t, "role")
@@ -871,21 +889,14 @@ func (m *arrayModel) deliverOne(q, i int) {
 	}
 	n := int64(op.io.Sectors) << 9
 	var err error
-	switch op.io.Kind {
-	case engine.IORead:
+	switch {
+	case op.fail:
+		err = unix.EIO
+		m.count("stalled operation answered with an error")
+	case op.io.Kind == engine.IORead:
 		err = dev.ReadAt(op.data[:n], int64(op.off))
-	case engine.IOWrite:
-		if op.io.FUA {
-			err = dev.WriteAtDurable(op.data[:n], int64(op.off))
-		} else {
-			err = dev.WriteAt(op.data[:n], int64(op.off))
-		}
-	case engine.IOFlush:
-		err = dev.Flush()
-	case engine.IODiscard:
-		err = dev.Discard(int64(op.off), n)
-	case engine.IOWriteZeroes:
-		err = dev.WriteZeroes(int64(op.off), n)
+	default:
+		err = m.deliverWrite(dev, op, n)
 	}
 	res := int32(0)
 	if op.io.Kind == engine.IORead || op.io.Kind == engine.IOWrite {
@@ -893,6 +904,13 @@ func (m *arrayModel) deliverOne(q, i int) {
 	}
 	if err != nil {
 		m.logf("member op %v on %s at %d: %v", op.io.Kind, op.m.Path, op.off, err)
+		if op.io.Kind == engine.IORead {
+			// A read that failed leaves its buffer undefined (a device
+			// may have transferred part of it, or garbage).
+			for i := range op.data[:n] {
+				op.data[i] = 0xa5
+			}
+		}
 		var errno unix.Errno
 		if errors.As(err, &errno) {
 			res = -int32(errno)
@@ -903,6 +921,42 @@ func (m *arrayModel) deliverOne(q, i int) {
 	m.logf("deliver %v on %s at %d: res %d", op.io, op.m.Path, op.off, res)
 	r.h.OnCompletion(op.ud, res)
 	m.serveWakes()
+}
+
+// deliverWrite carries out a member operation other than a read.
+func (m *arrayModel) deliverWrite(dev loggedDev, op ringOp, n int64) error {
+	switch op.io.Kind {
+	case engine.IOWrite:
+		if op.io.FUA {
+			return dev.WriteAtDurable(op.data[:n], int64(op.off))
+		}
+		return dev.WriteAt(op.data[:n], int64(op.off))
+	case engine.IOFlush:
+		return dev.Flush()
+	case engine.IODiscard:
+		return dev.Discard(int64(op.off), n)
+	case engine.IOWriteZeroes:
+		return dev.WriteZeroes(int64(op.off), n)
+	}
+	return nil
+}
+
+// unstall makes stalled and hung disks answer: the queue operations out
+// on a disk whose stall ends in errors (stallErr) fail when delivered.
+func (m *arrayModel) unstall() {
+	for _, r := range m.rings {
+		for i := range r.pending {
+			if p := r.pending[i].m.Path; m.hung[p] && m.stallErr[p] {
+				r.pending[i].fail = true
+			}
+		}
+	}
+	for p := range m.hung {
+		m.rack.Release(m.rack.Disk(p))
+	}
+	clear(m.hung)
+	clear(m.devHung)
+	clear(m.stallErr)
 }
 
 // tick passes d on the queues' clock and ticks them.
@@ -921,6 +975,13 @@ func (m *arrayModel) reap() {
 		done := r.done
 		r.done = nil
 		for _, d := range done {
+			if m.zeroCopy && r.outOn(d.tag) {
+				// Committed, but a member operation on its pages is
+				// out: the kernel holds the request until it returns.
+				r.done = append(r.done, d)
+				m.count("zero copy: completion waits for a given-up operation")
+				continue
+			}
 			req := m.reqs[[2]int{r.id, int(d.tag)}]
 			if req == nil {
 				m.t.Fatalf("queue %d tag %d completed but not in flight", r.id, d.tag)
@@ -930,6 +991,16 @@ func (m *arrayModel) reap() {
 			m.completed(req, r.bufs[r.bufIdx[d.tag]], d.err)
 		}
 	}
+}
+
+// outOn reports whether a member operation of request tag is pending.
+func (r *modelRing) outOn(tag uint16) bool {
+	for _, op := range r.pending {
+		if uint16(op.ud>>32) == tag {
+			return true
+		}
+	}
+	return false
 }
 
 func (m *arrayModel) completed(req *modelReq, buf []byte, err error) {
@@ -1105,11 +1176,7 @@ func (m *arrayModel) quiesce() {
 					// rest wait for their member (by design): it answers.
 					m.logf("hung members answer: no spare buffer left to give reads up")
 					m.count("hangs released for spare buffers")
-					for p := range m.hung {
-						m.rack.Release(m.rack.Disk(p))
-					}
-					clear(m.hung)
-					clear(m.devHung)
+					m.unstall()
 				}
 			}
 			continue
@@ -1126,11 +1193,7 @@ func (m *arrayModel) quiesce() {
 func (m *arrayModel) waitSync() {
 	// A rebuild waits for given-up operations on its target to return
 	// (late I/O): hung members answer now.
-	for p := range m.hung {
-		m.rack.Release(m.rack.Disk(p))
-	}
-	clear(m.hung)
-	clear(m.devHung)
+	m.unstall()
 	for q, r := range m.rings {
 		for len(r.pending) > 0 {
 			m.deliverOne(q, 0)

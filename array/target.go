@@ -85,6 +85,12 @@ func (a *Array) Files() []int {
 	return fds
 }
 
+// ZeroCopy implements ublk.ZeroCopyTarget: every member read and write
+// of a request moves its data by SubmitMember, which on a zero-copy queue
+// uses the request's own pages; read repair and resync use buffers of
+// their own.
+func (a *Array) ZeroCopy() bool { return true }
+
 // NewQueue implements ublk.Target.
 func (a *Array) NewQueue(q *ublk.Queue) (ublk.QueueHandler, error) {
 	return a.newQueue(ublkRing{q}), nil
@@ -104,6 +110,10 @@ type ring interface {
 	// fixed-file table.
 	SetTargetFile(i, fd int) error
 	Complete(tag uint16, err error)
+	// ZeroCopy: each request's data is its own pages, which only member
+	// I/O reaches (ublk.Queue.ZeroCopy); the kernel completes a request
+	// only once every member operation on its pages has returned.
+	ZeroCopy() bool
 	ReserveBuffer() (int, bool)
 	SwapBuffer(tag uint16, spare, n int) int
 	ReleaseBuffer(b int)
@@ -127,6 +137,17 @@ func (q ublkRing) SubmitMember(userData uint64, tag uint16, m *Member, fixed boo
 	ud := s.UserData
 	switch io.Kind {
 	case engine.IORead, engine.IOWrite:
+		if q.ZeroCopy() {
+			kind := ublk.OpReadFixed
+			if io.Kind == engine.IOWrite {
+				kind = ublk.OpWriteFixed
+			}
+			ublk.PrepRWSlot(s, kind, file, tag, q.BufOffset(tag, data), uint32(len(data)), off, ud)
+			if io.FUA {
+				s.OpFlags = ublk.RWFDsync
+			}
+			break
+		}
 		kind := ublk.OpRead
 		switch {
 		case io.Kind == engine.IOWrite && q.TagFixed(tag):
@@ -413,8 +434,21 @@ type quarantined struct {
 // the member, under a sector it never wrote). The operation counts as
 // late I/O on its device until it returns (Stale): a late write landing
 // after a rebuild of that device (re-add) would undo it.
+//
+// On a zero-copy queue the buffer is the request's own pages, which the
+// kernel keeps until every operation on them has returned: the request
+// completes then, whatever the handler committed. A write is still given
+// up (its member failed, so that later requests leave it alone), with no
+// spare: nothing else can be put in those pages. A read is not: another
+// copy's data would go into the same pages, where the late read could
+// land over it; it waits for the member (or its driver's own timeout),
+// as md does.
 func (h *queue) Abandon(tag uint16, op engine.OpID, io engine.MemberIO) bool {
-	if (io.Kind == engine.IORead || io.Kind == engine.IOWrite) && h.spare[tag] < 0 {
+	zc := h.q.ZeroCopy()
+	if zc && io.Kind == engine.IORead {
+		return false
+	}
+	if !zc && (io.Kind == engine.IORead || io.Kind == engine.IOWrite) && h.spare[tag] < 0 {
 		sp, ok := h.q.ReserveBuffer()
 		if !ok {
 			return false

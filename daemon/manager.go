@@ -26,8 +26,10 @@ type QueueOptions struct {
 	NoPin          bool
 	CPUs           ublk.QueueCPUs // where queue threads run ("": ublk's default)
 	NoFixedBuffers bool
-	DeferTaskrun   bool
-	PollFor        time.Duration
+	// NoZeroCopy keeps the copy path where the kernel offers zero copy.
+	NoZeroCopy   bool
+	DeferTaskrun bool
+	PollFor      time.Duration
 	// Scheduler is written to each device's queue/scheduler ("": the
 	// kernel's choice).
 	Scheduler string
@@ -234,7 +236,7 @@ func openRetry(members []string, spec array.CreateSpec) (*array.Array, error) {
 func (m *Manager) config(n, queues, depth, maxIO int) ublk.Config {
 	q := m.opts.Queue
 	return ublk.Config{ID: n, Queues: queues, Depth: depth, MaxIOBytes: maxIO,
-		NoPin: q.NoPin, CPUs: q.CPUs, NoFixedBuffers: q.NoFixedBuffers, DeferTaskrun: q.DeferTaskrun, PollFor: q.PollFor, Scheduler: q.Scheduler}
+		NoPin: q.NoPin, CPUs: q.CPUs, NoFixedBuffers: q.NoFixedBuffers, NoZeroCopy: q.NoZeroCopy, DeferTaskrun: q.DeferTaskrun, PollFor: q.PollFor, Scheduler: q.Scheduler}
 }
 
 // start serves a (owned by start from here on: closed on error) on

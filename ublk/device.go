@@ -34,6 +34,9 @@ type Config struct {
 	CPUs QueueCPUs
 	// NoFixedBuffers skips registering the tag buffers with each ring.
 	NoFixedBuffers bool
+	// NoZeroCopy keeps the copy path where the driver offers zero copy
+	// (UBLK_F_AUTO_BUF_REG, 6.16+) and the target supports it.
+	NoZeroCopy bool
 	// DeferTaskrun creates queue rings with IORING_SETUP_DEFER_TASKRUN.
 	DeferTaskrun bool
 	// Scheduler, if set, is written to the block device's
@@ -175,7 +178,7 @@ func Create(ctrl *Control, target Target, cfg Config) (*Device, error) {
 		MaxIOBufBytes: uint32(cfg.MaxIOBytes),
 		DevID:         id,
 		UblksrvPid:    int32(os.Getpid()),
-		Flags:         flagsRequiredByThisDaemon | feats&flagsUsedWherePresent,
+		Flags:         flagsRequiredByThisDaemon | feats&flagsUsedWherePresent | feats&zeroCopyFlags(target, cfg),
 	})
 	if err != nil {
 		return nil, err
@@ -217,6 +220,15 @@ func Create(ctrl *Control, target Target, cfg Config) (*Device, error) {
 		}
 	}
 	return d, nil
+}
+
+// zeroCopyFlags is what Create asks for zero copy: FlagAutoBufReg when
+// the target can serve it (ZeroCopyTarget) and cfg does not refuse it.
+func zeroCopyFlags(target Target, cfg Config) uint64 {
+	if zc, ok := target.(ZeroCopyTarget); ok && zc.ZeroCopy() && !cfg.NoZeroCopy {
+		return FlagAutoBufReg
+	}
+	return 0
 }
 
 // scanPartitions reads the partition table of a device created with
@@ -274,6 +286,11 @@ func Recover(ctrl *Control, id uint32, target Target, cfg Config) (*Device, erro
 		return nil, err
 	}
 	d := &Device{ctrl: ctrl, info: info, features: feats, target: target, done: make(chan struct{})}
+	if info.Flags&FlagAutoBufReg != 0 && zeroCopyFlags(target, Config{}) == 0 {
+		// The kernel decides: a device made zero copy stays so, and only
+		// a target that moves data with buffer slots can serve it.
+		return nil, fmt.Errorf("ublk device %d is zero copy (auto_buf_reg); this target has only the copy path", id)
+	}
 	if err := d.openChar(); err != nil {
 		return nil, err
 	}
@@ -333,6 +350,7 @@ func (d *Device) startQueues(cfg Config) error {
 			q, err := runQueue(queueSetup{
 				id: i, depth: int(d.info.QueueDepth), maxIO: int(d.info.MaxIOBufBytes),
 				char: d.char, target: d.target, affinity: affinity, fixedBuffers: !cfg.NoFixedBuffers,
+				zeroCopy:     d.info.Flags&FlagAutoBufReg != 0,
 				deferTaskrun: cfg.DeferTaskrun, pollFor: cfg.PollFor,
 			}, readies[i])
 			d.mu.Lock()

@@ -23,7 +23,13 @@
 //     the full byte count or a negative errno; errors become errnos in one
 //     place, commitResult. Completing twice panics: it is a bug.
 //   - Tag buffers and descriptor arrays are mmap'd outside the Go heap and
-//     live as long as their queue. Devices are created with
+//     live as long as their queue. On a zero-copy device (AUTO_BUF_REG,
+//     asked for when the target is a ZeroCopyTarget and the driver offers
+//     it) the data never passes through them: the driver registers each
+//     request's pages in the queue ring's buffer table at slot = tag, and
+//     targets move data with READ_FIXED/WRITE_FIXED on that slot
+//     (PrepRWSlot). The tag buffers are then mapped inaccessible, as
+//     address space for Request.Buf only. Devices are created with
 //     USER_RECOVERY|USER_RECOVERY_REISSUE: when the server dies, the kernel
 //     quiesces the device and Recover re-attaches a new process; requests
 //     the old one had not committed are reissued.

@@ -51,6 +51,10 @@ func (p *Passthrough) Params() Params {
 // Files implements Target.
 func (p *Passthrough) Files() []int { return []int{p.m.Fd()} }
 
+// ZeroCopy implements ZeroCopyTarget: member reads and writes use the
+// request's own pages when the queue is zero copy.
+func (p *Passthrough) ZeroCopy() bool { return true }
+
 // NewQueue implements Target.
 func (p *Passthrough) NewQueue(q *Queue) (QueueHandler, error) {
 	return &ptQueue{q: q, m: p.m, reqs: make([]*Request, q.Depth()), done: make([]int, q.Depth())}, nil
@@ -116,18 +120,26 @@ func (h *ptQueue) submitRW(req *Request) {
 		return
 	}
 	done := h.done[req.Tag]
-	buf := req.Data()[done:]
-	op := OpRead
-	switch {
-	case req.Op == IOOpWrite && h.q.FixedBuffers():
-		op = OpWriteFixed
-	case req.Op == IOOpWrite:
-		op = OpWrite
-	case h.q.FixedBuffers():
-		op = OpReadFixed
-	}
 	ud := s.UserData
-	PrepRW(s, op, memberFile, buf, req.Offset()+uint64(done), ud)
+	if h.q.ZeroCopy() {
+		op := OpReadFixed
+		if req.Op == IOOpWrite {
+			op = OpWriteFixed
+		}
+		PrepRWSlot(s, op, memberFile, req.Tag, uint64(done), uint32(req.Bytes()-done), req.Offset()+uint64(done), ud)
+	} else {
+		buf := req.Data()[done:]
+		op := OpRead
+		switch {
+		case req.Op == IOOpWrite && h.q.FixedBuffers():
+			op = OpWriteFixed
+		case req.Op == IOOpWrite:
+			op = OpWrite
+		case h.q.FixedBuffers():
+			op = OpReadFixed
+		}
+		PrepRW(s, op, memberFile, buf, req.Offset()+uint64(done), ud)
+	}
 	if req.Op == IOOpWrite && req.Flags&IOFlagFUA != 0 {
 		s.OpFlags = RWFDsync // durable before completion: FUA on the member, or write+flush
 	}

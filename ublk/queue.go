@@ -38,6 +38,7 @@ type Queue struct {
 	inflight  int // target SQEs without CQE yet
 	handler   QueueHandler
 	fixedBufs bool
+	zeroCopy  bool // UBLK_F_AUTO_BUF_REG: tag t's request pages are buffer slot t
 	err       error
 	pollFor   time.Duration
 	now       time.Time // see Now
@@ -67,6 +68,21 @@ func (q *Queue) MaxIOBytes() int { return q.maxIO }
 // FixedBuffers reports whether the tag buffers are registered with the
 // ring as fixed buffer 0: targets then use OpReadFixed/OpWriteFixed.
 func (q *Queue) FixedBuffers() bool { return q.fixedBufs }
+
+// ZeroCopy reports whether the device has UBLK_F_AUTO_BUF_REG: the
+// kernel puts each data request's own pages in the ring's buffer table,
+// slot = tag, before Handle, and takes them out at its commit. Request.Buf
+// then holds no data (it is address space only, and faults if touched):
+// member I/O moves the data with PrepRWSlot, at BufOffset within the
+// slot. A READ request's pages can only be read into, a WRITE's only
+// written from.
+func (q *Queue) ZeroCopy() bool { return q.zeroCopy }
+
+// BufOffset is where data, a part of request tag's Buf, starts within it:
+// with ZeroCopy, its offset in the request's buffer slot.
+func (q *Queue) BufOffset(tag uint16, data []byte) uint64 {
+	return uint64(uintptr(unsafe.Pointer(unsafe.SliceData(data))) - uintptr(unsafe.Pointer(unsafe.SliceData(q.reqs[tag].Buf))))
+}
 
 // TagFixed reports whether tag's buffer is in the registered buffer
 // (OpReadFixed/OpWriteFixed may be used on it). It is not after the tag
@@ -156,7 +172,11 @@ func (q *Queue) queueIOCmd(op uint32, tag uint16, res int32) {
 	c.QID = uint16(q.id)
 	c.Tag = tag
 	c.Result = res
-	c.Addr = uint64(uintptr(unsafe.Pointer(&q.buf(q.bufIdx[tag])[0])))
+	if q.zeroCopy {
+		s.Addr = autoBufRegAddr(tag, 0)
+	} else {
+		c.Addr = uint64(uintptr(unsafe.Pointer(&q.buf(q.bufIdx[tag])[0])))
+	}
 	q.state[tag] = tagFetched
 }
 
@@ -173,6 +193,7 @@ type queueSetup struct {
 	target           Target
 	affinity         *unix.CPUSet // nil: do not pin
 	fixedBuffers     bool
+	zeroCopy         bool
 	deferTaskrun     bool
 	pollFor          time.Duration
 }
@@ -238,11 +259,25 @@ func (q *Queue) setup(s queueSetup) error {
 	// a buffer that starts inside a transparent huge page made 6.12 send
 	// corrupt requests to the members (virtio I/O errors under ext4).
 	nspare := max(2, q.depth/16)
-	q.bufMem, err = mmapAligned((q.depth+nspare)*q.maxIO, hugePage)
+	prot := unix.PROT_READ | unix.PROT_WRITE
+	if s.zeroCopy {
+		// The request data never passes through these buffers: they
+		// only give the target addresses to slice (BufOffset). Mapped
+		// inaccessible, a target touching one faults at once instead of
+		// serving wrong data.
+		prot, nspare = unix.PROT_NONE, 0
+	}
+	q.bufMem, err = mmapAligned((q.depth+nspare)*q.maxIO, hugePage, prot)
 	if err != nil {
 		return fmt.Errorf("queue %d: mmap %d I/O buffers: %w", q.id, q.depth, err)
 	}
-	if s.fixedBuffers {
+	switch {
+	case s.zeroCopy:
+		if err := ring.RegisterSparseBuffers(q.depth); err != nil {
+			return fmt.Errorf("queue %d: zero copy: %w", q.id, err)
+		}
+		q.zeroCopy = true
+	case s.fixedBuffers:
 		q.fixedBufs = ring.RegisterBuffer(q.bufMem) == nil
 	}
 	// One page for the wake-up eventfd's counter.
@@ -290,8 +325,8 @@ const hugePage = 2 << 20
 
 // mmapAligned maps n bytes of anonymous memory starting at a multiple of
 // align (a power of two): it maps n+align and unmaps the excess.
-func mmapAligned(n, align int) ([]byte, error) {
-	m, err := unix.Mmap(-1, 0, n+align, unix.PROT_READ|unix.PROT_WRITE, unix.MAP_ANON|unix.MAP_PRIVATE|unix.MAP_NORESERVE)
+func mmapAligned(n, align, prot int) ([]byte, error) {
+	m, err := unix.Mmap(-1, 0, n+align, prot, unix.MAP_ANON|unix.MAP_PRIVATE|unix.MAP_NORESERVE)
 	if err != nil {
 		return nil, err
 	}

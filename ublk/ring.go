@@ -425,6 +425,36 @@ func (r *Ring) RegisterBuffer(buf []byte) error {
 	return nil
 }
 
+// RegisterSparseBuffers gives the ring a buffer table of n empty slots
+// (IORING_REGISTER_BUFFERS2, sparse), for buffers the kernel registers in
+// it: a ublk device with UBLK_F_AUTO_BUF_REG puts each request's pages in
+// the slot its FETCH named. It replaces RegisterBuffer: a ring has one
+// buffer table.
+func (r *Ring) RegisterSparseBuffers(n int) error {
+	reg := ioUringRsrcRegister{Nr: uint32(n), Flags: rsrcRegSparse}
+	_, _, errno := unix.Syscall6(unix.SYS_IO_URING_REGISTER, uintptr(r.fd), registerBuffers2,
+		uintptr(unsafe.Pointer(&reg)), unsafe.Sizeof(reg), 0, 0)
+	if errno != 0 {
+		return fmt.Errorf("io_uring_register(BUFFERS2, sparse %d): %w", n, errno)
+	}
+	return nil
+}
+
+// PrepRWSlot fills s for a READ_FIXED or WRITE_FIXED of n bytes at byte
+// offset off of fixed file index file, from or to byte bufOff of the
+// kernel buffer in buffer-table slot slot (a ublk request's pages, see
+// RegisterSparseBuffers: such a buffer's addresses start at 0).
+func PrepRWSlot(s *SQE, op uint8, file int32, slot uint16, bufOff uint64, n uint32, off uint64, userData uint64) {
+	s.Opcode = op
+	s.Flags = SQEFixedFile
+	s.Fd = file
+	s.Addr = bufOff
+	s.Len = n
+	s.Off = off
+	s.BufIndex = slot
+	s.UserData = userData
+}
+
 // PrepRW fills s for a read or write (OpRead, OpWrite, OpReadFixed,
 // OpWriteFixed) of buf at byte offset off of fixed file index file.
 func PrepRW(s *SQE, op uint8, file int32, buf []byte, off uint64, userData uint64) {

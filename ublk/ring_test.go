@@ -258,7 +258,7 @@ func TestRingWaitSurvivesSignals(t *testing.T) {
 
 func TestMmapAligned(t *testing.T) {
 	for _, n := range []int{4096, 5 << 19, 64 << 20, 3 << 12} {
-		m, err := mmapAligned(n, hugePage)
+		m, err := mmapAligned(n, hugePage, unix.PROT_READ|unix.PROT_WRITE)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -277,7 +277,7 @@ func TestMmapAligned(t *testing.T) {
 // one is no longer in the registered buffer.
 func TestQueueSpareBuffersGrow(t *testing.T) {
 	const depth, maxIO, nspare = 2, 8192, 1
-	mem, err := mmapAligned((depth+nspare)*maxIO, 4096)
+	mem, err := mmapAligned((depth+nspare)*maxIO, 4096, unix.PROT_READ|unix.PROT_WRITE)
 	if err != nil {
 		t.Fatal(err)
 	}

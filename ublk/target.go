@@ -41,6 +41,15 @@ type Target interface {
 	NewQueue(q *Queue) (QueueHandler, error)
 }
 
+// ZeroCopyTarget is implemented by targets whose handlers can serve a
+// zero-copy queue (Queue.ZeroCopy): they never touch Request.Buf and move
+// data only with member I/O on the request's buffer slot (PrepRWSlot).
+// Create then asks for UBLK_F_AUTO_BUF_REG where the driver offers it.
+type ZeroCopyTarget interface {
+	Target
+	ZeroCopy() bool
+}
+
 // QueueHandler serves the requests of one queue.
 type QueueHandler interface {
 	// Handle starts serving req. The handler must call q.Complete(req.Tag,

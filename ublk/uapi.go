@@ -105,6 +105,30 @@ type ioUringFilesUpdate struct {
 	Fds    uint64
 }
 
+// ioUringRsrcRegister mirrors struct io_uring_rsrc_register, the argument
+// of IORING_REGISTER_BUFFERS2 (with rsrcRegSparse: Nr empty slots).
+type ioUringRsrcRegister struct {
+	Nr    uint32
+	Flags uint32
+	Resv2 uint64
+	Data  uint64
+	Tags  uint64
+}
+
+// autoBufRegAddr is struct ublk_auto_buf_reg {index, flags, reserved0,
+// reserved1} as FETCH and COMMIT_AND_FETCH carry it in sqe->addr on a
+// device with UBLK_F_AUTO_BUF_REG: the driver registers the request's
+// pages in the issuing ring's buffer table at index before delivering
+// the request, and unregisters them at its commit.
+func autoBufRegAddr(index uint16, flags uint8) uint64 {
+	return uint64(index) | uint64(flags)<<16
+}
+
+// autoBufRegFallback (UBLK_AUTO_BUF_REG_FALLBACK) would deliver a request
+// whose registration failed with UBLK_IO_F_NEED_REG_BUF instead of
+// failing it; unused: without a copy path the server could only fail it.
+const autoBufRegFallback = 1 << 0
+
 // io_uring_setup flags.
 const (
 	setupCQSize       = 1 << 3
@@ -123,6 +147,8 @@ const (
 	offCQRing         = 0x8000000
 	offSQEs           = 0x10000000
 	registerBuffers   = 0
+	registerBuffers2  = 15
+	rsrcRegSparse     = 1 << 0
 	registerFiles     = 2
 	registerFilesUpd  = 6
 	sqRingNeedWakeup  = 1 << 0

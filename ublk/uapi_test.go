@@ -64,6 +64,9 @@ var uapiLayouts = []uapiStruct{
 	{reflect.TypeFor[ioUringFilesUpdate](), "io_uring_files_update", 16, []uapiField{
 		{"Offset", "offset", 0}, {"Resv", "resv", 4}, {"Fds", "fds", 8},
 	}},
+	{reflect.TypeFor[ioUringRsrcRegister](), "io_uring_rsrc_register", 32, []uapiField{
+		{"Nr", "nr", 0}, {"Flags", "flags", 4}, {"Resv2", "resv2", 8}, {"Data", "data", 16}, {"Tags", "tags", 24},
+	}},
 	{reflect.TypeFor[ublksrvCtrlCmd](), "ublksrv_ctrl_cmd", 32, []uapiField{
 		{"DevID", "dev_id", 0}, {"QueueID", "queue_id", 4}, {"Len", "len", 6},
 		{"Addr", "addr", 8}, {"Data", "data", 16}, {"DevPathLen", "dev_path_len", 24},
@@ -163,6 +166,8 @@ var uapiConstants = []struct {
 	{"IORING_REGISTER_FILES", registerFiles, 2},
 	{"IORING_REGISTER_FILES_UPDATE", registerFilesUpd, 6},
 	{"IORING_REGISTER_BUFFERS", registerBuffers, 0},
+	{"IORING_REGISTER_BUFFERS2", registerBuffers2, 15},
+	{"IORING_RSRC_REGISTER_SPARSE", rsrcRegSparse, 1},
 	{"FALLOC_FL_PUNCH_HOLE", FallocPunchHole, 2},
 	{"FALLOC_FL_ZERO_RANGE", FallocZeroRange, 0x10},
 	{"FALLOC_FL_KEEP_SIZE", FallocKeepSize, 1},
@@ -222,6 +227,10 @@ var uapiConstants73 = []struct {
 	{"UBLK_F_IO_DESC_SIZE", FlagIODescSize, 1 << 20},
 	{"UBLK_S_DEV_FAIL_IO", uint64(StateFailIO), 3},
 	{"UBLK_U_CMD_TRY_STOP_DEV", uint64(cmdTryStopDev), 0xc0207517},
+	{"UBLK_AUTO_BUF_REG_FALLBACK", autoBufRegFallback, 1},
+	{"sizeof(struct ublk_auto_buf_reg)", 8, 8},
+	{"ublk_auto_buf_reg_to_sqe_addr(&(struct ublk_auto_buf_reg){.index = 0x1234, .flags = UBLK_AUTO_BUF_REG_FALLBACK})",
+		autoBufRegAddr(0x1234, autoBufRegFallback), 0x11234},
 }
 
 func TestUAPIConstants73MatchGo(t *testing.T) {

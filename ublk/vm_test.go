@@ -95,11 +95,15 @@ func alignedBuf(t *testing.T, n int) []byte {
 
 func TestVMPassthroughDataPath(t *testing.T) {
 	disk, ctrl := vmControl(t)
-	for _, cfg := range []Config{{Queues: 1}, {Queues: 2}, {Queues: 4}, {Queues: 2, PollFor: 200 * time.Microsecond}} {
+	for _, cfg := range []Config{{Queues: 1}, {Queues: 2}, {Queues: 4}, {Queues: 2, PollFor: 200 * time.Microsecond},
+		{Queues: 2, NoZeroCopy: true}} {
 		queues := cfg.Queues
 		name := fmt.Sprintf("queues=%d", queues)
 		if cfg.PollFor > 0 {
 			name += fmt.Sprintf(",poll=%v", cfg.PollFor)
+		}
+		if cfg.NoZeroCopy {
+			name += ",no-zero-copy"
 		}
 		cfg.ID = -1
 		t.Run(name, func(t *testing.T) {
@@ -108,6 +112,12 @@ func TestVMPassthroughDataPath(t *testing.T) {
 			if got := int(d.Info().NrHwQueues); got != queues {
 				d.Delete()
 				t.Fatalf("asked for %d queues, the kernel made %d (it caps them at the CPU count: boot the VM with enough CPUs)", queues, got)
+			}
+			// Zero copy wherever the driver offers it, unless refused.
+			offered := d.DriverFeatures()&FlagAutoBufReg != 0
+			if zc := d.Info().Flags&FlagAutoBufReg != 0; zc != (offered && !cfg.NoZeroCopy) {
+				d.Delete()
+				t.Fatalf("auto_buf_reg on the device: %v; the driver offers it: %v; NoZeroCopy: %v", zc, offered, cfg.NoZeroCopy)
 			}
 			// O_DSYNC: every write carries FUA, so the FUA path is exercised too.
 			fd, err := unix.Open(d.BlockPath(), unix.O_RDWR|unix.O_DIRECT|unix.O_DSYNC, 0)

@@ -8,7 +8,9 @@
 # --member-timeout 3s the array gives the member up and fails it: fio
 # finishes with no error and its verify passes. When the member answers
 # again (resume), its late results are dropped, and the device deletes
-# cleanly.
+# cleanly. This is the copy path (--no-zero-copy): with zero copy a request
+# waits for every member operation on its pages, given up or not
+# (raid1-hang-zc.sh).
 set -eu
 . scripts/vm/scenarios/lib.sh
 set -- ${RAID_DISKS:-/dev/vdc /dev/vdd}
@@ -25,7 +27,7 @@ cleanup() {
 trap cleanup EXIT
 # One queue, fio 64 deep: more reads hang on the member than the queue has
 # spare buffers (8), so giving them up needs more.
-start_server "$SCRATCH/r1h" run --level 1 -q 1 --member-timeout 3s /dev/mapper/ubr-h0 "$B"
+start_server "$SCRATCH/r1h" run --level 1 -q 1 --member-timeout 3s --no-zero-copy /dev/mapper/ubr-h0 "$B"
 N=$(echo "$DEV" | tr -dc 0-9)
 fio --name=h --filename="$DEV" --rw=randrw --bs=8k --iodepth=64 --direct=1 --ioengine=libaio --eta=never \
 	--verify_state_save=0 --size=128M --time_based --runtime=20 --verify=crc32c --do_verify=1 --verify_fatal=1 --verify_backlog=256 \
