@@ -131,6 +131,37 @@ func TestRingFixedFileReadWrite(t *testing.T) {
 	}
 }
 
+// A sparse buffer table (zero copy: the ublk driver fills the slots) is
+// taken, and a fixed read naming a slot nothing filled fails with EFAULT
+// instead of reaching any memory.
+func TestRingSparseBufferSlots(t *testing.T) {
+	f, err := os.CreateTemp(t.TempDir(), "f")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	if err := f.Truncate(8192); err != nil {
+		t.Fatal(err)
+	}
+	r := newTestRing(t, 8, RingOptions{})
+	if err := r.RegisterFiles([]int32{int32(f.Fd())}); err != nil {
+		t.Fatal(err)
+	}
+	if err := r.RegisterSparseBuffers(4); err != nil {
+		t.Fatal(err)
+	}
+	s := r.GetSQE()
+	PrepRWSlot(s, OpReadFixed, 0, 2, 0, 4096, 0, 1)
+	if got := reap(t, r, 1); got[1] != -int32(unix.EFAULT) {
+		t.Fatalf("fixed read of an empty slot: %d, want EFAULT", got[1])
+	}
+	s = r.GetSQE()
+	PrepRWSlot(s, OpReadFixed, 0, 4, 0, 4096, 0, 2)
+	if got := reap(t, r, 1); got[2] != -int32(unix.EFAULT) {
+		t.Fatalf("fixed read past the table: %d, want EFAULT", got[2])
+	}
+}
+
 // A fixed-file slot updated in place serves the new file; emptied, it
 // fails requests with EBADF and no longer holds the old file.
 func TestRingUpdateFile(t *testing.T) {
