@@ -222,6 +222,7 @@ var uapiConstants73 = []struct {
 	{"UBLK_F_IO_DESC_SIZE", FlagIODescSize, 1 << 20},
 	{"UBLK_S_DEV_FAIL_IO", uint64(StateFailIO), 3},
 	{"UBLK_U_CMD_TRY_STOP_DEV", uint64(cmdTryStopDev), 0xc0207517},
+	{"UBLK_U_CMD_UPDATE_SIZE", uint64(cmdUpdateSize), 0xc0207515},
 }
 
 func TestUAPIConstants73MatchGo(t *testing.T) {
