@@ -3,7 +3,7 @@
 # (dm-linear, 160 MiB) with ext4 and fio-verified data; each member is
 # replaced by a larger disk (rebuilt); then `grow -n N --size max`.
 # Where the device has UBLK_F_UPDATE_SIZE (6.16+; 7.3 here): the device
-# grows while mounted, resize2fs grows ext4 online, the old data verifies,
+# grows while mounted and fio verify writes to it (no error), resize2fs grows ext4 online, the old data verifies,
 # fio writes and verifies across the new space, check finds mismatch_cnt
 # 0, and a reassembly keeps the grown size. Without it (6.12): grow is
 # refused with exit 1 and one line naming UPDATE_SIZE, and the members'
@@ -98,10 +98,18 @@ if ! field ublk_flags | grep -qw update_size; then
 	exit 0
 fi
 
-step "$(uname -r): grow -n $N --size max while mounted"
+step "$(uname -r): grow -n $N --size max while mounted, under fio verify"
+fio --name=busy --filename="$MNT/busy.fio" --rw=randwrite --bs=8k --iodepth=16 --direct=1 --ioengine=libaio \
+	--eta=never --verify_state_save=0 --size=32M --verify=crc32c --do_verify=1 --verify_fatal=1 \
+	--output="$SCRATCH/gr-busy.fio" &
+FIO=$!
+sleep 3
+kill -0 $FIO 2>/dev/null || { cat "$SCRATCH/gr-busy.fio"; fail "fio ended before the grow"; }
 "$BIN" grow -n "$N" --size max >"$SCRATCH/gr-grow.out" 2>"$SCRATCH/gr-grow.err" ||
 	{ cat "$SCRATCH/gr-grow.err"; tail -n 30 "$SCRATCH/gr1.err"; fail "grow exited $?"; }
 cat "$SCRATCH/gr-grow.out"
+wait $FIO || { cat "$SCRATCH/gr-busy.fio"; fail "fio under grow exited $?"; }
+[ "$(fio_errors "$SCRATCH/gr-busy.fio")" = 0 ] || { cat "$SCRATCH/gr-busy.fio"; fail "fio under grow reported errors"; }
 new_size=$(blockdev --getsize64 "$DEV")
 cur_size=$new_size
 [ "$new_size" -gt $((old_size + 256 * 1048576)) ] || fail "device is $new_size bytes after grow (was $old_size)"
