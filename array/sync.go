@@ -1014,7 +1014,11 @@ func (a *Array) addOpenPlan(m *Member, role int, re *readdPlan, uuid [16]byte) e
 		drop()
 		return err
 	}
-	sb.DataSectors = (uint64(m.Size) - sb.DataOffset) >> 9 &^ 7
+	// The array's data area, not all the device has: a larger new member
+	// does not grow the array by itself at the next assembly (the
+	// smallest data area of the members wins); `grow` does, on every
+	// member at once.
+	sb.DataSectors = a.Engine.Geo.MemberSectors
 	a.mu.Lock()
 	old := a.Members[role]
 	a.Members[role] = m

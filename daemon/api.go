@@ -326,6 +326,14 @@ func (r AddRequest) spec() (array.CreateSpec, *FieldError) {
 	return s, nil
 }
 
+// GrowRequest is the body of POST /v1/arrays/{n}/grow.
+type GrowRequest struct {
+	// SizeBytes is each member's new data area (md's component size: the
+	// array's size for raid1), rounded down to 4 KiB; 0 is the most every
+	// member allows (mdadm --grow --size=max).
+	SizeBytes uint64 `json:"size_bytes"`
+}
+
 // MemberRequest is the body of POST /v1/arrays/{n}/{fail,remove,re-add,add-spare,replace}.
 type MemberRequest struct {
 	// Member is the member's absolute path (any path to the same device

@@ -135,3 +135,9 @@ func (c *Client) ArrayOp(n int, op string) (Array, error) {
 	var a Array
 	return a, c.do(http.MethodPost, arrayPath(n)+"/"+op, nil, &a)
 }
+
+// Grow grows array n (see GrowRequest).
+func (c *Client) Grow(n int, req GrowRequest) (Array, error) {
+	var a Array
+	return a, c.do(http.MethodPost, arrayPath(n)+"/grow", req, &a)
+}

@@ -50,6 +50,7 @@
 //	POST   /v1/arrays/{n}/replace   200 Array          body MemberRequest (+ "with")
 //	POST   /v1/arrays/{n}/check     200 Array
 //	POST   /v1/arrays/{n}/repair    200 Array
+//	POST   /v1/arrays/{n}/grow      200 Array          body GrowRequest
 //	GET    /v1/version              200 {"version": "..."}
 //
 // AddRequest:
@@ -79,6 +80,16 @@
 // take "Level") and fields given twice are refused (400) before anything
 // is done, so a typo is not silently ignored. check and repair take no
 // body: one that holds anything but white space is refused (400).
+//
+// GrowRequest: {"size_bytes": 0}: each member's new data area (md's
+// component size; the array's size for raid1), rounded down to 4 KiB; 0
+// is the most every member allows (mdadm --grow --size=max). The same
+// size again answers 200 and changes nothing; a refusal (raid0, raid10
+// far/offset, degraded, a job running or pending, a member or spare too
+// small, a shrink, a device without UBLK_F_UPDATE_SIZE) is 409 with
+// nothing written. The grow hands the device over in-process as after a
+// daemon crash (requests wait in the kernel, then are reissued) and ends
+// with UBLK_U_CMD_UPDATE_SIZE.
 //
 // MemberRequest: {"member": "/dev/vdd"} (a role number such as "1", or
 // an absolute path: any path to the member's device or file, compared

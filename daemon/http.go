@@ -35,6 +35,9 @@ type Backend interface {
 	Replace(n int, member, with string, force bool) (Array, error)
 	Check(n int) (Array, error)
 	Repair(n int) (Array, error)
+	// Grow grows each member's data area of array n to sizeBytes (0: the
+	// most every member allows) and the device with it.
+	Grow(n int, sizeBytes uint64) (Array, error)
 }
 
 // maxBody bounds request bodies (they are a few hundred bytes).
@@ -54,6 +57,7 @@ const maxBody = 1 << 20
 //	POST   /v1/arrays/{n}/replace     (MemberRequest)
 //	POST   /v1/arrays/{n}/check
 //	POST   /v1/arrays/{n}/repair
+//	POST   /v1/arrays/{n}/grow        (GrowRequest)
 //	GET    /v1/version
 func NewHandler(b Backend, version string) http.Handler {
 	mux := http.NewServeMux()
@@ -143,6 +147,22 @@ func NewHandler(b Backend, version string) http.Handler {
 	mux.Handle(APIVersion+"/arrays/{n}/replace", memberOp("replace", func(n int, q MemberRequest) (Array, error) { return b.Replace(n, q.Member, q.With, q.Force) }))
 	mux.Handle(APIVersion+"/arrays/{n}/check", arrayOp(b.Check))
 	mux.Handle(APIVersion+"/arrays/{n}/repair", arrayOp(b.Repair))
+	mux.HandleFunc(APIVersion+"/arrays/{n}/grow", func(w http.ResponseWriter, r *http.Request) {
+		if r.Method != http.MethodPost {
+			methodNotAllowed(w, "POST")
+			return
+		}
+		n, ok := number(w, r)
+		if !ok {
+			return
+		}
+		var req GrowRequest
+		if !readJSON(w, r, &req) {
+			return
+		}
+		a, err := b.Grow(n, req.SizeBytes)
+		reply(w, http.StatusOK, a, err)
+	})
 	mux.HandleFunc(APIVersion+"/version", func(w http.ResponseWriter, r *http.Request) {
 		if r.Method != http.MethodGet {
 			methodNotAllowed(w, "GET")

@@ -201,13 +201,19 @@ func (m *Manager) restore(e StateEntry) (*served, error) {
 		m.log.Warn("state entry: write-mostly member not in the array", zap.Error(err))
 	}
 	cfg := m.config(e.Number, e.Queues, e.Depth, e.MaxIOBytes)
+	grown := false
 	if exists {
 		p, err := m.ctrl.GetParams(id)
 		if err != nil {
 			a.Close()
 			return nil, err
 		}
-		if want := a.Params().Basic.DevSectors; p.Basic.DevSectors != want {
+		// Smaller, on a device that can resize: a grow recorded in the
+		// superblocks whose UPDATE_SIZE did not happen (a crash between
+		// them); finished once the device is served.
+		want := a.Params().Basic.DevSectors
+		grown = p.Basic.DevSectors < want && info.Flags&ublk.FlagUpdateSize != 0
+		if p.Basic.DevSectors != want && !grown {
 			a.Close()
 			return nil, fmt.Errorf("%s has %d sectors, the array %d: it is not this array's device", DevicePath(e.Number), p.Basic.DevSectors, want)
 		}
@@ -217,6 +223,13 @@ func (m *Manager) restore(e StateEntry) (*served, error) {
 		return nil, err
 	}
 	s.entry = e
+	if grown {
+		if err := s.d.UpdateSize(a.Params().Basic.DevSectors); err != nil {
+			m.log.Error("grow: device size not updated", zap.String("device", s.d.BlockPath()), zap.Error(err))
+		} else {
+			m.log.Warn("grow finished: the device takes the array's grown size", zap.String("device", s.d.BlockPath()), zap.Uint64("size_bytes", a.Params().Basic.DevSectors<<9))
+		}
+	}
 	return s, nil
 }
 
@@ -906,6 +919,98 @@ func (m *Manager) scrub(n int, repair bool) (Array, error) {
 		return Array{}, Refused(err)
 	}
 	return m.view(s), nil
+}
+
+// Grow implements Backend, like mdadm --grow --size: every check first
+// (array.GrowCheck on the serving array, and UBLK_F_UPDATE_SIZE on the
+// device), nothing written if one refuses. Then the device is handed
+// over as after a daemon crash: the queues let go of it (its requests
+// wait in the kernel), the array is closed and assembled again, grown
+// (bitmap, then superblocks, durably), re-attached by user recovery
+// (requests in flight reissued) and finally the kernel is told the new
+// size (UBLK_U_CMD_UPDATE_SIZE). The re-assembly resyncs the regions the
+// bitmap held dirty, as after a crash (without a bitmap, the whole
+// array). A failure after the hand-over began still re-attaches the
+// array, at whatever size its superblocks say.
+func (m *Manager) Grow(n int, sizeBytes uint64) (Array, error) {
+	s, err := m.get(n)
+	if err != nil {
+		return Array{}, err
+	}
+	s.opMu.Lock()
+	defer s.opMu.Unlock()
+	p, err := s.a.GrowCheck(sizeBytes>>9, true)
+	if errors.Is(err, array.ErrGrowNoChange) {
+		return m.view(s), nil
+	}
+	if err != nil {
+		return Array{}, Refused(fmt.Errorf("%s: %w", DevicePath(n), err))
+	}
+	if !s.d.CanUpdateSize() {
+		return Array{}, Refused(fmt.Errorf("%s: %w; nothing changed", DevicePath(n), ublk.ErrNoUpdateSize))
+	}
+	m.addMu.Lock() // no Add takes the number meanwhile, no Shutdown
+	defer m.addMu.Unlock()
+	if m.closed {
+		return Array{}, Refused(errors.New("the daemon is shutting down"))
+	}
+	m.mu.Lock()
+	if m.arrays[n] != s {
+		m.mu.Unlock()
+		return Array{}, fmt.Errorf("%s: no such array: %w", DevicePath(n), ErrNotFound)
+	}
+	delete(m.arrays, n) // its watcher leaves it to us
+	m.mu.Unlock()
+	dev := DevicePath(n)
+	m.log.Info("grow: handing the device over", zap.String("device", dev), zap.Uint64("from_bytes", p.OldArraySectors<<9), zap.Uint64("to_bytes", p.NewArraySectors<<9))
+	var errs []error
+	if err := s.d.Detach(10 * time.Second); err != nil {
+		errs = append(errs, fmt.Errorf("detach: %w", err))
+	}
+	s.a.StopSync()
+	s.a.Close()
+	e := s.entry
+	a, err := openRetry(e.Members, array.CreateSpec{SyncMinBytes: e.SyncMinBytes, SyncMaxBytes: e.SyncMaxBytes})
+	if err != nil {
+		m.mu.Lock()
+		m.pending[n] = e
+		m.mu.Unlock()
+		m.changed()
+		return Array{}, errors.Join(append(errs, fmt.Errorf("%s: the array could not be assembled again (restart the daemon to recover the device): %w", dev, err))...)
+	}
+	if err := setWriteMostly(a, e.WriteMostly); err != nil {
+		m.log.Warn("write-mostly member not in the array", zap.Error(err))
+	}
+	_, gerr := a.Grow(p.NewMemberSectors)
+	if gerr != nil {
+		errs = append(errs, fmt.Errorf("grow: %w", gerr))
+	}
+	ns, err := m.start(a, n, m.config(n, e.Queues, e.Depth, e.MaxIOBytes), true)
+	if err != nil {
+		m.mu.Lock()
+		m.pending[n] = e
+		m.mu.Unlock()
+		m.changed()
+		return Array{}, errors.Join(append(errs, fmt.Errorf("%s: not re-attached (restart the daemon to recover it): %w", dev, err))...)
+	}
+	ns.entry = e
+	ns.entry.Members = memberPaths(a.Status())
+	m.track(ns)
+	if gerr == nil {
+		if err := ns.d.UpdateSize(a.Params().Basic.DevSectors); err != nil {
+			errs = append(errs, fmt.Errorf("the superblocks hold the new size but the kernel did not take it (the next restart of the daemon retries): %w", err))
+		} else {
+			m.log.Info("array grown", zap.String("device", dev), zap.Uint64("size_bytes", a.Params().Basic.DevSectors<<9))
+		}
+	}
+	if err := m.saveState(); err != nil {
+		m.log.Error("state file not written", zap.Error(err))
+	}
+	m.changed()
+	if len(errs) > 0 {
+		return m.view(ns), errors.Join(errs...)
+	}
+	return m.view(ns), nil
 }
 
 // Shutdown ends serving. With keep, every device is left to a new daemon

@@ -265,6 +265,15 @@ func (c *Control) StopUnusedDev(id uint32) error {
 	}
 }
 
+// UpdateSize sets the block device's size to sectors (512-byte) while it
+// is live (UBLK_U_CMD_UPDATE_SIZE; the device needs UBLK_F_UPDATE_SIZE,
+// Linux 6.16+). The kernel changes the capacity and notifies (a uevent);
+// requests already queued are not checked again.
+func (c *Control) UpdateSize(id uint32, sectors uint64) error {
+	_, err := c.do(ctrlCmd{name: "UPDATE_SIZE", op: cmdUpdateSize, devID: id, queueID: noQueue, data0: sectors})
+	return err
+}
+
 // SetParams sets the device parameters; only before START_DEV.
 func (c *Control) SetParams(id uint32, p Params) error {
 	p.Len = uint32(unsafe.Sizeof(p))

@@ -7,6 +7,7 @@ import (
 	"path/filepath"
 	"runtime"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"golang.org/x/sys/unix"
@@ -112,6 +113,10 @@ type Device struct {
 	done     chan struct{}
 	stopMu   sync.Mutex
 	stopped  bool
+	// detach tells the queues to leave without STOP_DEV (Detach); live
+	// are the running queues, to wake them for it.
+	detach atomic.Bool
+	live   []*Queue
 }
 
 func (c *Config) normalize() {
@@ -351,7 +356,8 @@ func (d *Device) startQueues(cfg Config) error {
 				id: i, depth: int(d.info.QueueDepth), maxIO: int(d.info.MaxIOBufBytes),
 				char: d.char, target: d.target, affinity: affinity, fixedBuffers: !cfg.NoFixedBuffers,
 				zeroCopy:     d.info.Flags&FlagAutoBufReg != 0,
-				deferTaskrun: cfg.DeferTaskrun, pollFor: cfg.PollFor,
+				deferTaskrun: cfg.DeferTaskrun, pollFor: cfg.PollFor, detach: &d.detach,
+				started: func(q *Queue) { d.mu.Lock(); d.live = append(d.live, q); d.mu.Unlock() },
 			}, readies[i])
 			d.mu.Lock()
 			d.queueErr[i] = err
@@ -492,6 +498,68 @@ func (d *Device) stop(unused bool) error {
 		err = qerr
 	}
 	return err
+}
+
+// ErrNoUpdateSize is UpdateSize's answer for a device created without
+// UBLK_F_UPDATE_SIZE (a driver before 6.16 does not offer it).
+var ErrNoUpdateSize = errors.New("the ublk driver cannot resize a live device (UBLK_F_UPDATE_SIZE, Linux 6.16+)")
+
+// CanUpdateSize reports whether the device was created with
+// UBLK_F_UPDATE_SIZE.
+func (d *Device) CanUpdateSize() bool { return d.info.Flags&FlagUpdateSize != 0 }
+
+// UpdateSize sets the block device's size (UBLK_U_CMD_UPDATE_SIZE);
+// ErrNoUpdateSize where the device lacks UBLK_F_UPDATE_SIZE. The target
+// must serve every sector below the new size before it is called.
+func (d *Device) UpdateSize(sectors uint64) error {
+	if !d.CanUpdateSize() {
+		return ErrNoUpdateSize
+	}
+	return d.ctrl.UpdateSize(d.info.DevID, sectors)
+}
+
+// Detach makes this process let go of the device without stopping it, as
+// if the server had died: the queues leave their loops and close their
+// rings (the kernel cancels their commands and quiesces the device, whose
+// pending and new requests wait), and the character device is released.
+// The block device stays, usable by Recover with a new target; requests
+// the queues had not completed are reissued to it. Member I/O the target
+// still had in flight on the rings is cancelled or completes with the
+// rings' teardown; the target is closed (QueueHandler.Close) and must not
+// expect those completions. It returns once the driver says the device is
+// no longer live (quiesced), or an error after wait.
+func (d *Device) Detach(wait time.Duration) error {
+	d.stopMu.Lock()
+	defer d.stopMu.Unlock()
+	if d.stopped {
+		return errors.New("the device is stopped")
+	}
+	d.stopped = true
+	d.detach.Store(true)
+	d.mu.Lock()
+	for _, q := range d.live {
+		q.Wake()
+	}
+	d.mu.Unlock()
+	<-d.done
+	if d.char != nil {
+		d.char.Close()
+		d.char = nil
+	}
+	deadline := time.Now().Add(wait)
+	for {
+		info, err := d.ctrl.DevInfo(d.info.DevID)
+		if err != nil {
+			return err
+		}
+		if info.State != StateLive {
+			return nil
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("ublk device %d still live %v after its queues left", d.info.DevID, wait)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
 }
 
 // Delete stops the device if needed and deletes it.

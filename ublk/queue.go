@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"os"
 	"runtime"
+	"sync/atomic"
 	"time"
 	"unsafe"
 
@@ -54,6 +55,7 @@ type Queue struct {
 	wakeMem   []byte   // one page off the Go heap
 	wakeBuf   []byte   // its first 8 bytes: the eventfd read's target
 	wakeArmed bool     // the eventfd read is in flight
+	detach    *atomic.Bool
 }
 
 // ID is the queue's index.
@@ -196,6 +198,8 @@ type queueSetup struct {
 	zeroCopy         bool
 	deferTaskrun     bool
 	pollFor          time.Duration
+	detach           *atomic.Bool   // set: leave the loop without waiting for aborts (Device.Detach)
+	started          func(q *Queue) // told once the queue can be woken
 }
 
 // runQueue serves one queue until every tag is aborted by the kernel. ready
@@ -221,6 +225,10 @@ func runQueue(s queueSetup, ready chan<- error) (q *Queue, err error) {
 	if _, err := q.ring.Submit(); err != nil {
 		ready <- fmt.Errorf("queue %d: submit FETCH: %w", q.id, err)
 		return q, err
+	}
+	q.detach = s.detach
+	if s.started != nil {
+		s.started(q)
 	}
 	ready <- nil
 	q.loop()
@@ -312,8 +320,8 @@ func (q *Queue) setup(s queueSetup) error {
 	}
 	if w, ok := q.handler.(Waker); ok {
 		q.waker = w
-		q.armWake()
 	}
+	q.armWake() // also how Device.Detach reaches the thread
 	if t, ok := q.handler.(Ticker); ok {
 		q.ticker = t
 		q.armTick()
@@ -393,7 +401,9 @@ func (q *Queue) onWake(res int32) {
 		q.fail(fmt.Errorf("queue %d: wake-up read: %w", q.id, unix.Errno(-res)))
 	}
 	q.armWake()
-	q.waker.OnWake()
+	if q.waker != nil {
+		q.waker.OnWake()
+	}
 }
 
 // tickUserData marks the completion of the tick timeout.
@@ -470,6 +480,9 @@ func (q *Queue) loop() {
 	q.now = time.Now()
 	lastYield := q.now
 	for q.live > 0 || q.inflight > 0 {
+		if q.detach != nil && q.detach.Load() {
+			return // Device.Detach: the ring's close cancels what is in flight
+		}
 		// Yield the P now and then: a goroutine that is never rescheduled
 		// looks stuck to the runtime's monitor, which then takes its P away
 		// every 10 ms while it waits in io_uring_enter and, having taken

@@ -349,7 +349,10 @@ const (
 	// reissued) left requests stuck in the 7.3 kernel after the next
 	// server's recovery, once in three hand-overs under fio; the plain
 	// exit-and-recover hand-over has no such failure on record.
-	flagsUsedWherePresent = FlagNoAutoPartScan
+	//
+	// UpdateSize: `grow` tells the kernel the array's new size
+	// (UBLK_U_CMD_UPDATE_SIZE); a device created without it cannot grow.
+	flagsUsedWherePresent = FlagNoAutoPartScan | FlagUpdateSize
 )
 
 // flagNames are the UBLK_F_* names, lower case without the prefix, by bit.
@@ -441,6 +444,7 @@ var (
 	cmdStartUserRecovery = ioc(iocRead|iocWrite, 'u', 0x10, sizeofCtrlCmd)
 	cmdEndUserRecovery   = ioc(iocRead|iocWrite, 'u', 0x11, sizeofCtrlCmd)
 	cmdGetFeatures       = ioc(iocRead, 'u', 0x13, sizeofCtrlCmd)
+	cmdUpdateSize        = ioc(iocRead|iocWrite, 'u', 0x15, sizeofCtrlCmd) // 6.16: data[0] = new size in sectors
 
 	ioFetchReq          = ioc(iocRead|iocWrite, 'u', 0x20, sizeofIOCmd)
 	ioCommitAndFetchReq = ioc(iocRead|iocWrite, 'u', 0x21, sizeofIOCmd)

@@ -231,6 +231,7 @@ var uapiConstants73 = []struct {
 	{"sizeof(struct ublk_auto_buf_reg)", 8, 8},
 	{"ublk_auto_buf_reg_to_sqe_addr(&(struct ublk_auto_buf_reg){.index = 0x1234, .flags = UBLK_AUTO_BUF_REG_FALLBACK})",
 		autoBufRegAddr(0x1234, autoBufRegFallback), 0x11234},
+	{"UBLK_U_CMD_UPDATE_SIZE", uint64(cmdUpdateSize), 0xc0207515},
 }
 
 func TestUAPIConstants73MatchGo(t *testing.T) {

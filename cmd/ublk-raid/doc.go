@@ -5,7 +5,7 @@
 // stderr (detail --test: 1 degraded, 2 failed, 4 unknown).
 //
 // `serve` is the daemon (package daemon) that hosts every array; add, del,
-// list, detail, fail, remove, re-add, replace, check and repair are its
+// list, detail, fail, remove, re-add, replace, check, repair and grow are its
 // clients over the control socket. del and list also handle ublk devices
 // the daemon does not serve: run, passthrough and recover serve one device
 // in the foreground, printing its path once it is live and serving it

@@ -830,5 +830,6 @@ func newManageCmds(socket *string) []*cobra.Command {
 		newMemberCmd(socket, "replace", "Rebuild a member's data onto a new member, then fail the old one (like mdadm --replace)", "replacing %s in %s"),
 		newArrayOpCmd(socket, "check", "Read every copy and count mismatches (like md's check)"),
 		newArrayOpCmd(socket, "repair", "Read every copy and rewrite mismatches (like md's repair)"),
+		newGrowCmd(socket),
 	}
 }

@@ -183,6 +183,11 @@ func (f *Backend) Check(n int) (daemon.Array, error) {
 	return f.na(n, "check")
 }
 
+func (f *Backend) Grow(n int, _ uint64) (daemon.Array, error) {
+	f.Requests.Add(1)
+	return f.na(n, "grow")
+}
+
 func (f *Backend) Repair(n int) (daemon.Array, error) {
 	f.Requests.Add(1)
 	return f.na(n, "repair")

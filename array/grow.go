@@ -1,0 +1,182 @@
+package array
+
+import (
+	"errors"
+	"fmt"
+
+	"github.com/ublk-raid/ublk-raid/bitmap"
+	"github.com/ublk-raid/ublk-raid/engine"
+)
+
+// ErrGrowNoChange is GrowCheck's answer when the array already has the
+// size asked for: nothing to do.
+var ErrGrowNoChange = errors.New("the array already has that size")
+
+// GrowPlan is what a grow would do: each member's data area (md's
+// component size) and the array's size, before and after.
+type GrowPlan struct {
+	OldMemberSectors, NewMemberSectors uint64
+	OldArraySectors, NewArraySectors   uint64
+	// MaxMemberSectors is the largest data area every member allows.
+	MaxMemberSectors uint64
+}
+
+// GrowCheck says whether the array can grow each member's data area to
+// memberSectors (0: the largest every member allows, like mdadm --grow
+// --size=max), rounded down to 4 KiB, and what that gives. It reads and
+// writes nothing but the in-memory state. Refused: raid0 (md needs a
+// reshape for that), raid10 far and offset layouts (their copies' places
+// depend on the member size), a degraded array or one with a rebuild,
+// resync or check running or pending (when running is set: the array is
+// serving), a member or a spare too small for the new size, and a
+// shrink. ErrGrowNoChange when the size is already that.
+func (a *Array) GrowCheck(memberSectors uint64, running bool) (GrowPlan, error) {
+	g := a.Engine.Geo
+	p := GrowPlan{OldMemberSectors: g.MemberSectors, OldArraySectors: g.ArraySectors()}
+	switch {
+	case g.Level == engine.Level0:
+		return p, errors.New("a raid0 array cannot grow its size (md needs a reshape to add space to raid0)")
+	case g.Level == engine.Level10 && g.Layout.Far > 1:
+		return p, fmt.Errorf("a raid10 %s array cannot grow its size: the far and offset layouts place copies by the member size (only near layouts grow)", g.Layout)
+	case g.Level != engine.Level1 && g.Level != engine.Level10:
+		return p, fmt.Errorf("a raid%d array cannot grow its size", g.Level)
+	}
+	st := a.Engine.State()
+	for r, m := range st.Members {
+		if m.State != engine.MemberActive || a.Members[r] == nil {
+			return p, fmt.Errorf("role %d is %s: grow needs every member in sync (re-add or replace it first)", r, m.State)
+		}
+	}
+	if running {
+		if s := a.SyncStatus(); s.Action != "idle" || s.Settling || s.ResyncNeeded {
+			what := s.Action
+			if what == "idle" {
+				what = "a resync is pending"
+			} else {
+				what = "a " + what + " is running"
+			}
+			return p, fmt.Errorf("%s: grow waits until it ends (detail --wait)", what)
+		}
+	}
+	p.MaxMemberSectors = engine.MaxMemberSectors
+	var small *Member
+	for _, m := range a.Members {
+		have := uint64(0)
+		if uint64(m.Size) > a.dataOffset {
+			have = (uint64(m.Size) - a.dataOffset) >> 9 &^ 7
+		}
+		if have < p.MaxMemberSectors {
+			p.MaxMemberSectors, small = have, m
+		}
+	}
+	want := memberSectors &^ 7
+	if memberSectors == 0 {
+		want = p.MaxMemberSectors
+	}
+	if want > p.MaxMemberSectors {
+		return p, fmt.Errorf("%s allows a data area of at most %d bytes (it is %d bytes, the data starts at byte %d); asked for %d",
+			small.Path, p.MaxMemberSectors<<9, small.Size, a.dataOffset, want<<9)
+	}
+	if want < g.MemberSectors {
+		return p, fmt.Errorf("each member gives the array %d bytes; shrinking to %d is refused (a filesystem on the array would lose its end)", g.MemberSectors<<9, want<<9)
+	}
+	ng := g
+	ng.MemberSectors = want
+	p.NewMemberSectors, p.NewArraySectors = want, ng.ArraySectors()
+	if p.NewArraySectors == p.OldArraySectors {
+		return p, ErrGrowNoChange
+	}
+	if err := ng.Validate(); err != nil {
+		return p, err
+	}
+	a.mu.Lock()
+	spares := append([]spareMember(nil), a.spares...)
+	a.mu.Unlock()
+	for _, sp := range spares {
+		if uint64(sp.m.Size) < a.dataOffset+want<<9 {
+			return p, fmt.Errorf("spare %s is %d bytes; the grown array needs %d of each member: remove it first (remove -n N %s)",
+				sp.m.Path, sp.m.Size, a.dataOffset+want<<9, sp.m.Path)
+		}
+	}
+	if a.Bitmap != nil {
+		var err error
+		a.withBitmap(func() { _, err = a.Bitmap.Grown(p.NewArraySectors) })
+		if err != nil {
+			return p, fmt.Errorf("write-intent bitmap: %w", err)
+		}
+	}
+	return p, nil
+}
+
+// withBitmap runs fn on the bitmap's flusher (or here without one).
+func (a *Array) withBitmap(fn func()) {
+	a.mu.Lock()
+	fl := a.fl
+	a.mu.Unlock()
+	if fl != nil {
+		fl.do(fn)
+		return
+	}
+	fn()
+}
+
+// Grow grows each member's data area to memberSectors (0: the most every
+// member allows) on an array that does not serve I/O yet: assembled by
+// Open, before it is given to ublk and before StartBackground. Nothing
+// is written unless GrowCheck (not running) passes. Then, in this order,
+// each durable on every member before the next:
+//
+//  1. the bitmap, grown (the added regions never written, so no initial
+//     sync; the region size doubled where the area cannot hold the
+//     regions otherwise), rewritten whole, its header at the new
+//     generation;
+//  2. the superblocks at that generation, with the new data area.
+//
+// A crash between the two, or one that tears the superblock update,
+// assembles at the old size (the smallest data area of the members wins)
+// with every bitmap region dirty, as for a bitmap that does not match
+// (a full resync, nothing lost); a crash after both assembles the grown
+// array. The caller then tells the kernel the new size.
+func (a *Array) Grow(memberSectors uint64) (GrowPlan, error) {
+	p, err := a.GrowCheck(memberSectors, false)
+	if err != nil {
+		return p, err
+	}
+	if a.Bitmap != nil {
+		var nb *bitmap.Bitmap
+		a.withBitmap(func() { nb, err = a.Bitmap.Grown(p.NewArraySectors) })
+		if err != nil {
+			return p, fmt.Errorf("write-intent bitmap: %w", err)
+		}
+		// The old flusher ends; the new one's first batches rewrite the
+		// whole grown copy, and the superblock update below waits for
+		// its header.
+		a.mu.Lock()
+		fl := a.fl
+		a.fl = nil
+		a.mu.Unlock()
+		if fl != nil {
+			fl.close()
+		}
+		a.Bitmap = nb
+		a.start()
+	}
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	old := make([]uint64, len(a.SBs))
+	for r, sb := range a.SBs {
+		old[r] = sb.DataSectors
+		sb.DataSectors = p.NewMemberSectors
+	}
+	a.Engine.Geo.MemberSectors = p.NewMemberSectors
+	if err := a.writeSuperblocks(a.Engine.State(), false); err != nil {
+		// Some members may hold the new size: the smallest recorded
+		// wins at the next assembly. This run stays at the old size.
+		for r, sb := range a.SBs {
+			sb.DataSectors = min(sb.DataSectors, old[r])
+		}
+		a.Engine.Geo.MemberSectors = p.OldMemberSectors
+		return p, fmt.Errorf("superblocks: %w", err)
+	}
+	return p, nil
+}
