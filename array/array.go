@@ -522,6 +522,15 @@ func assemble(ms []*Member, inputs []engine.MemberSB, asm *engine.Assembly, opts
 		}
 	}
 	g := geometryOf(asm.Freshest, sbs)
+	// Every member records the array's data area from now on: a member
+	// recording more (a grow whose superblock update was cut after some
+	// members took it) would keep that size through later updates, and
+	// bring the array up grown when assembled without the others.
+	for _, sb := range sbs {
+		if sb != nil {
+			sb.DataSectors = g.MemberSectors
+		}
+	}
 	ea, err := engine.NewArray(g)
 	if err != nil {
 		return nil, err

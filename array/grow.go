@@ -120,6 +120,40 @@ func (a *Array) withBitmap(fn func()) {
 	fn()
 }
 
+// writeGrownHeader writes the grown bitmap's header, durably, on every
+// member before its data blocks are rewritten with a doubled region size.
+// A data block does not record the region size: a cut while they are
+// rewritten must not leave the old header over new-layout blocks (old
+// regions would read clean or never written over data that needs a sync).
+// The new header names the grown size, which the superblocks do not hold
+// yet: until they do, assembly finds it does not match and takes that
+// copy as all dirty.
+func (a *Array) writeGrownHeader(nb *bitmap.Bitmap) error {
+	g := nb.Geometry()
+	buf, free, err := alignedBuf(int(g.BlockSize))
+	if err != nil {
+		return err
+	}
+	bitmap.EncodeHeader(buf, &g, nb.Events(), nb.EventsCleared())
+	members := a.Members
+	var roles []int
+	for r, m := range members {
+		if m != nil {
+			roles = append(roles, r)
+		}
+	}
+	errs := writeAll(members, roles, a.MemberTimeout, func(r int) error {
+		return writeBitmapBlock(members[r], buf, int64(g.BlockOffset(0)))
+	})
+	for _, err := range errs {
+		if errors.Is(err, errMemberTimeout) {
+			return err // buf stays with the late write: never reused
+		}
+	}
+	free()
+	return errors.Join(errs...)
+}
+
 // Grow grows each member's data area to memberSectors (0: the most every
 // member allows) on an array that does not serve I/O yet: assembled by
 // Open, before it is given to ublk and before StartBackground. Nothing
@@ -157,6 +191,12 @@ func (a *Array) Grow(memberSectors uint64) (GrowPlan, error) {
 		a.mu.Unlock()
 		if fl != nil {
 			fl.close()
+		}
+		if nb.Geometry().RegionSectors != a.Bitmap.Geometry().RegionSectors {
+			if err := a.writeGrownHeader(nb); err != nil {
+				a.start() // the old bitmap goes on: nothing else was written
+				return p, fmt.Errorf("write-intent bitmap: %w", err)
+			}
 		}
 		a.Bitmap = nb
 		a.start()

@@ -4,8 +4,11 @@ import (
 	"bytes"
 	"crypto/sha256"
 	"errors"
+	"fmt"
 	"os"
+	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 
 	"github.com/ublk-raid/ublk-raid/bitmap"
@@ -315,5 +318,161 @@ func TestGrowRAID10Near(t *testing.T) {
 	defer a.Close()
 	if got := a.Engine.Geo.ArraySectors(); got != p.NewArraySectors || a.BitmapInfo.AllDirty {
 		t.Fatalf("reassembled at %d sectors (all dirty %v), grown to %d", got, a.BitmapInfo.AllDirty, p.NewArraySectors)
+	}
+}
+
+// snapshotFiles copies the member files (a power cut: what is on them now).
+func snapshotFiles(t *testing.T, paths []string) []string {
+	t.Helper()
+	dir := t.TempDir()
+	var out []string
+	for i, p := range paths {
+		b, err := os.ReadFile(p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		q := filepath.Join(dir, fmt.Sprintf("cut%d", i))
+		if err := os.WriteFile(q, b, 0o600); err != nil {
+			t.Fatal(err)
+		}
+		out = append(out, q)
+	}
+	return out
+}
+
+// A grow that doubles the bitmap's region size, cut after the grown data
+// blocks but before the final header write: a data block does not say its
+// region size, so an old header over them would read the old regions
+// wrong (clean data as never written, so rebuilds and checks skip it).
+// The grown header goes first, so the copy does not match the old size
+// and is taken as all dirty.
+func TestGrowCutBeforeBitmapHeader(t *testing.T) {
+	paths := memberFiles(t, 2, 16<<20)
+	a, err := Open(paths, CreateSpec{Level: engine.Level1, RegionSectors: 128, AssumeClean: true}, true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	old := a.Bitmap.Geometry()
+	if err := a.SetClean(true); err != nil {
+		t.Fatal(err)
+	}
+	a.Close()
+	growFiles(t, paths, 600<<20)
+	if a, err = Open(paths, CreateSpec{}, false); err != nil {
+		t.Fatal(err)
+	}
+	hdr := int64(old.BlockOffset(0))
+	var mu sync.Mutex
+	var cut []string
+	dataSinceHeader := 0
+	saved := writeBitmapBlock
+	defer func() { writeBitmapBlock = saved }()
+	writeBitmapBlock = func(m *Member, data []byte, off int64) error {
+		mu.Lock()
+		if off != hdr {
+			dataSinceHeader++
+		} else {
+			h, err := bitmap.DecodeHeader(data)
+			if err == nil && h.RegionSectors != old.RegionSectors && dataSinceHeader > 0 && cut == nil {
+				// The grown data blocks are down, the header that
+				// follows them is not.
+				cut = snapshotFiles(t, paths)
+			}
+			dataSinceHeader = 0
+		}
+		mu.Unlock()
+		return saved(m, data, off)
+	}
+	p, err := a.Grow(0)
+	writeBitmapBlock = saved
+	if err != nil {
+		t.Fatal(err)
+	}
+	a.Close()
+	if cut == nil {
+		t.Fatal("no cut point: the grow wrote no data block before a header")
+	}
+	b, err := Open(cut, CreateSpec{}, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer b.Close()
+	if got := b.Engine.Geo.MemberSectors; got != p.OldMemberSectors {
+		t.Fatalf("after the cut the array has %d sectors per member, want the old %d", got, p.OldMemberSectors)
+	}
+	lost := 0
+	for r := range b.Bitmap.Geometry().Regions {
+		if !b.Bitmap.Written(r) || !b.Bitmap.NeedsSync(r) {
+			lost++
+		}
+	}
+	if lost > 0 {
+		t.Fatalf("%d of %d regions (all written) read as never written or in sync after the cut; the copy should be all dirty", lost, b.Bitmap.Geometry().Regions)
+	}
+}
+
+// A grow whose superblock update is cut after one member took it: the
+// array assembles at the old size, and from then on every member records
+// the old data area again, so neither assembles grown alone later.
+func TestGrowTornSuperblocks(t *testing.T) {
+	paths := memberFiles(t, 2, 16<<20)
+	a, err := Open(paths, CreateSpec{Level: engine.Level1}, true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	old := a.Engine.Geo.MemberSectors
+	if err := a.SetClean(true); err != nil {
+		t.Fatal(err)
+	}
+	a.Close()
+	growFiles(t, paths, 32<<20)
+	if a, err = Open(paths, CreateSpec{}, false); err != nil {
+		t.Fatal(err)
+	}
+	var mu sync.Mutex
+	var cut []string
+	n := 0
+	saved := writeSuperblock
+	defer func() { writeSuperblock = saved }()
+	writeSuperblock = func(m *Member, b []byte) error {
+		mu.Lock()
+		defer mu.Unlock()
+		if n++; n == 2 {
+			cut = snapshotFiles(t, paths) // one member holds the grown superblock
+		}
+		return saved(m, b)
+	}
+	if _, err := a.Grow(0); err != nil {
+		t.Fatal(err)
+	}
+	writeSuperblock = saved
+	a.Close()
+	if cut == nil {
+		t.Fatal("no cut point")
+	}
+	b, err := Open(cut, CreateSpec{}, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := b.Engine.Geo.MemberSectors; got != old {
+		t.Fatalf("after the torn update: %d sectors per member, want the old %d", got, old)
+	}
+	if err := b.SetClean(false); err != nil {
+		t.Fatal(err)
+	}
+	if err := b.SetClean(true); err != nil {
+		t.Fatal(err)
+	}
+	b.Close()
+	for i := range cut {
+		c, err := Open(cut[i:i+1], CreateSpec{}, false)
+		if err != nil {
+			t.Fatalf("member %d alone: %v", i, err)
+		}
+		got := c.Engine.Geo.MemberSectors
+		c.Close()
+		if got != old {
+			t.Errorf("member %d alone assembles with %d sectors per member, want the old %d", i, got, old)
+		}
 	}
 }
