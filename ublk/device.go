@@ -283,6 +283,11 @@ func Recover(ctrl *Control, id uint32, target Target, cfg Config) (*Device, erro
 	if info.State == StateLive && info.UblksrvPid > 0 && unix.Kill(int(info.UblksrvPid), 0) == nil {
 		return nil, fmt.Errorf("ublk device %d is live, served by pid %d", id, info.UblksrvPid)
 	}
+	if info.Flags&FlagAutoBufReg != 0 && zeroCopyFlags(target, Config{}) == 0 {
+		// The kernel decides: a device made zero copy stays so, and only
+		// a target that moves data with buffer slots can serve it.
+		return nil, fmt.Errorf("ublk device %d is zero copy (auto_buf_reg); this target has only the copy path", id)
+	}
 	if err := ctrl.StartUserRecovery(id, RecoveryWait); err != nil {
 		return nil, err
 	}
@@ -291,11 +296,6 @@ func Recover(ctrl *Control, id uint32, target Target, cfg Config) (*Device, erro
 		return nil, err
 	}
 	d := &Device{ctrl: ctrl, info: info, features: feats, target: target, done: make(chan struct{})}
-	if info.Flags&FlagAutoBufReg != 0 && zeroCopyFlags(target, Config{}) == 0 {
-		// The kernel decides: a device made zero copy stays so, and only
-		// a target that moves data with buffer slots can serve it.
-		return nil, fmt.Errorf("ublk device %d is zero copy (auto_buf_reg); this target has only the copy path", id)
-	}
 	if err := d.openChar(); err != nil {
 		return nil, err
 	}
@@ -523,10 +523,11 @@ func (d *Device) UpdateSize(sectors uint64) error {
 // rings (the kernel cancels their commands and quiesces the device, whose
 // pending and new requests wait), and the character device is released.
 // The block device stays, usable by Recover with a new target; requests
-// the queues had not completed are reissued to it. Member I/O the target
-// still had in flight on the rings is cancelled or completes with the
-// rings' teardown; the target is closed (QueueHandler.Close) and must not
-// expect those completions. It returns once the driver says the device is
+// the queues had not completed are reissued to it. Each queue first stops
+// handing new requests to the target and reaps the member I/O it has in
+// flight (so none lands after the next target took over), for at most
+// detachDrain: a hung member's I/O is then left to the ring's teardown.
+// The target is closed (QueueHandler.Close) after that. It returns once the driver says the device is
 // no longer live (quiesced), or an error after wait.
 func (d *Device) Detach(wait time.Duration) error {
 	d.stopMu.Lock()

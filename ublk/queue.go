@@ -56,6 +56,7 @@ type Queue struct {
 	wakeBuf   []byte   // its first 8 bytes: the eventfd read's target
 	wakeArmed bool     // the eventfd read is in flight
 	detach    *atomic.Bool
+	detachAt  time.Time // when the queue saw detach set
 }
 
 // ID is the queue's index.
@@ -480,8 +481,14 @@ func (q *Queue) loop() {
 	q.now = time.Now()
 	lastYield := q.now
 	for q.live > 0 || q.inflight > 0 {
-		if q.detach != nil && q.detach.Load() {
-			return // Device.Detach: the ring's close cancels what is in flight
+		if q.detaching() {
+			// Device.Detach: no new request goes to the handler (see
+			// onIOCmd); the member I/O in flight is reaped first, so that
+			// none lands after the next target took over (closing the
+			// ring would not wait for it), within detachDrain.
+			if q.inflight == 0 || q.now.Sub(q.detachAt) > detachDrain {
+				return
+			}
 		}
 		// Yield the P now and then: a goroutine that is never rescheduled
 		// looks stuck to the runtime's monitor, which then takes its P away
@@ -544,6 +551,22 @@ func (q *Queue) poll() bool {
 	}
 }
 
+// detachDrain bounds how long a detaching queue waits for its member I/O
+// (a hung member's stays out).
+const detachDrain = 10 * time.Second
+
+// detaching reports whether Device.Detach asked the queue to leave, and
+// notes when it first saw that.
+func (q *Queue) detaching() bool {
+	if q.detach == nil || !q.detach.Load() {
+		return false
+	}
+	if q.detachAt.IsZero() {
+		q.detachAt = q.now
+	}
+	return true
+}
+
 func (q *Queue) onIOCmd(tag uint16, res int32) {
 	if int(tag) >= q.depth || q.state[tag] != tagFetched {
 		q.fail(fmt.Errorf("queue %d: completion for tag %d in state %d", q.id, tag, q.state[tag]))
@@ -559,6 +582,10 @@ func (q *Queue) onIOCmd(tag uint16, res int32) {
 		req.Sector = d.StartSector
 		req.Sectors = d.NrSectors
 		q.state[tag] = tagServing
+		if q.detaching() {
+			// Left uncommitted: the next server gets it (reissued).
+			return
+		}
 		if req.Bytes() > q.maxIO && (req.Op == IOOpRead || req.Op == IOOpWrite) {
 			q.Complete(tag, unix.EINVAL)
 			return
