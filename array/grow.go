@@ -60,13 +60,19 @@ func (a *Array) GrowCheck(memberSectors uint64, running bool) (GrowPlan, error) 
 	}
 	p.MaxMemberSectors = engine.MaxMemberSectors
 	var small *Member
-	for _, m := range a.Members {
+	var smallSize int64
+	a.mu.Lock()
+	members := append([]*Member(nil), a.Members...)
+	spares := append([]spareMember(nil), a.spares...)
+	a.mu.Unlock()
+	for _, m := range members {
+		size := currentSize(m)
 		have := uint64(0)
-		if uint64(m.Size) > a.dataOffset {
-			have = (uint64(m.Size) - a.dataOffset) >> 9 &^ 7
+		if uint64(size) > a.dataOffset {
+			have = (uint64(size) - a.dataOffset) >> 9 &^ 7
 		}
 		if have < p.MaxMemberSectors {
-			p.MaxMemberSectors, small = have, m
+			p.MaxMemberSectors, small, smallSize = have, m, size
 		}
 	}
 	want := memberSectors &^ 7
@@ -75,7 +81,7 @@ func (a *Array) GrowCheck(memberSectors uint64, running bool) (GrowPlan, error) 
 	}
 	if want > p.MaxMemberSectors {
 		return p, fmt.Errorf("%s allows a data area of at most %d bytes (it is %d bytes, the data starts at byte %d); asked for %d",
-			small.Path, p.MaxMemberSectors<<9, small.Size, a.dataOffset, want<<9)
+			small.Path, p.MaxMemberSectors<<9, smallSize, a.dataOffset, want<<9)
 	}
 	if want < g.MemberSectors {
 		return p, fmt.Errorf("each member gives the array %d bytes; shrinking to %d is refused (a filesystem on the array would lose its end)", g.MemberSectors<<9, want<<9)
@@ -89,13 +95,10 @@ func (a *Array) GrowCheck(memberSectors uint64, running bool) (GrowPlan, error) 
 	if err := ng.Validate(); err != nil {
 		return p, err
 	}
-	a.mu.Lock()
-	spares := append([]spareMember(nil), a.spares...)
-	a.mu.Unlock()
 	for _, sp := range spares {
-		if uint64(sp.m.Size) < a.dataOffset+want<<9 {
+		if size := currentSize(sp.m); uint64(size) < a.dataOffset+want<<9 {
 			return p, fmt.Errorf("spare %s is %d bytes; the grown array needs %d of each member: remove it first (remove -n N %s)",
-				sp.m.Path, sp.m.Size, a.dataOffset+want<<9, sp.m.Path)
+				sp.m.Path, size, a.dataOffset+want<<9, sp.m.Path)
 		}
 	}
 	if a.Bitmap != nil {
@@ -106,6 +109,19 @@ func (a *Array) GrowCheck(memberSectors uint64, running bool) (GrowPlan, error) 
 		}
 	}
 	return p, nil
+}
+
+// currentSize is m's size now: a device grown in place since it was
+// opened (lvextend, a resized virtual disk) shows its new size, which
+// the assembly that grow does next sees too. Devices that cannot say keep
+// the size they were opened with.
+func currentSize(m *Member) int64 {
+	if r, ok := m.Device.(interface{ CurrentSize() (int64, error) }); ok {
+		if n, err := r.CurrentSize(); err == nil {
+			return n
+		}
+	}
+	return m.Size
 }
 
 // withBitmap runs fn on the bitmap's flusher (or here without one).

@@ -476,3 +476,27 @@ func TestGrowTornSuperblocks(t *testing.T) {
 		}
 	}
 }
+
+// Members grown in place while the array runs (lvextend, a resized
+// virtual disk): grow --size max sees their new size, as mdadm re-reads
+// it, rather than answering that the array already has it.
+func TestGrowMembersGrownInPlace(t *testing.T) {
+	paths := memberFiles(t, 2, 16<<20)
+	a, err := Open(paths, CreateSpec{Level: engine.Level1}, true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer a.Close()
+	old := a.Engine.Geo.MemberSectors
+	growFiles(t, paths, 64<<20)
+	p, err := a.GrowCheck(0, false)
+	if err != nil {
+		t.Fatalf("grow to max after the members grew in place: %v", err)
+	}
+	if p.NewMemberSectors <= old || p.NewMemberSectors<<9 > 64<<20 {
+		t.Fatalf("grow to max: %d sectors per member (was %d, the members are now %d)", p.NewMemberSectors, old, 64<<20>>9)
+	}
+	if _, err := a.GrowCheck(40<<11, false); err != nil {
+		t.Fatalf("grow to 40 MiB per member: %v", err)
+	}
+}

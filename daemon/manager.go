@@ -543,6 +543,18 @@ func (m *Manager) view(s *served) Array {
 	return a
 }
 
+// current checks, under s.opMu, that s still serves array n: a grow
+// assembles the array again and serves it as a new one, and an operation
+// that waited for the grow's lock must not act on the closed old one.
+func (m *Manager) current(n int, s *served) error {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.arrays[n] != s {
+		return fmt.Errorf("%s was assembled again meanwhile (grow, or stopped): try again: %w", DevicePath(n), ErrNotFound)
+	}
+	return nil
+}
+
 func (m *Manager) get(n int) (*served, error) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
@@ -694,6 +706,9 @@ func (m *Manager) Fail(n int, member string) (Array, error) {
 	}
 	s.opMu.Lock()
 	defer s.opMu.Unlock()
+	if err := m.current(n, s); err != nil {
+		return Array{}, err
+	}
 	r, err := role(s, member)
 	if err != nil {
 		return Array{}, err
@@ -715,6 +730,10 @@ func (m *Manager) Remove(n int, member string) (Array, error) {
 		return Array{}, err
 	}
 	s.opMu.Lock()
+	if err := m.current(n, s); err != nil {
+		s.opMu.Unlock()
+		return Array{}, err
+	}
 	if sp := spareOf(s, member); sp != "" {
 		err := s.a.RemoveSpare(sp)
 		s.opMu.Unlock()
@@ -807,6 +826,9 @@ func (m *Manager) AddSpare(n int, members []string, force bool) (Array, error) {
 	}
 	s.opMu.Lock()
 	defer s.opMu.Unlock()
+	if err := m.current(n, s); err != nil {
+		return Array{}, err
+	}
 	// A device the array holds under another path is named as it holds
 	// it, so that the array refuses it as a member or a spare already.
 	paths := make([]string, len(members))
@@ -837,6 +859,9 @@ func (m *Manager) ReAdd(n int, member string) (Array, error) {
 	}
 	s.opMu.Lock()
 	defer s.opMu.Unlock()
+	if err := m.current(n, s); err != nil {
+		return Array{}, err
+	}
 	path := member
 	if r, err := strconv.Atoi(member); err == nil {
 		if r < 0 || r >= len(s.a.Members) || s.a.Status().Members[r].Path == "" {
@@ -864,6 +889,9 @@ func (m *Manager) Replace(n int, member, with string, force bool) (Array, error)
 	}
 	s.opMu.Lock()
 	defer s.opMu.Unlock()
+	if err := m.current(n, s); err != nil {
+		return Array{}, err
+	}
 	if with == "" {
 		sp := s.a.Spares()
 		if len(sp) == 0 {
@@ -915,6 +943,11 @@ func (m *Manager) scrub(n int, repair bool) (Array, error) {
 	if err != nil {
 		return Array{}, err
 	}
+	s.opMu.Lock() // not while a grow hands the array over
+	defer s.opMu.Unlock()
+	if err := m.current(n, s); err != nil {
+		return Array{}, err
+	}
 	if err := s.a.Check(repair); err != nil {
 		return Array{}, Refused(err)
 	}
@@ -939,6 +972,13 @@ func (m *Manager) Grow(n int, sizeBytes uint64) (Array, error) {
 	}
 	s.opMu.Lock()
 	defer s.opMu.Unlock()
+	if err := m.current(n, s); err != nil {
+		return Array{}, err
+	}
+	if sizeBytes != 0 && sizeBytes < 4096 {
+		// sizeBytes>>9 would be 0, which GrowCheck takes as max.
+		return Array{}, Invalid(fmt.Errorf("size %d bytes: 0 (max) or at least 4096", sizeBytes))
+	}
 	p, err := s.a.GrowCheck(sizeBytes>>9, true)
 	if errors.Is(err, array.ErrGrowNoChange) {
 		return m.view(s), nil
@@ -964,8 +1004,12 @@ func (m *Manager) Grow(n int, sizeBytes uint64) (Array, error) {
 	dev := DevicePath(n)
 	m.log.Info("grow: handing the device over", zap.String("device", dev), zap.Uint64("from_bytes", p.OldArraySectors<<9), zap.Uint64("to_bytes", p.NewArraySectors<<9))
 	var errs []error
+	detached := true
 	if err := s.d.Detach(10 * time.Second); err != nil {
+		// The array is re-attached below, but not grown: the device
+		// may not have let go of every request.
 		errs = append(errs, fmt.Errorf("detach: %w", err))
+		detached = false
 	}
 	s.a.StopSync()
 	s.a.Close()
@@ -976,12 +1020,16 @@ func (m *Manager) Grow(n int, sizeBytes uint64) (Array, error) {
 		m.pending[n] = e
 		m.mu.Unlock()
 		m.changed()
-		return Array{}, errors.Join(append(errs, fmt.Errorf("%s: the array could not be assembled again (restart the daemon to recover the device): %w", dev, err))...)
+		go m.retryRecovery(n)
+		return Array{}, errors.Join(append(errs, fmt.Errorf("%s: the array could not be assembled again (the daemon keeps retrying): %w", dev, err))...)
 	}
 	if err := setWriteMostly(a, e.WriteMostly); err != nil {
 		m.log.Warn("write-mostly member not in the array", zap.Error(err))
 	}
-	_, gerr := a.Grow(p.NewMemberSectors)
+	gerr := errors.New("not grown: the hand-over failed")
+	if detached {
+		_, gerr = a.Grow(p.NewMemberSectors)
+	}
 	if gerr != nil {
 		errs = append(errs, fmt.Errorf("grow: %w", gerr))
 	}
@@ -991,7 +1039,8 @@ func (m *Manager) Grow(n int, sizeBytes uint64) (Array, error) {
 		m.pending[n] = e
 		m.mu.Unlock()
 		m.changed()
-		return Array{}, errors.Join(append(errs, fmt.Errorf("%s: not re-attached (restart the daemon to recover it): %w", dev, err))...)
+		go m.retryRecovery(n)
+		return Array{}, errors.Join(append(errs, fmt.Errorf("%s: not re-attached (the daemon keeps retrying): %w", dev, err))...)
 	}
 	ns.entry = e
 	ns.entry.Members = memberPaths(a.Status())
@@ -1011,6 +1060,26 @@ func (m *Manager) Grow(n int, sizeBytes uint64) (Array, error) {
 		return m.view(ns), errors.Join(errs...)
 	}
 	return m.view(ns), nil
+}
+
+// retryRecovery retries the pending arrays (RetryPending) every
+// pendingRetryEvery until array n is started or the daemon shuts down: a device
+// a grow handed over and could not take back waits, with its users' I/O,
+// for this.
+func (m *Manager) retryRecovery(n int) {
+	for {
+		time.Sleep(pendingRetryEvery)
+		m.RetryPending()
+		m.mu.Lock()
+		_, waiting := m.pending[n]
+		m.mu.Unlock()
+		m.addMu.Lock()
+		closed := m.closed
+		m.addMu.Unlock()
+		if !waiting || closed {
+			return
+		}
+	}
 }
 
 // Shutdown ends serving. With keep, every device is left to a new daemon

@@ -102,6 +102,29 @@ func statMember(path string) (st os.FileInfo, block bool, err error) {
 	return nil, false, fmt.Errorf("member %s is neither a block device nor a regular file", path)
 }
 
+// CurrentSize reads the member's size now (BLKGETSIZE64, or the file's
+// size): Size is what it was when opened. Any goroutine.
+func (m *Member) CurrentSize() (int64, error) {
+	var n int64
+	err := m.control(func(fd int) error {
+		if !m.BlockDevice {
+			var st unix.Stat_t
+			if err := unix.Fstat(fd, &st); err != nil {
+				return err
+			}
+			n = st.Size
+			return nil
+		}
+		var size uint64
+		if err := ioctlPtr(fd, unix.BLKGETSIZE64, unsafe.Pointer(&size)); err != nil {
+			return fmt.Errorf("member %s: BLKGETSIZE64: %w", m.Path, err)
+		}
+		n = int64(size)
+		return nil
+	})
+	return n, err
+}
+
 func (m *Member) probe(st os.FileInfo) error {
 	fd := int(m.File.Fd())
 	if !m.BlockDevice {
