@@ -286,6 +286,13 @@ func (r *modelRing) SwapBuffer(tag uint16, spare, n int) int {
 }
 func (r *modelRing) ReleaseBuffer(b int) { r.spares = append(r.spares, b) }
 func (r *modelRing) SubmitMember(ud uint64, tag uint16, m *Member, fixed bool, io engine.MemberIO, off uint64, data []byte) error {
+	if r.m.zeroCopy && (io.Kind == engine.IORead || io.Kind == engine.IOWrite) {
+		// A zero-copy request's pages go one way only: the kernel
+		// refuses (EFAULT) a write from a READ's or a read into a WRITE's.
+		if req := r.m.reqs[[2]int{r.id, int(tag)}]; req != nil && (io.Kind == engine.IORead) != (req.op == ublk.IOOpRead) {
+			r.m.fail("zero copy: member %v for request op %d (tag %d): the kernel refuses that direction", io.Kind, req.op, tag)
+		}
+	}
 	r.pending = append(r.pending, ringOp{ud: ud, m: m, io: io, off: off, data: data})
 	return nil
 }
