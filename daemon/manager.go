@@ -208,11 +208,12 @@ func (m *Manager) restore(e StateEntry) (*served, error) {
 			a.Close()
 			return nil, err
 		}
-		// Smaller, on a device that can resize: a grow recorded in the
-		// superblocks whose UPDATE_SIZE did not happen (a crash between
-		// them); finished once the device is served.
+		// Smaller, at the size the state file says a grow began from, on
+		// a device that can resize: a grow recorded in the superblocks
+		// whose UPDATE_SIZE did not happen (a crash between them);
+		// finished once the device is served.
 		want := a.Params().Basic.DevSectors
-		grown = p.Basic.DevSectors < want && info.Flags&ublk.FlagUpdateSize != 0
+		grown = p.Basic.DevSectors < want && info.Flags&ublk.FlagUpdateSize != 0 && p.Basic.DevSectors == e.GrowFromSectors
 		if p.Basic.DevSectors != want && !grown {
 			a.Close()
 			return nil, fmt.Errorf("%s has %d sectors, the array %d: it is not this array's device", DevicePath(e.Number), p.Basic.DevSectors, want)
@@ -227,8 +228,11 @@ func (m *Manager) restore(e StateEntry) (*served, error) {
 		if err := s.d.UpdateSize(a.Params().Basic.DevSectors); err != nil {
 			m.log.Error("grow: device size not updated", zap.String("device", s.d.BlockPath()), zap.Error(err))
 		} else {
+			s.entry.GrowFromSectors = 0 // the caller saves the state
 			m.log.Warn("grow finished: the device takes the array's grown size", zap.String("device", s.d.BlockPath()), zap.Uint64("size_bytes", a.Params().Basic.DevSectors<<9))
 		}
+	} else if p := a.Params().Basic.DevSectors; s.entry.GrowFromSectors != 0 && (!exists || p == e.GrowFromSectors) {
+		s.entry.GrowFromSectors = 0 // no grow to finish: the array kept its size
 	}
 	return s, nil
 }
@@ -999,8 +1003,22 @@ func (m *Manager) Grow(n int, sizeBytes uint64) (Array, error) {
 		m.mu.Unlock()
 		return Array{}, fmt.Errorf("%s: no such array: %w", DevicePath(n), ErrNotFound)
 	}
+	// Until the kernel takes the grown size, the state file records the
+	// size the device had (a restarted daemon finishes the grow only on a
+	// device of exactly that size), and keeps the array as pending: other
+	// state file writes meanwhile must not drop it.
+	e := s.entry
+	e.GrowFromSectors = p.OldArraySectors
 	delete(m.arrays, n) // its watcher leaves it to us
+	m.pending[n] = e
 	m.mu.Unlock()
+	if err := m.saveState(); err != nil {
+		m.mu.Lock()
+		delete(m.pending, n)
+		m.arrays[n] = s
+		m.mu.Unlock()
+		return Array{}, fmt.Errorf("%s: state file not written, nothing changed: %w", DevicePath(n), err)
+	}
 	dev := DevicePath(n)
 	m.log.Info("grow: handing the device over", zap.String("device", dev), zap.Uint64("from_bytes", p.OldArraySectors<<9), zap.Uint64("to_bytes", p.NewArraySectors<<9))
 	var errs []error
@@ -1013,7 +1031,6 @@ func (m *Manager) Grow(n int, sizeBytes uint64) (Array, error) {
 	}
 	s.a.StopSync()
 	s.a.Close()
-	e := s.entry
 	a, err := openRetry(e.Members, array.CreateSpec{SyncMinBytes: e.SyncMinBytes, SyncMaxBytes: e.SyncMaxBytes})
 	if err != nil {
 		m.mu.Lock()
@@ -1044,11 +1061,17 @@ func (m *Manager) Grow(n int, sizeBytes uint64) (Array, error) {
 	}
 	ns.entry = e
 	ns.entry.Members = memberPaths(a.Status())
+	if gerr != nil {
+		ns.entry.GrowFromSectors = 0 // not grown: the array kept its size
+	}
 	m.track(ns)
 	if gerr == nil {
 		if err := ns.d.UpdateSize(a.Params().Basic.DevSectors); err != nil {
 			errs = append(errs, fmt.Errorf("the superblocks hold the new size but the kernel did not take it (the next restart of the daemon retries): %w", err))
 		} else {
+			m.mu.Lock()
+			ns.entry.GrowFromSectors = 0
+			m.mu.Unlock()
 			m.log.Info("array grown", zap.String("device", dev), zap.Uint64("size_bytes", a.Params().Basic.DevSectors<<9))
 		}
 	}

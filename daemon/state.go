@@ -36,6 +36,12 @@ type StateEntry struct {
 	// that a restarted daemon keeps throttling a rebuild it resumes.
 	SyncMinBytes uint64 `json:"sync_speed_min_bytes,omitempty"`
 	SyncMaxBytes uint64 `json:"sync_speed_max_bytes,omitempty"`
+	// GrowFromSectors is the device's size (512-byte sectors) when a grow
+	// began, until the kernel took the grown size: a restarted daemon
+	// that finds the device at exactly this size, smaller than the
+	// array, finishes that grow (UPDATE_SIZE); any other size mismatch is
+	// not this array's device.
+	GrowFromSectors uint64 `json:"grow_from_sectors,omitempty"`
 }
 
 // LoadState reads the state file; a missing file is an empty state.
