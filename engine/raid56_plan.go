@@ -1,0 +1,172 @@
+package engine
+
+import (
+	"errors"
+	"fmt"
+	"math/bits"
+)
+
+// ParityWriteMode is how one segment of a write to a parity stripe keeps
+// the parity right.
+type ParityWriteMode uint8
+
+const (
+	// ParityRCW (reconstruct-write): read the data chunks the write does
+	// not cover, compute the parity from them and the new data. A full
+	// stripe write is RCW with nothing to read.
+	ParityRCW ParityWriteMode = iota
+	// ParityRMW (read-modify-write): read the old data of the chunks
+	// written and the old parity; new parity = old parity + the change.
+	ParityRMW
+	// ParityReconstruct: neither of the above can run (raid6 with two
+	// members gone, one of them written): read every readable chunk,
+	// rebuild the missing ones' old data from the parity, then compute the
+	// parity as RCW does.
+	ParityReconstruct
+	// ParityDataOnly: no parity member can be written (raid5 with P gone):
+	// the data is written, nothing is read.
+	ParityDataOnly
+)
+
+func (m ParityWriteMode) String() string {
+	return [...]string{"rcw", "rmw", "reconstruct", "data-only"}[m]
+}
+
+// StripeSegment is one part of a write to a stripe: rows [Lo, Hi)
+// (sectors within each chunk) over which the same data chunks are written,
+// planned with one mode. Members are bit masks by member index.
+type StripeSegment struct {
+	Lo, Hi uint64
+	Mode   ParityWriteMode
+	// Written: the data members the write covers in these rows (whether
+	// or not they can take it); Reads: the members to read first (old
+	// data and parity for RMW, the data not written for RCW, every
+	// readable member for Reconstruct); Missing: data members whose old
+	// data Reconstruct rebuilds; Writes: the members to write (written
+	// data members that can be written, and the parity members that can).
+	Written, Reads, Missing, Writes uint64
+}
+
+// ErrStripeLost is PlanStripeWrite's error when more members of the
+// stripe are unreadable than the parity can stand in for.
+var ErrStripeLost = errors.New("more members of the stripe are lost than its parity covers")
+
+// PlanStripeWrite plans a write of array sectors [sector, sector+sectors),
+// which must lie within one stripe, appending the segments to segs. The
+// mode of each segment is md's choice (handle_stripe_dirtying): with
+// every member readable, RMW when it reads fewer chunks than RCW (and
+// some), else RCW; otherwise whichever the lost members leave possible,
+// Reconstruct when neither is. A member is readable in the stripe when
+// active, or rebuilding past the stripe's end; writable when active or
+// rebuilding.
+func (g ParityGeometry) PlanStripeWrite(st *ArrayState, sector uint64, sectors uint32, segs []StripeSegment) ([]StripeSegment, error) {
+	if sectors == 0 {
+		return segs, nil
+	}
+	cs := g.ChunkSectors
+	nd := uint64(g.DataMembers())
+	stripe := sector / cs / nd
+	end := sector + uint64(sectors)
+	if (end-1)/cs/nd != stripe || end > g.ArraySectors() {
+		return segs, fmt.Errorf("write %d+%d does not lie within one stripe of the array", sector, sectors)
+	}
+	m := g.Stripe(stripe)
+	if len(st.Members) != g.Members {
+		return segs, fmt.Errorf("state has %d members, the geometry %d", len(st.Members), g.Members)
+	}
+	stripeEnd := (stripe + 1) * cs
+	var readable, writable, data, parity uint64
+	for i, ms := range st.Members {
+		if ms.readable(stripeEnd) {
+			readable |= 1 << uint(i)
+		}
+		if ms.writable() {
+			writable |= 1 << uint(i)
+		}
+	}
+	for d := range int(nd) {
+		data |= 1 << uint(m.Data[d])
+	}
+	parity = 1 << uint(m.P)
+	if m.Q >= 0 {
+		parity |= 1 << uint(m.Q)
+	}
+	if lost := bits.OnesCount64((data | parity) &^ readable); lost > g.ParityMembers() {
+		return segs, fmt.Errorf("stripe %d: %d members unreadable: %w", stripe, lost, ErrStripeLost)
+	}
+	// Each data chunk's written rows: first and last chunk partial.
+	first := sector - stripe*cs*nd // offset in the stripe's data
+	last := end - stripe*cs*nd
+	lo := func(d uint64) uint64 { return min(max(first, d*cs), (d+1)*cs) - d*cs }
+	hi := func(d uint64) uint64 { return max(min(last, (d+1)*cs), d*cs) - d*cs }
+	// Segment boundaries: 0, cs and every chunk's lo and hi.
+	var cuts [2*MaxMembers + 2]uint64
+	nc := 0
+	for d := range nd {
+		for _, c := range [2]uint64{lo(d), hi(d)} {
+			if c > 0 && c < cs {
+				cuts[nc] = c
+				nc++
+			}
+		}
+	}
+	cuts[nc], cuts[nc+1] = 0, cs
+	nc += 2
+	sortUint64(cuts[:nc])
+	for k := 0; k+1 < nc; k++ {
+		a, b := cuts[k], cuts[k+1]
+		if a == b {
+			continue
+		}
+		var written uint64
+		for d := range nd {
+			if lo(d) <= a && b <= hi(d) && lo(d) < hi(d) {
+				written |= 1 << uint(m.Data[d])
+			}
+		}
+		if written == 0 {
+			continue
+		}
+		segs = append(segs, planSegment(a, b, written, data, parity, readable, writable))
+	}
+	return segs, nil
+}
+
+// planSegment picks the mode of rows whose written data members are
+// written, as md does.
+func planSegment(lo, hi, written, data, parity, readable, writable uint64) StripeSegment {
+	s := StripeSegment{Lo: lo, Hi: hi, Written: written, Writes: written & writable}
+	par := parity & writable
+	if par == 0 {
+		s.Mode = ParityDataOnly
+		return s
+	}
+	s.Writes |= par
+	rmw := written | par // old data of the written chunks, old parity
+	rcw := data &^ written
+	rmwOK := rmw&^readable == 0
+	rcwOK := rcw&^readable == 0
+	nrmw, nrcw := bits.OnesCount64(rmw), bits.OnesCount64(rcw)
+	switch {
+	case rmwOK && rcwOK && nrmw < nrcw && nrmw > 0:
+		s.Mode, s.Reads = ParityRMW, rmw
+	case rcwOK:
+		s.Mode, s.Reads = ParityRCW, rcw
+	case rmwOK:
+		s.Mode, s.Reads = ParityRMW, rmw
+	default:
+		s.Mode = ParityReconstruct
+		s.Reads = (data | parity) & readable
+		s.Missing = data &^ readable
+	}
+	return s
+}
+
+// sortUint64 sorts a few values (insertion sort: no allocation).
+func sortUint64(v []uint64) {
+	for i := 1; i < len(v); i++ {
+		for j := i; j > 0 && v[j] < v[j-1]; j-- {
+			v[j], v[j-1] = v[j-1], v[j]
+		}
+	}
+}

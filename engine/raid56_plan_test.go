@@ -1,0 +1,378 @@
+package engine
+
+import (
+	"bytes"
+	"fmt"
+	"math/bits"
+	"testing"
+
+	"pgregory.net/rapid"
+)
+
+// stripeSim is one stripe of a parity array in memory: each member's
+// chunk, and which members can be read and written. It runs a plan as an
+// executor would (refusing what the plan must not do) and says what the
+// array's data then is.
+type stripeSim struct {
+	g        ParityGeometry
+	m        StripeMap
+	chunk    [][]byte // by member, ChunkSectors*512 bytes
+	readable uint64
+	writable uint64
+	par      *Parity
+}
+
+const simSector = 512
+
+func (s *stripeSim) rows(member int, lo, hi uint64) []byte {
+	return s.chunk[member][lo*simSector : hi*simSector]
+}
+
+// slots returns the stripe's chunks of rows [lo, hi) in syndrome order,
+// then P and Q, from get(member).
+func (s *stripeSim) slots(get func(member int) []byte) [][]byte {
+	out := make([][]byte, s.g.DataMembers()+s.par.Count())
+	for mem := range s.g.Members {
+		if sl := s.m.Slot[mem]; sl >= 0 {
+			out[sl] = get(mem)
+		}
+	}
+	out[s.g.DataMembers()] = get(s.m.P)
+	if s.m.Q >= 0 {
+		out[s.g.DataMembers()+1] = get(s.m.Q)
+	}
+	return out
+}
+
+// logical reconstructs the stripe's data chunks (array order) from what
+// the readable members hold: the data a read of the array returns.
+func (s *stripeSim) logical(t *rapid.T) [][]byte {
+	n := s.g.ChunkSectors * simSector
+	shards := s.slots(func(mem int) []byte {
+		if s.readable&(1<<uint(mem)) == 0 {
+			return nil
+		}
+		return append(make([]byte, 0, n), s.chunk[mem]...)
+	})
+	for i, b := range shards {
+		if b == nil {
+			shards[i] = make([]byte, 0, n)
+		}
+	}
+	if err := s.par.Reconstruct(shards); err != nil {
+		t.Fatalf("reconstruct: %v", err)
+	}
+	out := make([][]byte, s.g.DataMembers())
+	for d := range out {
+		out[d] = shards[s.m.Slot[s.m.Data[d]]]
+	}
+	return out
+}
+
+// consistent reports whether the readable parity chunks are the parity of
+// the data (with unreadable data members at their reconstructed value).
+func (s *stripeSim) consistent(t *rapid.T) bool {
+	data := s.logical(t)
+	inSlot := make([][]byte, len(data))
+	for d, b := range data {
+		inSlot[s.m.Slot[s.m.Data[d]]] = b
+	}
+	n := len(data[0])
+	want := [][]byte{make([]byte, n), make([]byte, n)}[:s.par.Count()]
+	if err := s.par.Compute(inSlot, want); err != nil {
+		t.Fatal(err)
+	}
+	ok := s.readable&(1<<uint(s.m.P)) == 0 || bytes.Equal(want[0], s.chunk[s.m.P])
+	if s.m.Q >= 0 && s.readable&(1<<uint(s.m.Q)) != 0 {
+		ok = ok && bytes.Equal(want[1], s.chunk[s.m.Q])
+	}
+	return ok
+}
+
+// apply runs segment seg of a write whose new data for data member mem
+// is newData(mem) (rows lo..hi of its chunk).
+func (s *stripeSim) apply(t *rapid.T, seg StripeSegment, newData func(mem int) []byte) {
+	if bad := seg.Reads &^ s.readable; bad != 0 {
+		t.Fatalf("segment %+v reads unreadable members %b", seg, bad)
+	}
+	if bad := seg.Writes &^ s.writable; bad != 0 {
+		t.Fatalf("segment %+v writes unwritable members %b", seg, bad)
+	}
+	n := int(seg.Hi-seg.Lo) * simSector
+	old := map[int][]byte{}
+	for mem := range s.g.Members {
+		if seg.Reads&(1<<uint(mem)) != 0 {
+			old[mem] = append([]byte(nil), s.rows(mem, seg.Lo, seg.Hi)...)
+		}
+	}
+	written := func(mem int) bool { return seg.Written&(1<<uint(mem)) != 0 }
+	newPar := [][]byte{make([]byte, n), make([]byte, n)}[:s.par.Count()]
+	switch seg.Mode {
+	case ParityDataOnly:
+		if seg.Reads != 0 {
+			t.Fatalf("data-only segment reads %b", seg.Reads)
+		}
+	case ParityRMW:
+		// Every present parity chunk: old parity + the change of each
+		// written chunk.
+		for i, pm := range []int{s.m.P, s.m.Q}[:s.par.Count()] {
+			if seg.Writes&(1<<uint(pm)) == 0 {
+				continue
+			}
+			b, ok := old[pm]
+			if !ok {
+				t.Fatalf("RMW segment %+v does not read parity member %d it writes", seg, pm)
+			}
+			copy(newPar[i], b)
+		}
+		for mem := range s.g.Members {
+			if !written(mem) {
+				continue
+			}
+			o, ok := old[mem]
+			if !ok {
+				t.Fatalf("RMW segment %+v does not read the old data of written member %d", seg, mem)
+			}
+			delta := append([]byte(nil), o...)
+			for i, v := range newData(mem) {
+				delta[i] ^= v
+			}
+			if err := s.par.Update(delta, int(s.m.Slot[mem]), newPar); err != nil {
+				t.Fatal(err)
+			}
+		}
+	case ParityRCW, ParityReconstruct:
+		cur := s.slots(func(mem int) []byte {
+			if written(mem) {
+				return append([]byte(nil), newData(mem)...)
+			}
+			if b, ok := old[mem]; ok {
+				return b
+			}
+			return nil
+		})
+		nd := s.g.DataMembers()
+		if seg.Mode == ParityReconstruct {
+			// Rebuild the missing old data from the old chunks read.
+			shards := s.slots(func(mem int) []byte {
+				if b, ok := old[mem]; ok {
+					return append([]byte(nil), b...)
+				}
+				return make([]byte, 0, n)
+			})
+			if err := s.par.Reconstruct(shards); err != nil {
+				t.Fatalf("segment %+v: reconstruct: %v", seg, err)
+			}
+			for sl := range nd {
+				if cur[sl] == nil {
+					cur[sl] = shards[sl]
+				}
+			}
+		}
+		for sl := range nd {
+			if cur[sl] == nil {
+				t.Fatalf("%v segment %+v: data slot %d neither written nor read", seg.Mode, seg, sl)
+			}
+		}
+		if err := s.par.Compute(cur[:nd], newPar); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for mem := range s.g.Members {
+		if seg.Writes&(1<<uint(mem)) == 0 {
+			continue
+		}
+		switch {
+		case written(mem):
+			copy(s.rows(mem, seg.Lo, seg.Hi), newData(mem))
+		case mem == s.m.P:
+			copy(s.rows(mem, seg.Lo, seg.Hi), newPar[0])
+		case mem == s.m.Q:
+			copy(s.rows(mem, seg.Lo, seg.Hi), newPar[1])
+		default:
+			t.Fatalf("segment %+v writes member %d, neither written data nor parity", seg, mem)
+		}
+	}
+}
+
+// Any write within a stripe, planned and run, leaves the written data
+// readable, the rest of the data as it was and the parity consistent,
+// with up to ParityMembers members lost or rebuilding; with none, each
+// segment reads what md's rule picks.
+func TestPlanStripeWriteProperties(t *testing.T) {
+	rapid.Check(t, func(t *rapid.T) {
+		g := ParityGeometry{Level: rapid.SampledFrom([]Level{Level5, Level6}).Draw(t, "level"),
+			Layout:       ParityLayout(rapid.IntRange(0, 3).Draw(t, "layout")),
+			ChunkSectors: uint64(rapid.SampledFrom([]int{8, 16}).Draw(t, "chunk"))}
+		g.Members = rapid.IntRange(g.ParityMembers()+2, 8).Draw(t, "members")
+		stripes := uint64(rapid.IntRange(1, 3).Draw(t, "stripes"))
+		g.MemberSectors = stripes * g.ChunkSectors
+		if err := g.Validate(); err != nil {
+			t.Fatal(err)
+		}
+		stripe := uint64(rapid.IntRange(0, int(stripes)-1).Draw(t, "stripe"))
+		par, err := NewParity(g.DataMembers(), g.Level == Level6)
+		if err != nil {
+			t.Fatal(err)
+		}
+		s := &stripeSim{g: g, m: g.Stripe(stripe), par: par, chunk: make([][]byte, g.Members)}
+		seed := rapid.Uint64().Draw(t, "seed")
+		fill := func(b []byte, salt uint64) {
+			x := seed ^ salt*0x9e3779b97f4a7c15
+			for i := range b {
+				x ^= x << 13
+				x ^= x >> 7
+				x ^= x << 17
+				b[i] = byte(x)
+			}
+		}
+		cb := g.ChunkSectors * simSector
+		for mem := range s.chunk {
+			s.chunk[mem] = make([]byte, cb)
+		}
+		for d := range g.DataMembers() {
+			fill(s.chunk[s.m.Data[d]], uint64(d)+1)
+		}
+		// Consistent parity to start with.
+		all := uint64(1)<<uint(g.Members) - 1
+		s.readable, s.writable = all, all
+		pc := s.slots(func(mem int) []byte { return s.chunk[mem] })
+		if err := par.Compute(pc[:g.DataMembers()], pc[g.DataMembers():]); err != nil {
+			t.Fatal(err)
+		}
+		before := s.logical(t)
+		// Lose up to ParityMembers members: faulty or missing (neither
+		// read nor written) or rebuilding (written, not read here).
+		st := &ArrayState{Members: make([]MemberStatus, g.Members)}
+		lost := rapid.IntRange(0, g.ParityMembers()).Draw(t, "lost")
+		for _, mem := range rapid.Permutation(seq(g.Members)).Draw(t, "order")[:lost] {
+			switch rapid.IntRange(0, 2).Draw(t, fmt.Sprintf("how %d", mem)) {
+			case 0:
+				st.Members[mem].State = MemberFaulty
+			case 1:
+				st.Members[mem].State = MemberMissing
+			default:
+				st.Members[mem] = MemberStatus{State: MemberRebuilding, RebuildOffset: stripe * g.ChunkSectors}
+			}
+		}
+		for mem, ms := range st.Members {
+			if !ms.readable((stripe + 1) * g.ChunkSectors) {
+				s.readable &^= 1 << uint(mem)
+			}
+			if !ms.writable() {
+				s.writable &^= 1 << uint(mem)
+			}
+		}
+		// The write.
+		span := g.ChunkSectors * uint64(g.DataMembers())
+		off := uint64(rapid.IntRange(0, int(span)-1).Draw(t, "offset"))
+		n := uint64(rapid.IntRange(1, int(span-off)).Draw(t, "sectors"))
+		sector := stripe*span + off
+		segs, err := g.PlanStripeWrite(st, sector, uint32(n), nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		// The new data, and what the array's data should become.
+		want := make([][]byte, g.DataMembers())
+		for d := range want {
+			want[d] = append([]byte(nil), before[d]...)
+		}
+		newBytes := make([]byte, n*simSector)
+		fill(newBytes, 1000+off)
+		for i := range n {
+			a := off + i
+			d, row := a/g.ChunkSectors, a%g.ChunkSectors
+			copy(want[d][row*simSector:], newBytes[i*simSector:(i+1)*simSector])
+		}
+		covered := make([]bool, n)
+		for _, seg := range segs {
+			newData := func(mem int) []byte {
+				for d := range g.DataMembers() {
+					if int(s.m.Data[d]) == mem {
+						return want[d][seg.Lo*simSector : seg.Hi*simSector]
+					}
+				}
+				t.Fatalf("member %d holds no data chunk", mem)
+				return nil
+			}
+			for d := range uint64(g.DataMembers()) {
+				if seg.Written&(1<<uint(s.m.Data[d])) == 0 {
+					continue
+				}
+				for row := seg.Lo; row < seg.Hi; row++ {
+					a := d*g.ChunkSectors + row
+					if a < off || a >= off+n || covered[a-off] {
+						t.Fatalf("segment %+v covers array sector %d of the stripe: outside the write or twice", seg, a)
+					}
+					covered[a-off] = true
+				}
+			}
+			if lost == 0 {
+				// md's rule: the cheaper of RMW and RCW, RCW on a tie.
+				w := bits.OnesCount64(seg.Written)
+				rmw, rcw := w+g.ParityMembers(), g.DataMembers()-w
+				wantReads, wantMode := rcw, ParityRCW
+				if rmw < rcw {
+					wantReads, wantMode = rmw, ParityRMW
+				}
+				if seg.Mode != wantMode || bits.OnesCount64(seg.Reads) != wantReads {
+					t.Fatalf("segment %+v: %v reading %d; md reads %d with %v", seg, seg.Mode, bits.OnesCount64(seg.Reads), wantReads, wantMode)
+				}
+			}
+			s.apply(t, seg, newData)
+		}
+		for i, c := range covered {
+			if !c {
+				t.Fatalf("array sector %d of the write is in no segment", off+uint64(i))
+			}
+		}
+		got := s.logical(t)
+		for d := range want {
+			if !bytes.Equal(got[d], want[d]) {
+				t.Fatalf("data chunk %d differs after the write (segments %+v)", d, segs)
+			}
+		}
+		if !s.consistent(t) {
+			t.Fatalf("parity inconsistent after the write (segments %+v)", segs)
+		}
+	})
+}
+
+func seq(n int) []int {
+	out := make([]int, n)
+	for i := range out {
+		out[i] = i
+	}
+	return out
+}
+
+// A stripe with more members lost than its parity covers cannot be
+// written; a write across two stripes is refused.
+func TestPlanStripeWriteRefusals(t *testing.T) {
+	g := ParityGeometry{Level: Level5, Members: 4, Layout: LeftSymmetric, ChunkSectors: 8, MemberSectors: 64}
+	st := &ArrayState{Members: make([]MemberStatus, 4)}
+	st.Members[0].State, st.Members[2].State = MemberFaulty, MemberMissing
+	if _, err := g.PlanStripeWrite(st, 0, 8, nil); err == nil {
+		t.Fatal("raid5 with two members lost: a write was planned")
+	}
+	st.Members[2].State = MemberActive
+	if _, err := g.PlanStripeWrite(st, 20, 8, nil); err == nil {
+		t.Fatal("a write across stripes 0 and 1 was planned")
+	}
+	if _, err := g.PlanStripeWrite(st, g.ArraySectors()-4, 8, nil); err == nil {
+		t.Fatal("a write past the array's end was planned")
+	}
+}
+
+func BenchmarkPlanStripeWrite(b *testing.B) {
+	g := ParityGeometry{Level: Level6, Members: 8, Layout: LeftSymmetric, ChunkSectors: 128, MemberSectors: 1 << 20}
+	st := &ArrayState{Members: make([]MemberStatus, 8)}
+	segs := make([]StripeSegment, 0, 16)
+	b.ReportAllocs()
+	for i := 0; b.Loop(); i++ {
+		var err error
+		if segs, err = g.PlanStripeWrite(st, uint64(i%1000)*768+16, 8, segs[:0]); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
