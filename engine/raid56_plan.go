@@ -94,12 +94,23 @@ func (g ParityGeometry) PlanStripeWrite(st *ArrayState, sector uint64, sectors u
 	if lost := bits.OnesCount64((data | parity) &^ readable); lost > g.ParityMembers() {
 		return segs, fmt.Errorf("stripe %d: %d members unreadable: %w", stripe, lost, ErrStripeLost)
 	}
-	// Each data chunk's written rows: first and last chunk partial.
 	first := sector - stripe*cs*nd // offset in the stripe's data
-	last := end - stripe*cs*nd
+	g.forEachRun(&m, first, end-stripe*cs*nd, func(a, b, written uint64) {
+		segs = append(segs, planSegment(a, b, written, data, parity, readable, writable))
+	})
+	return segs, nil
+}
+
+// forEachRun calls fn for each run of rows [a, b) of the stripe over
+// which the same data members are covered by the stripe's data range
+// [first, last) (sectors from the start of the stripe's data), with those
+// members as a mask; runs that cover none are skipped.
+func (g ParityGeometry) forEachRun(m *StripeMap, first, last uint64, fn func(a, b, members uint64)) {
+	cs := g.ChunkSectors
+	nd := uint64(g.DataMembers())
 	lo := func(d uint64) uint64 { return min(max(first, d*cs), (d+1)*cs) - d*cs }
 	hi := func(d uint64) uint64 { return max(min(last, (d+1)*cs), d*cs) - d*cs }
-	// Segment boundaries: 0, cs and every chunk's lo and hi.
+	// Run boundaries: 0, the chunk size and every chunk's lo and hi.
 	var cuts [2*MaxMembers + 2]uint64
 	nc := 0
 	for d := range nd {
@@ -118,18 +129,16 @@ func (g ParityGeometry) PlanStripeWrite(st *ArrayState, sector uint64, sectors u
 		if a == b {
 			continue
 		}
-		var written uint64
+		var members uint64
 		for d := range nd {
 			if lo(d) <= a && b <= hi(d) && lo(d) < hi(d) {
-				written |= 1 << uint(m.Data[d])
+				members |= 1 << uint(m.Data[d])
 			}
 		}
-		if written == 0 {
-			continue
+		if members != 0 {
+			fn(a, b, members)
 		}
-		segs = append(segs, planSegment(a, b, written, data, parity, readable, writable))
 	}
-	return segs, nil
 }
 
 // planSegment picks the mode of rows whose written data members are
@@ -160,6 +169,70 @@ func planSegment(lo, hi, written, data, parity, readable, writable uint64) Strip
 		s.Missing = data &^ readable
 	}
 	return s
+}
+
+// StripeReadSegment is one part of a read of a stripe: rows [Lo, Hi) over
+// which the same data chunks are asked for. Wanted: those data members;
+// Reads: the members to read (Wanted when all are readable; otherwise
+// every readable data member and as many parity members as data members
+// are lost, to rebuild the Missing ones, which are wanted and unreadable).
+type StripeReadSegment struct {
+	Lo, Hi                 uint64
+	Wanted, Reads, Missing uint64
+}
+
+// PlanStripeRead plans a read of array sectors [sector, sector+sectors)
+// within one stripe, appending the segments to segs: direct reads of the
+// data chunks where they are readable, and where one is not, a read of
+// enough other chunks (P before Q) to rebuild it, as md's degraded reads
+// do. Readable as for PlanStripeWrite.
+func (g ParityGeometry) PlanStripeRead(st *ArrayState, sector uint64, sectors uint32, segs []StripeReadSegment) ([]StripeReadSegment, error) {
+	if sectors == 0 {
+		return segs, nil
+	}
+	cs := g.ChunkSectors
+	nd := uint64(g.DataMembers())
+	stripe := sector / cs / nd
+	end := sector + uint64(sectors)
+	if (end-1)/cs/nd != stripe || end > g.ArraySectors() {
+		return segs, fmt.Errorf("read %d+%d does not lie within one stripe of the array", sector, sectors)
+	}
+	if len(st.Members) != g.Members {
+		return segs, fmt.Errorf("state has %d members, the geometry %d", len(st.Members), g.Members)
+	}
+	m := g.Stripe(stripe)
+	stripeEnd := (stripe + 1) * cs
+	var readable, data uint64
+	for i, ms := range st.Members {
+		if ms.readable(stripeEnd) {
+			readable |= 1 << uint(i)
+		}
+	}
+	for d := range int(nd) {
+		data |= 1 << uint(m.Data[d])
+	}
+	var err error
+	g.forEachRun(&m, sector-stripe*cs*nd, end-stripe*cs*nd, func(a, b, wanted uint64) {
+		seg := StripeReadSegment{Lo: a, Hi: b, Wanted: wanted, Reads: wanted}
+		if seg.Missing = wanted &^ readable; seg.Missing != 0 {
+			lost := bits.OnesCount64(data &^ readable)
+			seg.Reads = data & readable
+			for _, pm := range [2]int{m.P, m.Q} {
+				if lost > 0 && pm >= 0 && readable&(1<<uint(pm)) != 0 {
+					seg.Reads |= 1 << uint(pm)
+					lost--
+				}
+			}
+			if lost > 0 && err == nil {
+				err = fmt.Errorf("stripe %d: %w", stripe, ErrStripeLost)
+			}
+		}
+		segs = append(segs, seg)
+	})
+	if err != nil {
+		return segs, err
+	}
+	return segs, nil
 }
 
 // sortUint64 sorts a few values (insertion sort: no allocation).

@@ -347,7 +347,7 @@ func seq(n int) []int {
 }
 
 // A stripe with more members lost than its parity covers cannot be
-// written; a write across two stripes is refused.
+// written nor read; a write or read across two stripes is refused.
 func TestPlanStripeWriteRefusals(t *testing.T) {
 	g := ParityGeometry{Level: Level5, Members: 4, Layout: LeftSymmetric, ChunkSectors: 8, MemberSectors: 64}
 	st := &ArrayState{Members: make([]MemberStatus, 4)}
@@ -355,9 +355,15 @@ func TestPlanStripeWriteRefusals(t *testing.T) {
 	if _, err := g.PlanStripeWrite(st, 0, 8, nil); err == nil {
 		t.Fatal("raid5 with two members lost: a write was planned")
 	}
+	if _, err := g.PlanStripeRead(st, 0, 24, nil); err == nil {
+		t.Fatal("raid5 with two members lost: a read of the whole stripe was planned")
+	}
 	st.Members[2].State = MemberActive
 	if _, err := g.PlanStripeWrite(st, 20, 8, nil); err == nil {
 		t.Fatal("a write across stripes 0 and 1 was planned")
+	}
+	if _, err := g.PlanStripeRead(st, 20, 8, nil); err == nil {
+		t.Fatal("a read across stripes 0 and 1 was planned")
 	}
 	if _, err := g.PlanStripeWrite(st, g.ArraySectors()-4, 8, nil); err == nil {
 		t.Fatal("a write past the array's end was planned")
@@ -372,6 +378,119 @@ func BenchmarkPlanStripeWrite(b *testing.B) {
 	for i := 0; b.Loop(); i++ {
 		var err error
 		if segs, err = g.PlanStripeWrite(st, uint64(i%1000)*768+16, 8, segs[:0]); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
+// Any read within a stripe, planned and run (rebuilding lost chunks from
+// the others and the parity), returns the array's data, with up to
+// ParityMembers members lost; with none lost it reads exactly the chunks
+// asked for.
+func TestPlanStripeReadProperties(t *testing.T) {
+	rapid.Check(t, func(t *rapid.T) {
+		g := ParityGeometry{Level: rapid.SampledFrom([]Level{Level5, Level6}).Draw(t, "level"),
+			Layout: ParityLayout(rapid.IntRange(0, 3).Draw(t, "layout")), ChunkSectors: 8}
+		g.Members = rapid.IntRange(g.ParityMembers()+2, 8).Draw(t, "members")
+		g.MemberSectors = 2 * g.ChunkSectors
+		stripe := uint64(rapid.IntRange(0, 1).Draw(t, "stripe"))
+		par, err := NewParity(g.DataMembers(), g.Level == Level6)
+		if err != nil {
+			t.Fatal(err)
+		}
+		s := &stripeSim{g: g, m: g.Stripe(stripe), par: par, chunk: make([][]byte, g.Members)}
+		x := rapid.Uint64().Draw(t, "seed") | 1
+		for mem := range s.chunk {
+			s.chunk[mem] = make([]byte, g.ChunkSectors*simSector)
+			for i := range s.chunk[mem] {
+				x ^= x << 13
+				x ^= x >> 7
+				x ^= x << 17
+				s.chunk[mem][i] = byte(x)
+			}
+		}
+		all := uint64(1)<<uint(g.Members) - 1
+		s.readable, s.writable = all, all
+		pc := s.slots(func(mem int) []byte { return s.chunk[mem] })
+		if err := par.Compute(pc[:g.DataMembers()], pc[g.DataMembers():]); err != nil {
+			t.Fatal(err)
+		}
+		want := s.logical(t)
+		st := &ArrayState{Members: make([]MemberStatus, g.Members)}
+		lost := rapid.IntRange(0, g.ParityMembers()).Draw(t, "lost")
+		for _, mem := range rapid.Permutation(seq(g.Members)).Draw(t, "order")[:lost] {
+			st.Members[mem].State = MemberFaulty
+			s.readable &^= 1 << uint(mem)
+			clear(s.chunk[mem]) // gone: nothing of it may be used
+		}
+		span := g.ChunkSectors * uint64(g.DataMembers())
+		off := uint64(rapid.IntRange(0, int(span)-1).Draw(t, "offset"))
+		n := uint64(rapid.IntRange(1, int(span-off)).Draw(t, "sectors"))
+		segs, err := g.PlanStripeRead(st, stripe*span+off, uint32(n), nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got := make([]byte, n*simSector)
+		filled := make([]bool, n)
+		for _, seg := range segs {
+			if bad := seg.Reads &^ s.readable; bad != 0 {
+				t.Fatalf("segment %+v reads unreadable members %b", seg, bad)
+			}
+			if lost == 0 && seg.Reads != seg.Wanted {
+				t.Fatalf("segment %+v reads more than it wants with every member readable", seg)
+			}
+			var shards [][]byte
+			if seg.Missing != 0 {
+				shards = s.slots(func(mem int) []byte {
+					if seg.Reads&(1<<uint(mem)) != 0 {
+						return append([]byte(nil), s.rows(mem, seg.Lo, seg.Hi)...)
+					}
+					return make([]byte, 0, (seg.Hi-seg.Lo)*simSector)
+				})
+				if err := par.Reconstruct(shards); err != nil {
+					t.Fatalf("segment %+v: %v", seg, err)
+				}
+			}
+			for d := range uint64(g.DataMembers()) {
+				mem := int(s.m.Data[d])
+				if seg.Wanted&(1<<uint(mem)) == 0 {
+					continue
+				}
+				src := s.rows(mem, seg.Lo, seg.Hi)
+				if seg.Missing&(1<<uint(mem)) != 0 {
+					src = shards[s.m.Slot[mem]]
+				} else if seg.Reads&(1<<uint(mem)) == 0 {
+					t.Fatalf("segment %+v wants member %d, neither read nor rebuilt", seg, mem)
+				}
+				for row := seg.Lo; row < seg.Hi; row++ {
+					a := d*g.ChunkSectors + row - off
+					if a >= n || filled[a] {
+						t.Fatalf("segment %+v: row %d of data chunk %d outside the read or twice", seg, row, d)
+					}
+					filled[a] = true
+					copy(got[a*simSector:], src[(row-seg.Lo)*simSector:(row-seg.Lo+1)*simSector])
+				}
+			}
+		}
+		for i := range n {
+			a := off + i
+			d, row := a/g.ChunkSectors, a%g.ChunkSectors
+			if !filled[i] || !bytes.Equal(got[i*simSector:(i+1)*simSector], want[d][row*simSector:(row+1)*simSector]) {
+				t.Fatalf("array sector %d of the stripe: wrong data or none (segments %+v)", a, segs)
+			}
+		}
+	})
+}
+
+func BenchmarkPlanStripeRead(b *testing.B) {
+	g := ParityGeometry{Level: Level6, Members: 8, Layout: LeftSymmetric, ChunkSectors: 128, MemberSectors: 1 << 20}
+	st := &ArrayState{Members: make([]MemberStatus, 8)}
+	st.Members[3].State = MemberFaulty
+	segs := make([]StripeReadSegment, 0, 16)
+	b.ReportAllocs()
+	for i := 0; b.Loop(); i++ {
+		var err error
+		if segs, err = g.PlanStripeRead(st, uint64(i%1000)*768+16, 256, segs[:0]); err != nil {
 			b.Fatal(err)
 		}
 	}
