@@ -15,6 +15,7 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+	"unsafe"
 
 	"golang.org/x/sys/unix"
 	"pgregory.net/rapid"
@@ -221,6 +222,23 @@ type modelRing struct {
 	wake    chan struct{}
 	h       *queue
 	served  []bool // tag in use
+	// poison: with zero copy, the buffers the handler is given (address
+	// space only: the data is in bufs, which only member I/O reaches, as
+	// a zero-copy request's pages), so that a handler touching them
+	// serves or writes wrong data
+	poison [][]byte
+}
+
+// reqBuf is the buffer the handler gets for tag's request.
+func (r *modelRing) reqBuf(tag int) []byte {
+	if r.m.zeroCopy {
+		b := r.poison[tag]
+		for i := range b {
+			b[i] = 0xee
+		}
+		return b
+	}
+	return r.bufs[r.bufIdx[tag]]
 }
 
 type ringOp struct {
@@ -292,6 +310,15 @@ func (r *modelRing) SubmitMember(ud uint64, tag uint16, m *Member, fixed bool, i
 		if req := r.m.reqs[[2]int{r.id, int(tag)}]; req != nil && (io.Kind == engine.IORead) != (req.op == ublk.IOOpRead) {
 			r.m.fail("zero copy: member %v for request op %d (tag %d): the kernel refuses that direction", io.Kind, req.op, tag)
 		}
+	}
+	if r.m.zeroCopy && len(data) > 0 {
+		// The data lives in the request's pages: the same offset there.
+		p := r.poison[tag]
+		o := int(uintptr(unsafe.Pointer(unsafe.SliceData(data))) - uintptr(unsafe.Pointer(unsafe.SliceData(p))))
+		if o < 0 || o+len(data) > len(p) {
+			r.m.fail("zero copy: member %v data is not in request %d's buffer", io.Kind, tag)
+		}
+		data = r.bufs[r.bufIdx[tag]][o : o+len(data)]
 	}
 	r.pending = append(r.pending, ringOp{ud: ud, m: m, io: io, off: off, data: data})
 	return nil
@@ -458,6 +485,9 @@ func (m *arrayModel) start(a *Array) {
 			r.bufIdx = append(r.bufIdx, t)
 		}
 		r.spares = []int{modelDepth, modelDepth + 1}
+		for range modelDepth {
+			r.poison = append(r.poison, make([]byte, modelMaxIO))
+		}
 		r.h = a.newQueue(r)
 		m.rings = append(m.rings, r)
 	}
@@ -842,7 +872,7 @@ func (m *arrayModel) submit(t *rapid.T) {
 	}
 	m.count(fmt.Sprintf("submit op %d fua %v", op, req.fua))
 	m.logf("submit q%d t%d op %d id %d %d+%d fua %v seq %d", q, tag, op, req.id, req.sector, req.sectors, req.fua, req.seq)
-	r.h.Handle(&ublk.Request{Tag: uint16(tag), Op: op, Flags: flags, Sector: req.sector, Sectors: req.sectors, Buf: buf})
+	r.h.Handle(&ublk.Request{Tag: uint16(tag), Op: op, Flags: flags, Sector: req.sector, Sectors: req.sectors, Buf: r.reqBuf(tag)})
 }
 
 // fillSector fills b with write id's data for array sector s (id 0:
@@ -1285,7 +1315,8 @@ func (m *arrayModel) readAll() {
 		req.seq = m.seq
 		r.served[0] = true
 		m.reqs[[2]int{0, 0}] = req
-		r.h.Handle(&ublk.Request{Tag: 0, Op: ublk.IOOpRead, Sector: s, Sectors: req.sectors, Buf: r.bufs[r.bufIdx[0]]})
+		clear(r.bufs[r.bufIdx[0]])
+		r.h.Handle(&ublk.Request{Tag: 0, Op: ublk.IOOpRead, Sector: s, Sectors: req.sectors, Buf: r.reqBuf(0)})
 		m.quiesce()
 	}
 }
