@@ -442,7 +442,8 @@ type quarantined struct {
 // spare: nothing else can be put in those pages. A read is not: another
 // copy's data would go into the same pages, where the late read could
 // land over it; it waits for the member (or its driver's own timeout),
-// as md does.
+// as md does, while the executor fails its member at the timeout all the
+// same.
 func (h *queue) Abandon(tag uint16, op engine.OpID, io engine.MemberIO) bool {
 	zc := h.q.ZeroCopy()
 	if zc && io.Kind == engine.IORead {

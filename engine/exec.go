@@ -57,7 +57,9 @@ type Backend interface {
 	// the old one until the late result arrives (Stale). A late write
 	// may still land on the member: the backend must not let the device
 	// be rebuilt before it has (Stale). It returns false when it cannot
-	// (no spare buffer): the operation is waited for.
+	// (no spare buffer, or a zero-copy request's pages): the operation is
+	// waited for, and a read's member is failed all the same (but the last
+	// copy), so that later reads leave it alone.
 	Abandon(tag uint16, op OpID, io MemberIO) bool
 	// Stale delivers the late result of an abandoned operation.
 	Stale(tag uint16, op OpID)
@@ -103,6 +105,7 @@ type request struct {
 	ios     []MemberIO
 	failed  []bool          // per ios entry: the member operation failed
 	done    []bool          // per ios entry: its result came (or it was abandoned)
+	hung    []bool          // per ios entry: past the timeout, not abandoned: its member was failed
 	times   []time.Duration // per ios entry: when it was submitted (with Now)
 	seq     uint16          // changes with every request of the tag (OpID)
 	pending int
@@ -208,6 +211,7 @@ func NewExecutor(arr *Array, be Backend, depth, maxBytes int) *Executor {
 		e.reqs[i].ios = make([]MemberIO, 0, 4*n+4*MaxCopies)
 		e.reqs[i].failed = make([]bool, 0, 4*n+4*MaxCopies)
 		e.reqs[i].done = make([]bool, 0, 4*n+4*MaxCopies)
+		e.reqs[i].hung = make([]bool, 0, 4*n+4*MaxCopies)
 		e.reqs[i].times = make([]time.Duration, 0, 4*n+4*MaxCopies)
 	}
 	e.persisted = arr.State().Gen
@@ -226,7 +230,7 @@ func (e *Executor) Start(tag uint16, op ReqOp, sector uint64, sectors uint32, fu
 		panic(fmt.Sprintf("engine: request %d started twice", tag))
 	}
 	*r = request{op: op, sector: sector, sectors: sectors, fua: fua, buf: buf, ios: r.ios[:0], failed: r.failed[:0],
-		done: r.done[:0], times: r.times[:0], seq: r.seq + 1, active: true}
+		done: r.done[:0], hung: r.hung[:0], times: r.times[:0], seq: r.seq + 1, active: true}
 	// A flush has no range: the block layer's flush requests carry sector
 	// (sector_t)-1.
 	if op != ReqFlush && (sector >= e.arr.Geo.ArraySectors() || uint64(sectors) > e.arr.Geo.ArraySectors()-sector) {
@@ -419,6 +423,7 @@ func (e *Executor) submitFrom(tag uint16, first int) {
 	for len(r.failed) < len(r.ios) {
 		r.failed = append(r.failed, false)
 		r.done = append(r.done, false)
+		r.hung = append(r.hung, false)
 	}
 	if e.Now != nil {
 		now := e.Now()
@@ -505,6 +510,18 @@ func (e *Executor) Tick() {
 			}
 			io := r.ios[i]
 			if !e.be.Abandon(uint16(t), opID(r.seq, i), io) {
+				if io.Kind == IORead && !r.hung[i] && e.arr.Geo.Level != Level0 {
+					// It is waited for (the backend cannot give it up:
+					// a zero-copy request's pages, or no spare buffer),
+					// but its member is failed now, as for one given up,
+					// so that later reads leave it alone (never the last
+					// copy: FailRedundant keeps that one).
+					r.hung[i] = true
+					if e.MemberError != nil {
+						e.MemberError(int(io.Member), io.Kind, -int32(errnoTimedOut))
+					}
+					e.arr.FailRedundant(int(io.Member))
+				}
 				continue
 			}
 			r.done[i], r.failed[i] = true, true
@@ -785,7 +802,7 @@ func (e *Executor) releaseHeld() {
 		// Planned again from the state now: a member may have failed
 		// meanwhile (nothing of the old plan was issued).
 		r := &e.reqs[tag]
-		r.ios, r.failed, r.done, r.times = r.ios[:0], r.failed[:0], r.done[:0], r.times[:0]
+		r.ios, r.failed, r.done, r.hung, r.times = r.ios[:0], r.failed[:0], r.done[:0], r.hung[:0], r.times[:0]
 		e.plan(tag)
 	}
 }

@@ -43,12 +43,17 @@ func TestMemberTimeout(t *testing.T) {
 	if len(be.abandoned) != 0 {
 		t.Fatal("an operation younger than the timeout was abandoned")
 	}
-	// Refused (no spare buffer): it keeps waiting.
+	// Refused (no spare buffer, or a zero-copy request's pages): it keeps
+	// waiting, but its member is failed now, so that later reads leave
+	// it alone.
 	now = 11 * time.Second
 	be.refuseAbandon = true
 	e.Tick()
-	if len(be.pending) != 0 || arr.State().Members[0].State != MemberActive {
-		t.Fatal("an abandonment the backend refused happened")
+	if len(be.pending) != 0 {
+		t.Fatal("an abandonment the backend refused happened: the read was retried")
+	}
+	if arr.State().Members[0].State != MemberFaulty {
+		t.Fatal("the member of a read past the timeout was not failed when the backend could not give the read up")
 	}
 	be.refuseAbandon = false
 	e.Tick()

@@ -3,9 +3,9 @@
 # verify, on a zero-copy device (UBLK_F_AUTO_BUF_REG, 6.16+; skipped where
 # the kernel lacks it). With zero copy a request's data is its own pages,
 # which the kernel keeps until every member operation on them has
-# returned: the member timeout fails the member (a write to it is given
-# up: later requests leave it alone) but the requests whose operations
-# wait on it complete only when it answers, as with md. So: after the
+# returned: the member timeout fails the member (later requests leave it
+# alone) but the requests whose operations wait on it complete only when
+# it answers, as with md. So: after the
 # timeout the member is failed, and new I/O goes on without it; when the
 # member answers again everything completes, fio finds no error and no
 # bad data, and the survivor records the member as faulty.
