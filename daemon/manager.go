@@ -64,6 +64,10 @@ type Manager struct {
 	// pending are state file entries whose array could not be started
 	// (members missing, ...): kept in the state file until deleted.
 	pending map[int]StateEntry
+	// growing are the arrays a grow is handing over (in pending
+	// meanwhile, so that the state file keeps them): not deleted, not
+	// operated on until it ends.
+	growing map[int]bool
 }
 
 // served is one array and its device.
@@ -90,7 +94,7 @@ func NewManager(ctrl *ublk.Control, opts ManagerOptions) *Manager {
 	if log == nil {
 		log = zap.NewNop()
 	}
-	return &Manager{ctrl: ctrl, opts: opts, log: log, arrays: map[int]*served{}, pending: map[int]StateEntry{}}
+	return &Manager{ctrl: ctrl, opts: opts, log: log, arrays: map[int]*served{}, pending: map[int]StateEntry{}, growing: map[int]bool{}}
 }
 
 // Restore starts the arrays of the state file (see the package comment):
@@ -231,8 +235,10 @@ func (m *Manager) restore(e StateEntry) (*served, error) {
 			s.entry.GrowFromSectors = 0 // the caller saves the state
 			m.log.Warn("grow finished: the device takes the array's grown size", zap.String("device", s.d.BlockPath()), zap.Uint64("size_bytes", a.Params().Basic.DevSectors<<9))
 		}
-	} else if p := a.Params().Basic.DevSectors; s.entry.GrowFromSectors != 0 && (!exists || p == e.GrowFromSectors) {
-		s.entry.GrowFromSectors = 0 // no grow to finish: the array kept its size
+	} else {
+		// The device has the array's size (a mismatch returned above),
+		// or is new: no grow to finish.
+		s.entry.GrowFromSectors = 0
 	}
 	return s, nil
 }
@@ -565,10 +571,18 @@ func (m *Manager) get(n int) (*served, error) {
 	if s := m.arrays[n]; s != nil {
 		return s, nil
 	}
+	if m.growing[n] {
+		return nil, errGrowing(n)
+	}
 	if _, ok := m.pending[n]; ok {
 		return nil, fmt.Errorf("%s: the array of the state file did not start (see the daemon's log): %w", DevicePath(n), ErrNotFound)
 	}
 	return nil, fmt.Errorf("%s: no such array: %w", DevicePath(n), ErrNotFound)
+}
+
+// errGrowing refuses an operation on an array a grow is handing over.
+func errGrowing(n int) error {
+	return Refused(fmt.Errorf("%s: a grow is handing it over: try again when it ends", DevicePath(n)))
 }
 
 // Delete implements Backend. A device in use (mounted, or held by
@@ -577,6 +591,10 @@ func (m *Manager) get(n int) (*served, error) {
 func (m *Manager) Delete(n int) (DeleteResult, error) {
 	m.mu.Lock()
 	s := m.arrays[n]
+	if s == nil && m.growing[n] {
+		m.mu.Unlock()
+		return DeleteResult{}, errGrowing(n)
+	}
 	if s == nil {
 		_, ok := m.pending[n]
 		delete(m.pending, n)
@@ -985,6 +1003,19 @@ func (m *Manager) Grow(n int, sizeBytes uint64) (Array, error) {
 	}
 	p, err := s.a.GrowCheck(sizeBytes>>9, true)
 	if errors.Is(err, array.ErrGrowNoChange) {
+		if s.entry.GrowFromSectors != 0 {
+			// An earlier grow whose UPDATE_SIZE failed: the array has
+			// the size, the device not yet.
+			if err := s.d.UpdateSize(s.a.Params().Basic.DevSectors); err != nil {
+				return Array{}, fmt.Errorf("%s: the array has that size, the kernel still does not take it: %w", DevicePath(n), err)
+			}
+			m.mu.Lock()
+			s.entry.GrowFromSectors = 0
+			m.mu.Unlock()
+			if err := m.saveState(); err != nil {
+				m.log.Error("state file not written", zap.Error(err))
+			}
+		}
 		return m.view(s), nil
 	}
 	if err != nil {
@@ -1008,10 +1039,24 @@ func (m *Manager) Grow(n int, sizeBytes uint64) (Array, error) {
 	// device of exactly that size), and keeps the array as pending: other
 	// state file writes meanwhile must not drop it.
 	e := s.entry
-	e.GrowFromSectors = p.OldArraySectors
+	prevFrom := e.GrowFromSectors
+	if prevFrom == 0 {
+		// The device's size (the array's, but after a grow whose
+		// UPDATE_SIZE failed: then the record is kept).
+		e.GrowFromSectors = p.OldArraySectors
+		if dp, err := m.ctrl.GetParams(s.d.Info().DevID); err == nil {
+			e.GrowFromSectors = dp.Basic.DevSectors
+		}
+	}
 	delete(m.arrays, n) // its watcher leaves it to us
 	m.pending[n] = e
+	m.growing[n] = true
 	m.mu.Unlock()
+	defer func() {
+		m.mu.Lock()
+		delete(m.growing, n)
+		m.mu.Unlock()
+	}()
 	if err := m.saveState(); err != nil {
 		m.mu.Lock()
 		delete(m.pending, n)
@@ -1062,7 +1107,7 @@ func (m *Manager) Grow(n int, sizeBytes uint64) (Array, error) {
 	ns.entry = e
 	ns.entry.Members = memberPaths(a.Status())
 	if gerr != nil {
-		ns.entry.GrowFromSectors = 0 // not grown: the array kept its size
+		ns.entry.GrowFromSectors = prevFrom // not grown: as before it
 	}
 	m.track(ns)
 	if gerr == nil {
