@@ -52,6 +52,73 @@ func TestStripeLockAllOrNothing(t *testing.T) {
 	l.Unlock(5, 5, a)
 }
 
+// An Unlock that slips in between a failed TryLock's compare-and-swap and
+// its waiter mark sees no waiter and wakes nobody: the TryLock must see
+// the stripe free and say to retry at once, or the request would wait
+// for a wake-up that never comes.
+func TestStripeLockUnlockBeforeWaiterMark(t *testing.T) {
+	woken := map[int]int{}
+	l := NewStripeLock(func(b int) { woken[b]++ })
+	h, w := StripeToken(0, 1), StripeToken(1, 2)
+	if ok, _ := l.TryLock(3, 3, h, 0); !ok {
+		t.Fatal("free stripe not taken")
+	}
+	stripeLockRace = func() { l.Unlock(3, 3, h) }
+	ok, retry := l.TryLock(3, 3, w, 1)
+	stripeLockRace = nil
+	if ok {
+		t.Fatal("taken while held")
+	}
+	if !retry && woken[1] == 0 {
+		t.Fatal("the holder let go between the waiter's attempt and its mark: no retry and no wake-up (a lost wake-up)")
+	}
+	// A queue that failed on a stripe another TryLock held only for a
+	// moment (all or none: it lets go) is woken when it lets go.
+	clear(woken)
+	if ok, _ := l.TryLock(8, 8, h, 0); !ok {
+		t.Fatal("free stripe not taken")
+	}
+	c := StripeToken(3, 0)
+	stripeLockRace = func() {
+		stripeLockRace = nil
+		if ok, retry := l.TryLock(7, 7, c, 3); ok || retry {
+			t.Fatal("stripe 7 is held for a moment: want a wait")
+		}
+	}
+	if ok, _ := l.TryLock(7, 8, w, 1); ok {
+		t.Fatal("stripes 7-8 taken while 8 is held")
+	}
+	stripeLockRace = nil
+	if woken[3] != 1 {
+		t.Fatalf("queue 3 failed on stripe 7, which the all-or-none TryLock let go: woken %v", woken)
+	}
+	if ok, _ := l.TryLock(7, 7, c, 3); !ok {
+		t.Fatal("stripe 7 not taken once let go")
+	}
+	l.Unlock(7, 7, c)
+	l.Unlock(8, 8, h)
+	// Waiters on one stripe are not woken by another's release, and a
+	// queue beyond 64 is woken through its bit (queue mod 64).
+	clear(woken)
+	if ok, _ := l.TryLock(5, 5, h, 0); !ok {
+		t.Fatal("free stripe not taken")
+	}
+	if ok, _ := l.TryLock(6, 6, StripeToken(2, 0), 2); !ok {
+		t.Fatal("free stripe not taken")
+	}
+	if ok, retry := l.TryLock(5, 5, StripeToken(70, 0), 70); ok || retry {
+		t.Fatal("stripe 5 is held: want a wait")
+	}
+	l.Unlock(6, 6, StripeToken(2, 0))
+	if len(woken) != 0 {
+		t.Fatalf("releasing stripe 6 woke %v, who wait on stripe 5", woken)
+	}
+	l.Unlock(5, 5, h)
+	if woken[70%64] != 1 || len(woken) != 1 {
+		t.Fatalf("releasing stripe 5 woke %v; want bit %d (queue 70)", woken, 70%64)
+	}
+}
+
 // Queues (goroutines) lock random stripe ranges, parking on failure until
 // woken as queue threads do: two holders never share a stripe, and every
 // queue gets all of its locks (no lost wake-up, no deadlock).
