@@ -23,8 +23,8 @@ const (
 	// rebuild the missing ones' old data from the parity, then compute the
 	// parity as RCW does.
 	ParityReconstruct
-	// ParityDataOnly: no parity member can be written (raid5 with P gone):
-	// the data is written, nothing is read.
+	// ParityDataOnly: no parity member can be written (raid5 with P gone,
+	// raid6 with P and Q gone): the data is written, nothing is read.
 	ParityDataOnly
 )
 
@@ -42,8 +42,9 @@ type StripeSegment struct {
 	// or not they can take it); Reads: the members to read first (old
 	// data and parity for RMW, the data not written for RCW, every
 	// readable member for Reconstruct); Missing: data members whose old
-	// data Reconstruct rebuilds; Writes: the members to write (written
-	// data members that can be written, and the parity members that can).
+	// data Reconstruct rebuilds, or (RCW over untrusted parity) that RCW
+	// takes as zeroes; Writes: the members to write (written data members
+	// that can be written, and the parity members that can).
 	Written, Reads, Missing, Writes uint64
 }
 
@@ -52,14 +53,23 @@ type StripeSegment struct {
 var ErrStripeLost = errors.New("more members of the stripe are lost than its parity covers")
 
 // PlanStripeWrite plans a write of array sectors [sector, sector+sectors),
-// which must lie within one stripe, appending the segments to segs. The
-// mode of each segment is md's choice (handle_stripe_dirtying): with
-// every member readable, RMW when it reads fewer chunks than RCW (and
-// some), else RCW; otherwise whichever the lost members leave possible,
-// Reconstruct when neither is. A member is readable in the stripe when
+// which must lie within one stripe, appending the segments to segs. With
+// every member readable the mode of each segment is md's choice
+// (handle_stripe_dirtying): RMW when it reads fewer chunks than RCW, else
+// RCW (a tie too). With members lost it is the cheaper of the two that
+// they leave possible (md always reconstruct-writes when a parity member
+// is lost; an RMW of the parity left is as right and reads less),
+// Reconstruct when neither is. parityTrusted false (a region never
+// written: its parity may be garbage) rules out RMW and Reconstruct, which
+// build on the old parity, as md forces RCW below its resync point; a lost
+// data member's old contents are then undefined too, and RCW takes them as
+// zeroes (Missing), which the new parity then stands for. (A region whose
+// parity is untrusted because a crash left it dirty, with a member lost,
+// is md's dirty degraded array: its lost data is gone, and the caller
+// should refuse it as md does without --force, not plan it.) A member is readable in the stripe when
 // active, or rebuilding past the stripe's end; writable when active or
 // rebuilding.
-func (g ParityGeometry) PlanStripeWrite(st *ArrayState, sector uint64, sectors uint32, segs []StripeSegment) ([]StripeSegment, error) {
+func (g ParityGeometry) PlanStripeWrite(st *ArrayState, sector uint64, sectors uint32, parityTrusted bool, segs []StripeSegment) ([]StripeSegment, error) {
 	if sectors == 0 {
 		return segs, nil
 	}
@@ -96,7 +106,7 @@ func (g ParityGeometry) PlanStripeWrite(st *ArrayState, sector uint64, sectors u
 	}
 	first := sector - stripe*cs*nd // offset in the stripe's data
 	g.forEachRun(&m, first, end-stripe*cs*nd, func(a, b, written uint64) {
-		segs = append(segs, planSegment(a, b, written, data, parity, readable, writable))
+		segs = append(segs, planSegment(a, b, written, data, parity, readable, writable, parityTrusted))
 	})
 	return segs, nil
 }
@@ -143,7 +153,7 @@ func (g ParityGeometry) forEachRun(m *StripeMap, first, last uint64, fn func(a, 
 
 // planSegment picks the mode of rows whose written data members are
 // written, as md does.
-func planSegment(lo, hi, written, data, parity, readable, writable uint64) StripeSegment {
+func planSegment(lo, hi, written, data, parity, readable, writable uint64, parityTrusted bool) StripeSegment {
 	s := StripeSegment{Lo: lo, Hi: hi, Written: written, Writes: written & writable}
 	par := parity & writable
 	if par == 0 {
@@ -153,7 +163,7 @@ func planSegment(lo, hi, written, data, parity, readable, writable uint64) Strip
 	s.Writes |= par
 	rmw := written | par // old data of the written chunks, old parity
 	rcw := data &^ written
-	rmwOK := rmw&^readable == 0
+	rmwOK := rmw&^readable == 0 && parityTrusted
 	rcwOK := rcw&^readable == 0
 	nrmw, nrcw := bits.OnesCount64(rmw), bits.OnesCount64(rcw)
 	switch {
@@ -163,6 +173,9 @@ func planSegment(lo, hi, written, data, parity, readable, writable uint64) Strip
 		s.Mode, s.Reads = ParityRCW, rcw
 	case rmwOK:
 		s.Mode, s.Reads = ParityRMW, rmw
+	case !parityTrusted:
+		// Undefined old contents: the lost ones are taken as zeroes.
+		s.Mode, s.Reads, s.Missing = ParityRCW, rcw&readable, rcw&^readable
 	default:
 		s.Mode = ParityReconstruct
 		s.Reads = (data | parity) & readable

@@ -152,8 +152,17 @@ func (s *stripeSim) apply(t *rapid.T, seg StripeSegment, newData func(mem int) [
 			return nil
 		})
 		nd := s.g.DataMembers()
-		if seg.Mode == ParityReconstruct {
-			// Rebuild the missing old data from the old chunks read.
+		missing := func(sl int) bool {
+			for mem := range s.g.Members {
+				if int(s.m.Slot[mem]) == sl {
+					return seg.Missing&(1<<uint(mem)) != 0
+				}
+			}
+			return false
+		}
+		switch seg.Mode {
+		case ParityReconstruct:
+			// Rebuild the Missing old data from the old chunks read.
 			shards := s.slots(func(mem int) []byte {
 				if b, ok := old[mem]; ok {
 					return append([]byte(nil), b...)
@@ -164,8 +173,16 @@ func (s *stripeSim) apply(t *rapid.T, seg StripeSegment, newData func(mem int) [
 				t.Fatalf("segment %+v: reconstruct: %v", seg, err)
 			}
 			for sl := range nd {
-				if cur[sl] == nil {
+				if cur[sl] == nil && missing(sl) {
 					cur[sl] = shards[sl]
+				}
+			}
+		case ParityRCW:
+			// Missing in an RCW: old contents undefined (untrusted
+			// parity), taken as zeroes.
+			for sl := range nd {
+				if cur[sl] == nil && missing(sl) {
+					cur[sl] = make([]byte, n)
 				}
 			}
 		}
@@ -197,8 +214,12 @@ func (s *stripeSim) apply(t *rapid.T, seg StripeSegment, newData func(mem int) [
 
 // Any write within a stripe, planned and run, leaves the written data
 // readable, the rest of the data as it was and the parity consistent,
-// with up to ParityMembers members lost or rebuilding; with none, each
-// segment reads what md's rule picks.
+// with up to ParityMembers members lost (faulty, missing, or rebuilding
+// from any offset: readable in the stripe only once rebuilt past it), and
+// the rows it writes on a rebuilding member right; with none lost, each
+// segment reads what md's rule picks. Over untrusted parity (garbage, as
+// in a never-written region) the rows the write covers come out
+// consistent, with lost unwritten data taken as zeroes.
 func TestPlanStripeWriteProperties(t *testing.T) {
 	rapid.Check(t, func(t *rapid.T) {
 		g := ParityGeometry{Level: rapid.SampledFrom([]Level{Level5, Level6}).Draw(t, "level"),
@@ -218,7 +239,7 @@ func TestPlanStripeWriteProperties(t *testing.T) {
 		s := &stripeSim{g: g, m: g.Stripe(stripe), par: par, chunk: make([][]byte, g.Members)}
 		seed := rapid.Uint64().Draw(t, "seed")
 		fill := func(b []byte, salt uint64) {
-			x := seed ^ salt*0x9e3779b97f4a7c15
+			x := seed ^ salt*0x9e3779b97f4a7c15 | 1
 			for i := range b {
 				x ^= x << 13
 				x ^= x >> 7
@@ -233,16 +254,24 @@ func TestPlanStripeWriteProperties(t *testing.T) {
 		for d := range g.DataMembers() {
 			fill(s.chunk[s.m.Data[d]], uint64(d)+1)
 		}
-		// Consistent parity to start with.
 		all := uint64(1)<<uint(g.Members) - 1
 		s.readable, s.writable = all, all
+		trusted := rapid.Bool().Draw(t, "parity trusted")
 		pc := s.slots(func(mem int) []byte { return s.chunk[mem] })
-		if err := par.Compute(pc[:g.DataMembers()], pc[g.DataMembers():]); err != nil {
-			t.Fatal(err)
+		if trusted {
+			if err := par.Compute(pc[:g.DataMembers()], pc[g.DataMembers():]); err != nil {
+				t.Fatal(err)
+			}
+		} else {
+			for i, b := range pc[g.DataMembers():] {
+				fill(b, 500+uint64(i)) // garbage parity
+			}
 		}
-		before := s.logical(t)
-		// Lose up to ParityMembers members: faulty or missing (neither
-		// read nor written) or rebuilding (written, not read here).
+		before := make([][]byte, g.DataMembers())
+		for d := range before {
+			before[d] = append([]byte(nil), s.chunk[s.m.Data[d]]...)
+		}
+		// Lose up to ParityMembers members.
 		st := &ArrayState{Members: make([]MemberStatus, g.Members)}
 		lost := rapid.IntRange(0, g.ParityMembers()).Draw(t, "lost")
 		for _, mem := range rapid.Permutation(seq(g.Members)).Draw(t, "order")[:lost] {
@@ -252,12 +281,16 @@ func TestPlanStripeWriteProperties(t *testing.T) {
 			case 1:
 				st.Members[mem].State = MemberMissing
 			default:
-				st.Members[mem] = MemberStatus{State: MemberRebuilding, RebuildOffset: stripe * g.ChunkSectors}
+				off := uint64(rapid.IntRange(0, int(g.MemberSectors)).Draw(t, fmt.Sprintf("rebuilt to %d", mem)))
+				st.Members[mem] = MemberStatus{State: MemberRebuilding, RebuildOffset: off}
 			}
 		}
 		for mem, ms := range st.Members {
 			if !ms.readable((stripe + 1) * g.ChunkSectors) {
 				s.readable &^= 1 << uint(mem)
+				if ms.State == MemberRebuilding {
+					fill(s.chunk[mem], 900+uint64(mem)) // not rebuilt here yet: stale
+				}
 			}
 			if !ms.writable() {
 				s.writable &^= 1 << uint(mem)
@@ -267,15 +300,18 @@ func TestPlanStripeWriteProperties(t *testing.T) {
 		span := g.ChunkSectors * uint64(g.DataMembers())
 		off := uint64(rapid.IntRange(0, int(span)-1).Draw(t, "offset"))
 		n := uint64(rapid.IntRange(1, int(span-off)).Draw(t, "sectors"))
-		sector := stripe*span + off
-		segs, err := g.PlanStripeWrite(st, sector, uint32(n), nil)
+		segs, err := g.PlanStripeWrite(st, stripe*span+off, uint32(n), trusted, nil)
 		if err != nil {
 			t.Fatal(err)
 		}
-		// The new data, and what the array's data should become.
+		// What the data should become: the write over the old data; with
+		// untrusted parity a lost member's unwritten data is zeroes.
 		want := make([][]byte, g.DataMembers())
 		for d := range want {
 			want[d] = append([]byte(nil), before[d]...)
+			if !trusted && s.readable&(1<<uint(s.m.Data[d])) == 0 {
+				clear(want[d])
+			}
 		}
 		newBytes := make([]byte, n*simSector)
 		fill(newBytes, 1000+off)
@@ -308,16 +344,20 @@ func TestPlanStripeWriteProperties(t *testing.T) {
 				}
 			}
 			if lost == 0 {
-				// md's rule: the cheaper of RMW and RCW, RCW on a tie.
+				// md's rule: the cheaper of RMW and RCW, RCW on a tie,
+				// and always RCW over untrusted parity.
 				w := bits.OnesCount64(seg.Written)
 				rmw, rcw := w+g.ParityMembers(), g.DataMembers()-w
 				wantReads, wantMode := rcw, ParityRCW
-				if rmw < rcw {
+				if rmw < rcw && trusted {
 					wantReads, wantMode = rmw, ParityRMW
 				}
 				if seg.Mode != wantMode || bits.OnesCount64(seg.Reads) != wantReads {
 					t.Fatalf("segment %+v: %v reading %d; md reads %d with %v", seg, seg.Mode, bits.OnesCount64(seg.Reads), wantReads, wantMode)
 				}
+			}
+			if !trusted && (seg.Mode == ParityRMW || seg.Mode == ParityReconstruct) {
+				t.Fatalf("segment %+v builds on untrusted parity", seg)
 			}
 			s.apply(t, seg, newData)
 		}
@@ -326,14 +366,54 @@ func TestPlanStripeWriteProperties(t *testing.T) {
 				t.Fatalf("array sector %d of the write is in no segment", off+uint64(i))
 			}
 		}
-		got := s.logical(t)
-		for d := range want {
-			if !bytes.Equal(got[d], want[d]) {
-				t.Fatalf("data chunk %d differs after the write (segments %+v)", d, segs)
+		// The rows each segment covered: every member the plan had to
+		// write there (a rebuilding one included) holds its expected
+		// contents, and the parity is that of the data.
+		for _, seg := range segs {
+			lo, hi := seg.Lo*simSector, seg.Hi*simSector
+			data := make([][]byte, g.DataMembers())
+			for d := range want {
+				data[s.m.Slot[s.m.Data[d]]] = want[d][lo:hi]
+			}
+			wp := [][]byte{make([]byte, hi-lo), make([]byte, hi-lo)}[:par.Count()]
+			if err := par.Compute(data, wp); err != nil {
+				t.Fatal(err)
+			}
+			for mem := range g.Members {
+				bit := uint64(1) << uint(mem)
+				if s.writable&bit == 0 {
+					continue
+				}
+				var exp []byte
+				switch {
+				case mem == s.m.P:
+					exp = wp[0]
+				case mem == s.m.Q:
+					exp = wp[1]
+				case seg.Written&bit != 0:
+					exp = data[s.m.Slot[mem]]
+				case s.readable&bit == 0:
+					continue // rebuilding, not written: stays stale
+				default:
+					exp = data[s.m.Slot[mem]]
+				}
+				if !bytes.Equal(s.chunk[mem][lo:hi], exp) {
+					t.Fatalf("segment %+v: member %d (readable %v) holds the wrong rows after the write (segments %+v)", seg, mem, s.readable&bit != 0, segs)
+				}
 			}
 		}
-		if !s.consistent(t) {
-			t.Fatalf("parity inconsistent after the write (segments %+v)", segs)
+		if trusted {
+			// All of the stripe: the data as expected (rebuilt where
+			// lost), the parity consistent.
+			got := s.logical(t)
+			for d := range want {
+				if !bytes.Equal(got[d], want[d]) {
+					t.Fatalf("data chunk %d differs after the write (segments %+v)", d, segs)
+				}
+			}
+			if !s.consistent(t) {
+				t.Fatalf("parity inconsistent after the write (segments %+v)", segs)
+			}
 		}
 	})
 }
@@ -352,20 +432,20 @@ func TestPlanStripeWriteRefusals(t *testing.T) {
 	g := ParityGeometry{Level: Level5, Members: 4, Layout: LeftSymmetric, ChunkSectors: 8, MemberSectors: 64}
 	st := &ArrayState{Members: make([]MemberStatus, 4)}
 	st.Members[0].State, st.Members[2].State = MemberFaulty, MemberMissing
-	if _, err := g.PlanStripeWrite(st, 0, 8, nil); err == nil {
+	if _, err := g.PlanStripeWrite(st, 0, 8, true, nil); err == nil {
 		t.Fatal("raid5 with two members lost: a write was planned")
 	}
 	if _, err := g.PlanStripeRead(st, 0, 24, nil); err == nil {
 		t.Fatal("raid5 with two members lost: a read of the whole stripe was planned")
 	}
 	st.Members[2].State = MemberActive
-	if _, err := g.PlanStripeWrite(st, 20, 8, nil); err == nil {
+	if _, err := g.PlanStripeWrite(st, 20, 8, true, nil); err == nil {
 		t.Fatal("a write across stripes 0 and 1 was planned")
 	}
 	if _, err := g.PlanStripeRead(st, 20, 8, nil); err == nil {
 		t.Fatal("a read across stripes 0 and 1 was planned")
 	}
-	if _, err := g.PlanStripeWrite(st, g.ArraySectors()-4, 8, nil); err == nil {
+	if _, err := g.PlanStripeWrite(st, g.ArraySectors()-4, 8, true, nil); err == nil {
 		t.Fatal("a write past the array's end was planned")
 	}
 }
@@ -377,7 +457,7 @@ func BenchmarkPlanStripeWrite(b *testing.B) {
 	b.ReportAllocs()
 	for i := 0; b.Loop(); i++ {
 		var err error
-		if segs, err = g.PlanStripeWrite(st, uint64(i%1000)*768+16, 8, segs[:0]); err != nil {
+		if segs, err = g.PlanStripeWrite(st, uint64(i%1000)*768+16, 8, true, segs[:0]); err != nil {
 			b.Fatal(err)
 		}
 	}
@@ -385,8 +465,9 @@ func BenchmarkPlanStripeWrite(b *testing.B) {
 
 // Any read within a stripe, planned and run (rebuilding lost chunks from
 // the others and the parity), returns the array's data, with up to
-// ParityMembers members lost; with none lost it reads exactly the chunks
-// asked for.
+// ParityMembers members lost (faulty, missing, or rebuilding from any
+// offset: their chunks zeroed where unreadable, so nothing of them can be
+// used); with none lost it reads exactly the chunks asked for.
 func TestPlanStripeReadProperties(t *testing.T) {
 	rapid.Check(t, func(t *rapid.T) {
 		g := ParityGeometry{Level: rapid.SampledFrom([]Level{Level5, Level6}).Draw(t, "level"),
@@ -419,9 +500,19 @@ func TestPlanStripeReadProperties(t *testing.T) {
 		st := &ArrayState{Members: make([]MemberStatus, g.Members)}
 		lost := rapid.IntRange(0, g.ParityMembers()).Draw(t, "lost")
 		for _, mem := range rapid.Permutation(seq(g.Members)).Draw(t, "order")[:lost] {
-			st.Members[mem].State = MemberFaulty
-			s.readable &^= 1 << uint(mem)
-			clear(s.chunk[mem]) // gone: nothing of it may be used
+			switch rapid.IntRange(0, 2).Draw(t, fmt.Sprintf("how %d", mem)) {
+			case 0:
+				st.Members[mem].State = MemberFaulty
+			case 1:
+				st.Members[mem].State = MemberMissing
+			default:
+				off := uint64(rapid.IntRange(0, int(g.MemberSectors)).Draw(t, fmt.Sprintf("rebuilt to %d", mem)))
+				st.Members[mem] = MemberStatus{State: MemberRebuilding, RebuildOffset: off}
+			}
+			if !st.Members[mem].readable((stripe + 1) * g.ChunkSectors) {
+				s.readable &^= 1 << uint(mem)
+				clear(s.chunk[mem]) // gone or stale: nothing of it may be used
+			}
 		}
 		span := g.ChunkSectors * uint64(g.DataMembers())
 		off := uint64(rapid.IntRange(0, int(span)-1).Draw(t, "offset"))
