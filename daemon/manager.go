@@ -553,9 +553,23 @@ func (m *Manager) view(s *served) Array {
 	return a
 }
 
-// current checks, under s.opMu, that s still serves array n: a grow
-// assembles the array again and serves it as a new one, and an operation
-// that waited for the grow's lock must not act on the closed old one.
+// lockOp takes array n's operation lock and returns the array served
+// then, with the unlock: an operation that waited for the lock while a
+// grow assembled the array again must not act on the closed old one.
+func (m *Manager) lockOp(n int) (*served, func(), error) {
+	s, err := m.get(n)
+	if err != nil {
+		return nil, nil, err
+	}
+	s.opMu.Lock()
+	if err := m.current(n, s); err != nil {
+		s.opMu.Unlock()
+		return nil, nil, err
+	}
+	return s, s.opMu.Unlock, nil
+}
+
+// current checks, under s.opMu, that s still serves array n (see lockOp).
 func (m *Manager) current(n int, s *served) error {
 	m.mu.Lock()
 	defer m.mu.Unlock()
@@ -722,15 +736,11 @@ func role(s *served, member string) (int, error) {
 // Fail implements Backend (mdadm --fail): the member is marked faulty in
 // the survivors' superblocks before it returns.
 func (m *Manager) Fail(n int, member string) (Array, error) {
-	s, err := m.get(n)
+	s, unlock, err := m.lockOp(n)
 	if err != nil {
 		return Array{}, err
 	}
-	s.opMu.Lock()
-	defer s.opMu.Unlock()
-	if err := m.current(n, s); err != nil {
-		return Array{}, err
-	}
+	defer unlock()
 	r, err := role(s, member)
 	if err != nil {
 		return Array{}, err
@@ -747,18 +757,13 @@ func (m *Manager) Fail(n int, member string) (Array, error) {
 // leaves the state file's member list (a later assembly does not read
 // it).
 func (m *Manager) Remove(n int, member string) (Array, error) {
-	s, err := m.get(n)
+	s, unlock, err := m.lockOp(n)
 	if err != nil {
-		return Array{}, err
-	}
-	s.opMu.Lock()
-	if err := m.current(n, s); err != nil {
-		s.opMu.Unlock()
 		return Array{}, err
 	}
 	if sp := spareOf(s, member); sp != "" {
 		err := s.a.RemoveSpare(sp)
-		s.opMu.Unlock()
+		unlock()
 		if err != nil {
 			return Array{}, Refused(fmt.Errorf("remove %s: %w", member, err))
 		}
@@ -768,15 +773,15 @@ func (m *Manager) Remove(n int, member string) (Array, error) {
 	}
 	r, err := role(s, member)
 	if err != nil {
-		s.opMu.Unlock()
+		unlock()
 		return Array{}, err
 	}
 	path := s.a.Status().Members[r].Path
 	if err := s.a.Remove(r); err != nil {
-		s.opMu.Unlock()
+		unlock()
 		return Array{}, Refused(fmt.Errorf("remove %s: %w", member, err))
 	}
-	s.opMu.Unlock()
+	unlock()
 	m.log.Info("member removed", zap.String("device", DevicePath(n)), zap.Int("role", r), zap.String("member", path))
 	m.dropFromState(s, path)
 	return m.view(s), nil
@@ -839,18 +844,17 @@ func (m *Manager) dropFromState(s *served, path string) {
 // rebuilt). Every device is checked before any is written: a refusal
 // adds none.
 func (m *Manager) AddSpare(n int, members []string, force bool) (Array, error) {
-	s, err := m.get(n)
+	if len(members) == 0 || slices.Contains(members, "") {
+		if _, err := m.get(n); err != nil {
+			return Array{}, err
+		}
+		return Array{}, Invalid(errors.New("add-spare needs the device"))
+	}
+	s, unlock, err := m.lockOp(n)
 	if err != nil {
 		return Array{}, err
 	}
-	if len(members) == 0 || slices.Contains(members, "") {
-		return Array{}, Invalid(errors.New("add-spare needs the device"))
-	}
-	s.opMu.Lock()
-	defer s.opMu.Unlock()
-	if err := m.current(n, s); err != nil {
-		return Array{}, err
-	}
+	defer unlock()
 	// A device the array holds under another path is named as it holds
 	// it, so that the array refuses it as a member or a spare already.
 	paths := make([]string, len(members))
@@ -875,15 +879,11 @@ func (m *Manager) AddSpare(n int, members []string, force bool) (Array, error) {
 // (failed, removed) returns to its role and is rebuilt; with a bitmap only
 // the regions written while it was away are copied.
 func (m *Manager) ReAdd(n int, member string) (Array, error) {
-	s, err := m.get(n)
+	s, unlock, err := m.lockOp(n)
 	if err != nil {
 		return Array{}, err
 	}
-	s.opMu.Lock()
-	defer s.opMu.Unlock()
-	if err := m.current(n, s); err != nil {
-		return Array{}, err
-	}
+	defer unlock()
 	path := member
 	if r, err := strconv.Atoi(member); err == nil {
 		if r < 0 || r >= len(s.a.Members) || s.a.Status().Members[r].Path == "" {
@@ -905,15 +905,11 @@ func (m *Manager) ReAdd(n int, member string) (Array, error) {
 // active member is failed (unlike md's hot replace, the array then runs
 // with one copy less until the rebuild ends); a refusal changes nothing.
 func (m *Manager) Replace(n int, member, with string, force bool) (Array, error) {
-	s, err := m.get(n)
+	s, unlock, err := m.lockOp(n)
 	if err != nil {
 		return Array{}, err
 	}
-	s.opMu.Lock()
-	defer s.opMu.Unlock()
-	if err := m.current(n, s); err != nil {
-		return Array{}, err
-	}
+	defer unlock()
 	if with == "" {
 		sp := s.a.Spares()
 		if len(sp) == 0 {
@@ -961,15 +957,11 @@ func (m *Manager) Check(n int) (Array, error) { return m.scrub(n, false) }
 func (m *Manager) Repair(n int) (Array, error) { return m.scrub(n, true) }
 
 func (m *Manager) scrub(n int, repair bool) (Array, error) {
-	s, err := m.get(n)
+	s, unlock, err := m.lockOp(n) // not while a grow hands the array over
 	if err != nil {
 		return Array{}, err
 	}
-	s.opMu.Lock() // not while a grow hands the array over
-	defer s.opMu.Unlock()
-	if err := m.current(n, s); err != nil {
-		return Array{}, err
-	}
+	defer unlock()
 	if err := s.a.Check(repair); err != nil {
 		return Array{}, Refused(err)
 	}
@@ -988,15 +980,11 @@ func (m *Manager) scrub(n int, repair bool) (Array, error) {
 // array). A failure after the hand-over began still re-attaches the
 // array, at whatever size its superblocks say.
 func (m *Manager) Grow(n int, sizeBytes uint64) (Array, error) {
-	s, err := m.get(n)
+	s, unlock, err := m.lockOp(n)
 	if err != nil {
 		return Array{}, err
 	}
-	s.opMu.Lock()
-	defer s.opMu.Unlock()
-	if err := m.current(n, s); err != nil {
-		return Array{}, err
-	}
+	defer unlock()
 	if sizeBytes != 0 && sizeBytes < 4096 {
 		// sizeBytes>>9 would be 0, which GrowCheck takes as max.
 		return Array{}, Invalid(fmt.Errorf("size %d bytes: 0 (max) or at least 4096", sizeBytes))

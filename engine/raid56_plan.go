@@ -73,42 +73,62 @@ func (g ParityGeometry) PlanStripeWrite(st *ArrayState, sector uint64, sectors u
 	if sectors == 0 {
 		return segs, nil
 	}
+	v, err := g.view(st, sector, sectors)
+	if err != nil {
+		return segs, fmt.Errorf("write: %w", err)
+	}
+	if lost := bits.OnesCount64((v.data | v.parity) &^ v.readable); lost > g.ParityMembers() {
+		return segs, fmt.Errorf("stripe %d: %d members unreadable: %w", v.stripe, lost, ErrStripeLost)
+	}
+	g.forEachRun(&v.m, v.first, v.last, func(a, b, written uint64) {
+		segs = append(segs, planSegment(a, b, written, v.data, v.parity, v.readable, v.writable, parityTrusted))
+	})
+	return segs, nil
+}
+
+// stripeView is one stripe as a plan sees it: its map, the data and
+// parity members, which members can be read and written, and the
+// planned range within the stripe's data, [first, last).
+type stripeView struct {
+	stripe                           uint64
+	m                                StripeMap
+	data, parity, readable, writable uint64
+	first, last                      uint64
+}
+
+// view checks that [sector, sector+sectors) lies within one stripe and
+// returns that stripe's view under st.
+func (g ParityGeometry) view(st *ArrayState, sector uint64, sectors uint32) (stripeView, error) {
+	var v stripeView
 	cs := g.ChunkSectors
 	nd := uint64(g.DataMembers())
-	stripe := sector / cs / nd
+	v.stripe = sector / cs / nd
 	end := sector + uint64(sectors)
-	if (end-1)/cs/nd != stripe || end > g.ArraySectors() {
-		return segs, fmt.Errorf("write %d+%d does not lie within one stripe of the array", sector, sectors)
+	if (end-1)/cs/nd != v.stripe || end > g.ArraySectors() {
+		return v, fmt.Errorf("%d+%d does not lie within one stripe of the array", sector, sectors)
 	}
-	m := g.Stripe(stripe)
 	if len(st.Members) != g.Members {
-		return segs, fmt.Errorf("state has %d members, the geometry %d", len(st.Members), g.Members)
+		return v, fmt.Errorf("state has %d members, the geometry %d", len(st.Members), g.Members)
 	}
-	stripeEnd := (stripe + 1) * cs
-	var readable, writable, data, parity uint64
+	v.m = g.Stripe(v.stripe)
+	stripeEnd := (v.stripe + 1) * cs
 	for i, ms := range st.Members {
 		if ms.readable(stripeEnd) {
-			readable |= 1 << uint(i)
+			v.readable |= 1 << uint(i)
 		}
 		if ms.writable() {
-			writable |= 1 << uint(i)
+			v.writable |= 1 << uint(i)
 		}
 	}
 	for d := range int(nd) {
-		data |= 1 << uint(m.Data[d])
+		v.data |= 1 << uint(v.m.Data[d])
 	}
-	parity = 1 << uint(m.P)
-	if m.Q >= 0 {
-		parity |= 1 << uint(m.Q)
+	v.parity = 1 << uint(v.m.P)
+	if v.m.Q >= 0 {
+		v.parity |= 1 << uint(v.m.Q)
 	}
-	if lost := bits.OnesCount64((data | parity) &^ readable); lost > g.ParityMembers() {
-		return segs, fmt.Errorf("stripe %d: %d members unreadable: %w", stripe, lost, ErrStripeLost)
-	}
-	first := sector - stripe*cs*nd // offset in the stripe's data
-	g.forEachRun(&m, first, end-stripe*cs*nd, func(a, b, written uint64) {
-		segs = append(segs, planSegment(a, b, written, data, parity, readable, writable, parityTrusted))
-	})
-	return segs, nil
+	v.first, v.last = sector-v.stripe*cs*nd, end-v.stripe*cs*nd
+	return v, nil
 }
 
 // forEachRun calls fn for each run of rows [a, b) of the stripe over
@@ -203,29 +223,12 @@ func (g ParityGeometry) PlanStripeRead(st *ArrayState, sector uint64, sectors ui
 	if sectors == 0 {
 		return segs, nil
 	}
-	cs := g.ChunkSectors
-	nd := uint64(g.DataMembers())
-	stripe := sector / cs / nd
-	end := sector + uint64(sectors)
-	if (end-1)/cs/nd != stripe || end > g.ArraySectors() {
-		return segs, fmt.Errorf("read %d+%d does not lie within one stripe of the array", sector, sectors)
+	v, err := g.view(st, sector, sectors)
+	if err != nil {
+		return segs, fmt.Errorf("read: %w", err)
 	}
-	if len(st.Members) != g.Members {
-		return segs, fmt.Errorf("state has %d members, the geometry %d", len(st.Members), g.Members)
-	}
-	m := g.Stripe(stripe)
-	stripeEnd := (stripe + 1) * cs
-	var readable, data uint64
-	for i, ms := range st.Members {
-		if ms.readable(stripeEnd) {
-			readable |= 1 << uint(i)
-		}
-	}
-	for d := range int(nd) {
-		data |= 1 << uint(m.Data[d])
-	}
-	var err error
-	g.forEachRun(&m, sector-stripe*cs*nd, end-stripe*cs*nd, func(a, b, wanted uint64) {
+	m, stripe, readable, data := v.m, v.stripe, v.readable, v.data
+	g.forEachRun(&m, v.first, v.last, func(a, b, wanted uint64) {
 		seg := StripeReadSegment{Lo: a, Hi: b, Wanted: wanted, Reads: wanted}
 		if seg.Missing = wanted &^ readable; seg.Missing != 0 {
 			lost := bits.OnesCount64(data &^ readable)
