@@ -164,10 +164,19 @@ func (m memberIO) WriteAt(role int, p []byte, sector uint64) error {
 
 func (m memberIO) Flush(role int) error { return m.do(role, nil, 0, false) }
 
+// faultyRoleError is the error of sync I/O to a role failed meanwhile (by
+// a timeout, an I/O error, or a fail request): not waited for, and taken
+// as the member timing out (errors.Is errMemberTimeout), but said as what
+// it is.
+type faultyRoleError int
+
+func (e faultyRoleError) Error() string        { return fmt.Sprintf("role %d is faulty", int(e)) }
+func (e faultyRoleError) Is(target error) bool { return target == errMemberTimeout }
+
 func (m memberIO) do(role int, p []byte, sector uint64, write bool) error {
 	if m.a.Engine != nil && m.a.Engine.State().Members[role].State == engine.MemberFaulty {
 		// Failed (a timeout below, say): not waited for again.
-		return fmt.Errorf("role %d is faulty: %w", role, errMemberTimeout)
+		return faultyRoleError(role)
 	}
 	f, err := m.file(role)
 	if err != nil {
