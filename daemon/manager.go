@@ -1064,14 +1064,18 @@ func (m *Manager) Grow(n int, sizeBytes uint64) (Array, error) {
 	}
 	s.a.StopSync()
 	s.a.Close()
-	a, err := openRetry(e.Members, array.CreateSpec{SyncMinBytes: e.SyncMinBytes, SyncMaxBytes: e.SyncMaxBytes})
-	if err != nil {
+	// pendingAgain leaves the array pending, retried until it starts.
+	pendingAgain := func(what string, err error) (Array, error) {
 		m.mu.Lock()
 		m.pending[n] = e
 		m.mu.Unlock()
 		m.changed()
 		go m.retryRecovery(n)
-		return Array{}, errors.Join(append(errs, fmt.Errorf("%s: the array could not be assembled again (the daemon keeps retrying): %w", dev, err))...)
+		return Array{}, errors.Join(append(errs, fmt.Errorf("%s: %s (the daemon keeps retrying): %w", dev, what, err))...)
+	}
+	a, err := openRetry(e.Members, array.CreateSpec{SyncMinBytes: e.SyncMinBytes, SyncMaxBytes: e.SyncMaxBytes})
+	if err != nil {
+		return pendingAgain("the array could not be assembled again", err)
 	}
 	if err := setWriteMostly(a, e.WriteMostly); err != nil {
 		m.log.Warn("write-mostly member not in the array", zap.Error(err))
@@ -1085,12 +1089,7 @@ func (m *Manager) Grow(n int, sizeBytes uint64) (Array, error) {
 	}
 	ns, err := m.start(a, n, m.config(n, e.Queues, e.Depth, e.MaxIOBytes), true)
 	if err != nil {
-		m.mu.Lock()
-		m.pending[n] = e
-		m.mu.Unlock()
-		m.changed()
-		go m.retryRecovery(n)
-		return Array{}, errors.Join(append(errs, fmt.Errorf("%s: not re-attached (the daemon keeps retrying): %w", dev, err))...)
+		return pendingAgain("not re-attached", err)
 	}
 	ns.entry = e
 	ns.entry.Members = memberPaths(a.Status())
