@@ -27,7 +27,8 @@ type CreateSpec struct {
 	// array's size).
 	RegionSectors uint64
 	// AssumeClean starts the bitmap with every region clean instead of
-	// never written (mdadm --assume-clean).
+	// never written, and an array without a bitmap without its initial
+	// full sync (mdadm --assume-clean): the members are known equal.
 	AssumeClean bool
 	// BitmapOptions are the bitmap's run-time policy (Notify is set by
 	// the array).
@@ -974,6 +975,7 @@ func (a *Array) bitmapOptions(o bitmap.Options) bitmap.Options {
 		default:
 		}
 	}
+	o.FirstWrite = a.markFill
 	return o
 }
 

@@ -264,3 +264,39 @@ func TestResyncRunsAfterRebuild(t *testing.T) {
 		t.Fatal("copies of the region that needed a resync differ")
 	}
 }
+
+// A new array without a bitmap has no record of what was written, so it
+// syncs in full from the start, as md does; --assume-clean skips that.
+func TestNewArrayWithoutBitmapSyncs(t *testing.T) {
+	for _, assumeClean := range []bool{false, true} {
+		paths := memberFiles(t, 2, 16<<20)
+		a, err := Open(paths, CreateSpec{Level: engine.Level1, NoBitmap: true, AssumeClean: assumeClean}, true)
+		if err != nil {
+			t.Fatal(err)
+		}
+		sz := int(a.Engine.Geo.MemberSectors << 9)
+		for i, p := range paths {
+			scribbleBytes(t, a, p, 0, fill(sz, byte(0x10*i+1))) // the devices' old contents
+		}
+		if err := a.SetClean(false); err != nil {
+			t.Fatal(err)
+		}
+		if s := a.SyncStatus(); s.ResyncNeeded == assumeClean {
+			t.Fatalf("assume clean %v: %+v", assumeClean, s)
+		}
+		a.StartBackground()
+		a.WaitSync()
+		if err := a.Check(false); err != nil {
+			t.Fatal(err)
+		}
+		a.WaitSync()
+		s := a.SyncStatus()
+		if s.LastAction != "check" || s.LastResult != "ok" {
+			t.Fatalf("assume clean %v: check: %+v", assumeClean, s)
+		}
+		if want := s.MismatchCnt != 0; want != assumeClean {
+			t.Fatalf("assume clean %v: check counted %d mismatches", assumeClean, s.MismatchCnt)
+		}
+		a.Close()
+	}
+}

@@ -39,8 +39,9 @@ type SyncStatus struct {
 	MismatchCnt  uint64  `json:"mismatch_cnt"`          // last check/repair, 4 KiB blocks
 	ResyncNeeded bool    `json:"resync_needed,omitempty"`
 	// Settling: a job has just ended and the array is choosing what runs
-	// next (a pending resync, a spare): Action says idle, but a job may
-	// start at once. `detail --wait` waits through it.
+	// next (a pending resync, a spare), or a resync is about to start
+	// for ranges writes left unsynced or first wrote: Action says idle,
+	// but a job may start at once. `detail --wait` waits through it.
 	Settling bool `json:"settling,omitempty"`
 }
 
@@ -353,6 +354,12 @@ func (a *Array) initSync(spec CreateSpec) {
 			}
 		}
 	}
+	// A new array without a bitmap has no record of what was written:
+	// like md, it syncs in full from the start (--assume-clean skips
+	// that, as mdadm's does), so that its copies are equal throughout.
+	if a.Created && a.Bitmap == nil && !spec.AssumeClean {
+		a.sync.fullPending, a.sync.fullPos = true, 0
+	}
 	a.sync.from.Store(math.MaxUint64)
 	a.sync.marks.from = math.MaxUint64
 	if a.sync.fullPending {
@@ -564,6 +571,9 @@ func (a *Array) WaitSync() {
 		return
 	}
 	y := a.sync
+	for y.marks.kicking.Load() > 0 {
+		time.Sleep(time.Millisecond)
+	}
 	y.mu.Lock()
 	done := y.done
 	y.mu.Unlock()
@@ -594,7 +604,9 @@ func (a *Array) SyncStatus() SyncStatus {
 	s.MismatchCnt = y.mism
 	s.ResyncNeeded = a.needsResync()
 	if !y.running {
-		s.Settling = y.settling
+		// (A resync being kicked, for a write's marks or a first write,
+		// is about to start.)
+		s.Settling = y.settling || y.marks.kicking.Load() > 0
 		return s
 	}
 	s.Action = y.kind.String()

@@ -223,6 +223,17 @@ func TestCheckSkipsNeverWritten(t *testing.T) {
 		a.fl.do(func() {})
 	}
 	a.Bitmap.EndWrite(first, last)
+	// The first write to a never-written region makes a resync copy the
+	// rest of it (md syncs a new array instead): then check finds the
+	// copies equal, and later differences count.
+	a.WaitSync()
+	if !a.Bitmap.Written(first) || a.Bitmap.NeedsSync(first) {
+		t.Fatalf("region %d after its first write and the resync: written %v, needs sync %v", first, a.Bitmap.Written(first), a.Bitmap.NeedsSync(first))
+	}
+	if n := check(); n != 0 {
+		t.Fatalf("check after the first write's resync: %d mismatches, want 0", n)
+	}
+	scribble(t, a, paths[1], 0, 1<<20, 0x66)
 	if n := check(); n != 256 {
 		t.Fatalf("check of a written region that differs: %d mismatches, want 256", n)
 	}

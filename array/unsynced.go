@@ -20,6 +20,9 @@ type unsyncedMarks struct {
 	from uint64
 	// kick: a goroutine is on its way to start the resync.
 	kick atomic.Bool
+	// kicking: kickResync goroutines not yet returned (WaitSync waits for
+	// them, so that the resync they start is waited for too).
+	kicking atomic.Int32
 }
 
 // markUnsynced is engine.Executor.Unsynced (queue threads): reads of the
@@ -51,6 +54,32 @@ func (a *Array) markUnsynced(sector uint64, sectors uint32) {
 	}
 	u.mu.Unlock()
 	if u.kick.CompareAndSwap(false, true) {
+		u.kicking.Add(1)
+		go a.kickResync()
+	}
+}
+
+// markFill is the bitmap's Options.FirstWrite (its flusher, the bitmap's
+// mutex held): region r, never written, is being made dirty for its first
+// write. The rest of the region holds what the members held, which may
+// differ between the copies; a resync makes them equal (md syncs a new
+// array, and the space a grow adds, instead), so that a clean region's
+// copies are equal throughout and check finds no difference. Reads are not
+// redirected meanwhile: the written data is equal on every copy.
+func (a *Array) markFill(r int) {
+	if a.sync == nil {
+		return
+	}
+	u := &a.sync.marks
+	u.mu.Lock()
+	a.Bitmap.MarkFill(r, r)
+	if u.regions == nil {
+		u.regions = map[int]bool{}
+	}
+	u.regions[r] = true
+	u.mu.Unlock()
+	if u.kick.CompareAndSwap(false, true) {
+		u.kicking.Add(1)
 		go a.kickResync()
 	}
 }
@@ -58,6 +87,7 @@ func (a *Array) markUnsynced(sector uint64, sectors uint32) {
 // kickResync starts the resync that marked ranges need, unless a job
 // runs (its end starts it: nextJob).
 func (a *Array) kickResync() {
+	defer a.sync.marks.kicking.Add(-1)
 	a.sync.marks.kick.Store(false)
 	// Not between a management command's checks and the rebuild it
 	// starts (addMember holds spareMu throughout).

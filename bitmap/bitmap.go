@@ -37,6 +37,14 @@ type Options struct {
 	// should call Prepare. It must not block (for example a non-blocking
 	// send on a channel of capacity 1, or an eventfd write).
 	Notify func()
+	// FirstWrite, if set, is called on the flusher thread (from Prepare,
+	// with the Bitmap's mutex held) when never-written region r is made
+	// dirty for its first write. The rest of the region holds whatever
+	// the members held, which may differ between copies: the caller
+	// should MarkFill it (and have a resync make the copies equal), so
+	// that once the region is clean its copies are equal throughout. It
+	// must not block nor call Bitmap methods other than MarkFill.
+	FirstWrite func(r int)
 }
 
 // neverCleared is the cleanedAt of a region this Bitmap has not cleared:
@@ -54,12 +62,18 @@ const maxDelay = 1 << 56
 //	             no batch in flight will change that; writes proceed at once
 //	bit      33  never written (mirror of the image, for Written)
 //	bit      34  needs sync (loaded dirty, or AllDirty; until ResyncDone)
+//	bit      35  fill: first written since it was never written; the
+//	             unwritten rest may differ between copies (until
+//	             ResyncDone)
 //	bits 40..63  write completions, modulo 2^24 (the flusher's activity
 //	             detector: EndWrite's single atomic add bumps it)
 const (
 	flagDurable  = 1 << 32
 	flagNever    = 1 << 33
 	flagNeedSync = 1 << 34
+	flagFill     = 1 << 35
+	// flagsSync: the region must be resynced before it is cleared.
+	flagsSync = flagNeedSync | flagFill
 	endShift     = 40
 	endUnit      = 1 << endShift
 	inflightMask = 1<<32 - 1
@@ -371,21 +385,40 @@ func (b *Bitmap) Written(r int) bool { return b.words[r].Load()&flagNever == 0 }
 // missed, including writes issued until it became writable again (unlike
 // a DirtyRegions snapshot taken before). Any thread.
 func (b *Bitmap) Dirty(r int) bool {
-	return b.words[r].Load()&(flagDurable|flagNeedSync) != 0
+	return b.words[r].Load()&(flagDurable|flagsSync) != 0
 }
 
-// NeedsSync reports whether region r was dirty when the bitmap was loaded
-// (or is AllDirty/InitDirty) and ResyncDone has not been called for it:
-// its copies may differ, so reads must go to the one copy resync copies
-// from. Any thread.
-func (b *Bitmap) NeedsSync(r int) bool { return b.words[r].Load()&flagNeedSync != 0 }
+// NeedsSync reports whether region r must be resynced before it may be
+// cleared: it was dirty when the bitmap was loaded (or is
+// AllDirty/InitDirty, or MarkNeedsSync), or it was first written since
+// it was never written (MarkFill), and ResyncDone has not been called for
+// it. Any thread.
+func (b *Bitmap) NeedsSync(r int) bool { return b.words[r].Load()&flagsSync != 0 }
+
+// CopiesDiffer reports whether the copies of region r's written data may
+// differ (NeedsSync but for MarkFill alone): reads must go to the one
+// copy resync copies from, so that answers are stable. A region only
+// MarkFill'ed differs in data never written, which reads need not keep
+// stable. Any thread.
+func (b *Bitmap) CopiesDiffer(r int) bool { return b.words[r].Load()&flagNeedSync != 0 }
 
 // ResyncDone records that regions first..last have been resynced (their
 // copies are equal): they may now be cleared once idle. Any thread.
 func (b *Bitmap) ResyncDone(first, last int) {
 	b.checkRange(first, last)
 	for r := first; r <= last; r++ {
-		b.words[r].And(^uint64(flagNeedSync))
+		b.words[r].And(^uint64(flagsSync))
+	}
+}
+
+// MarkFill records that the never-written rest of regions first..last,
+// first written now, may differ between the copies until ResyncDone: the
+// regions are not cleared until a resync made the copies equal (reads
+// are not redirected: see CopiesDiffer). Any thread.
+func (b *Bitmap) MarkFill(first, last int) {
+	b.checkRange(first, last)
+	for r := first; r <= last; r++ {
+		b.words[r].Or(flagFill)
 	}
 }
 

@@ -683,3 +683,54 @@ func TestFailedBatch(t *testing.T) {
 		b.EndWrite(w[0], w[1])
 	}
 }
+
+// A never-written region's first write calls FirstWrite once; MarkFill
+// keeps the region from being cleared until ResyncDone, without
+// redirecting reads (CopiesDiffer), and a clean region's next write is no
+// first write.
+func TestFirstWriteFill(t *testing.T) {
+	const d = 5 * time.Second
+	var b *Bitmap
+	var first []int
+	opts := Options{ClearDelay: d, MaxClearDelay: d, FirstWrite: func(r int) {
+		first = append(first, r)
+		b.MarkFill(r, r)
+	}}
+	b, a := newTestBitmap(t, 100, 512, 1, InitNeverWritten, opts)
+	a.tick(t, b, 0)
+	b.StartWrite(1, 2, 1)
+	b.StartWrite(2, 3, 2)
+	a.flush(t, b)
+	b.EndWrite(1, 2)
+	b.EndWrite(2, 3)
+	if !slices.Equal(first, []int{1, 2, 3}) {
+		t.Fatalf("FirstWrite calls %v, want [1 2 3]", first)
+	}
+	for r := 1; r <= 3; r++ {
+		if !b.Written(r) || !b.NeedsSync(r) || b.CopiesDiffer(r) || !b.Dirty(r) {
+			t.Fatalf("region %d: written %v needs sync %v copies differ %v dirty %v", r, b.Written(r), b.NeedsSync(r), b.CopiesDiffer(r), b.Dirty(r))
+		}
+	}
+	if b.NeedsSync(0) || b.NeedsSync(4) {
+		t.Fatal("an unwritten region needs sync")
+	}
+	a.tick(t, b, time.Hour)
+	a.tick(t, b, 2*time.Hour)
+	for r := 1; r <= 3; r++ {
+		if b.State(r) != Dirty {
+			t.Fatalf("region %d cleared before its fill was synced", r)
+		}
+	}
+	b.ResyncDone(1, 2)
+	a.tick(t, b, 3*time.Hour)
+	a.tick(t, b, 4*time.Hour)
+	if b.State(1) != Clean || b.State(2) != Clean || b.State(3) != Dirty {
+		t.Fatalf("after the resync of 1..2: states %v %v %v, want clean clean dirty", b.State(1), b.State(2), b.State(3))
+	}
+	b.StartWrite(1, 1, 3)
+	a.flush(t, b)
+	b.EndWrite(1, 1)
+	if len(first) != 3 || b.NeedsSync(1) {
+		t.Fatalf("a clean region's write counted as a first write (%v, needs sync %v)", first, b.NeedsSync(1))
+	}
+}

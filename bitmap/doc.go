@@ -25,7 +25,8 @@
 //   - EndWrite(first, last) once the write has completed on every member
 //     it went to (one atomic add per region). Every StartWrite, ready or
 //     not, has exactly one EndWrite, after the write completed.
-//   - Regions, Written, Dirty, NeedsSync, ResyncDone, SetMissing, Stats,
+//   - Regions, Written, Dirty, NeedsSync, CopiesDiffer, ResyncDone,
+//     MarkNeedsSync, MarkFill, SetMissing, Stats,
 //     WaitTimes, Buffer, Geometry, EventsCleared.
 //
 // The flusher, one goroutine (never two of these at once):
@@ -116,7 +117,9 @@
 // never-written ones (Written).
 //
 // A region that was never written may hold different garbage on different
-// members until written; after its first write only the parts written are
-// equal (as with mdadm --assume-clean): reads of never-written data are
-// undefined.
+// members. Its first write calls Options.FirstWrite, whose MarkFill keeps
+// the region from being cleared until a resync made all of it equal
+// (ResyncDone); reads are not redirected meanwhile (CopiesDiffer), since
+// the written parts are equal on every copy. Reads of never-written data
+// are undefined until then.
 package bitmap

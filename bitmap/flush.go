@@ -130,6 +130,9 @@ func (b *Bitmap) setDirty(r int) {
 	case NeverWritten:
 		b.words[r].And(^uint64(flagNever))
 		b.never.Add(-1)
+		if b.opts.FirstWrite != nil {
+			b.opts.FirstWrite(r)
+		}
 	}
 	b.image[r] = byte(Dirty)
 	b.dirty.Add(1)
@@ -333,7 +336,7 @@ func (b *Bitmap) clearIdle(force bool) {
 				continue
 			}
 		}
-		if w&flagDurable == 0 || w&flagNeedSync != 0 {
+		if w&flagDurable == 0 || w&flagsSync != 0 {
 			continue
 		}
 		if !force && now-b.lastActive[r] < b.delay(r) {

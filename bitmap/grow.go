@@ -44,7 +44,7 @@ func (b *Bitmap) Grown(arraySectors uint64) (*Bitmap, error) {
 	}
 	for r, s := range b.image {
 		st := State(s)
-		if b.words[r].Load()&flagNeedSync != 0 {
+		if b.words[r].Load()&flagsSync != 0 {
 			st = Dirty
 		}
 		n := &image[r/k]

@@ -85,7 +85,9 @@ type IntentLog interface {
 	Regions(sector, count uint64) (first, last int)
 	StartWrite(first, last int, w bitmap.Waiter) bool
 	EndWrite(first, last int)
-	NeedsSync(r int) bool
+	// CopiesDiffer: the copies of region r's written data may differ
+	// until a resync, so its reads go to the chosen copy.
+	CopiesDiffer(r int) bool
 }
 
 // WriteBarrier keeps user writes out of the range a background sync is
@@ -189,7 +191,7 @@ type Executor struct {
 	// in-sync copy of some data (raid10: of other chunks), before the
 	// request completes: the other copies of the range took the write and
 	// that member did not, so the copies differ. The caller must make
-	// reads of the range go to one chosen copy (IntentLog.NeedsSync, or
+	// reads of the range go to one chosen copy (IntentLog.CopiesDiffer, or
 	// ResyncFrom) before it returns, and have a resync make the copies
 	// equal; md records a bad block on the member instead.
 	Unsynced func(sector uint64, sectors uint32)
@@ -348,7 +350,7 @@ func (e *Executor) unsynced(sector uint64, sectors uint32) bool {
 func (e *Executor) needsSync(sector uint64, sectors uint32) bool {
 	first, last := e.Intent.Regions(sector, uint64(sectors))
 	for r := first; r <= last; r++ {
-		if e.Intent.NeedsSync(r) {
+		if e.Intent.CopiesDiffer(r) {
 			return true
 		}
 	}

@@ -43,7 +43,7 @@ func (f *fakeIntent) EndWrite(first, last int) {
 	}
 }
 
-func (f *fakeIntent) NeedsSync(r int) bool { return f.needSync[r] }
+func (f *fakeIntent) CopiesDiffer(r int) bool { return f.needSync[r] }
 
 // fakeBarrier turns away writes overlapping [lo, hi).
 type fakeBarrier struct {

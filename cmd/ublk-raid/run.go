@@ -136,7 +136,7 @@ const defaultMemberTimeout = 30 * time.Second
 func (o *runOptions) addBitmapFlags(c *cobra.Command) {
 	c.Flags().BoolVar(&o.noBitmap, "no-bitmap", false, "create the array without a write-intent bitmap (then an unclean stop needs a full check)")
 	c.Flags().StringVar(&o.region, "bitmap-region", "", "bitmap region size for a new array: power of two, at least 64K (default: from the array size)")
-	c.Flags().BoolVar(&o.assumeClean, "assume-clean", false, "new array: treat every region as written and in sync (like mdadm --assume-clean)")
+	c.Flags().BoolVar(&o.assumeClean, "assume-clean", false, "new array: the members are known equal (zeroed): no initial sync, every region in sync (like mdadm --assume-clean)")
 	c.Flags().StringVar(&o.syncMin, "sync-speed-min", "1M", "rebuild/resync/check speed that is kept even under user I/O, per second (0: 1000K, as md)")
 	c.Flags().StringVar(&o.syncMax, "sync-speed-max", "0", "rebuild/resync/check speed limit per second (0: none)")
 }

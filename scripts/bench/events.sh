@@ -21,7 +21,7 @@ if [ -n "$out" ]; then
 		echo "(seconds per job, no ramp; medians of the rounds)."
 		echo "Run on $(date -u +%Y-%m-%d), commit $(git rev-parse --short HEAD), in the project's VM: Debian 6.12.95 kernel,"
 		echo "qemu TCG, 2 vCPUs, four 1 GiB virtio disks ($disk_desc). raid0 over the four, 64 KiB chunks: md"
-		echo "(mdadm, metadata 1.2) and ublk-raid (\`run -q 1 --no-bitmap\`, one queue pinned to vCPU 0) take turns per job;"
+		echo "(mdadm, metadata 1.2) and ublk-raid (\`run -q 1 --no-bitmap --assume-clean\`, one queue pinned to vCPU 0) take turns per job;"
 		echo "fio (io_uring engine, 512 MiB range) is pinned to vCPU 1. Counts are of the whole guest during the job"
 		echo "(\`perf stat -a\`), divided by the I/Os fio completed: vp_notify is a virtio kick (the guest telling qemu a"
 		echo "queue has new requests), irq_handler_entry an interrupt, sys_enter_io_uring_enter counts fio's and the"

@@ -41,7 +41,7 @@ for cfg in raid1:1 raid10:10; do
 	for d in $DISKS; do dd if=/dev/zero of="$d" bs=1M count=4 oflag=direct 2>/dev/null; done
 	: >$OUT/u.out
 	# shellcheck disable=SC2086
-	"$BIN" run --level "$level" --chunk 64K -q 1 $DISKS >$OUT/u.out 2>$OUT/u.err &
+	"$BIN" run --level "$level" --chunk 64K -q 1 --assume-clean $DISKS >$OUT/u.out 2>$OUT/u.err &
 	U=$!
 	while [ ! -s $OUT/u.out ]; do sleep 0.1; done
 	dev=$(cat $OUT/u.out)

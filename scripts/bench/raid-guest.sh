@@ -27,7 +27,7 @@ job() { # job LABEL DEVICE FIO-ARGS...: one fio job, JSON to $OUT/LABEL.json
 }
 . scripts/bench/arrays.sh
 # Every job runs on md, then on ublk-raid, each created afresh on the same
-# disks for it (md --assume-clean; ublk-raid needs no initial sync either),
+# disks for it (both --assume-clean: no initial sync),
 # so the two runs of a job are seconds apart and emulator drift hits both
 # alike; ROUNDS rounds of that.
 r=1

@@ -26,7 +26,7 @@ if [ -n "$out" ]; then
 		echo "(seconds per job after a 2 s ramp; medians shown, the last column lists every round's ratio)."
 		echo "Run on $(date -u +%Y-%m-%d), commit $(git rev-parse --short HEAD), in the project's VM: Debian 6.12.95 kernel,"
 		echo "qemu TCG, 2 vCPUs, four 1 GiB virtio disks (sparse files, filled first; $disk_desc). md (mdadm 4.2,"
-		echo "metadata 1.2, --assume-clean, --bitmap=none except raid0) and ublk-raid (\`run -q 1 --no-bitmap\`, one queue pinned"
+		echo "metadata 1.2, --assume-clean, --bitmap=none except raid0) and ublk-raid (\`run -q 1 --no-bitmap --assume-clean\`, one queue pinned"
 		echo "to vCPU 0, no I/O scheduler on its device) take turns per job, each created afresh on the same disks for it (so the two runs of a job are seconds apart); fio (io_uring engine, 512 MiB range) is pinned to"
 		echo "vCPU 1. TCG timings are not hardware timings: read the ratios (see docs/bench/passthrough.md for why"
 		echo "ublk pays for cross-vCPU hand-offs under emulation)."

@@ -55,6 +55,11 @@ job() { # job LABEL DEVICE KIND ARGS: fio, JSON to $OUT/LABEL.json
 	*write* | *randrw*)
 		fio --name=warm --filename="$2" --direct=1 --ioengine=libaio --rw=write:4092k --bs=4k --iodepth=8 \
 			--size=512M --eta=never >/dev/null
+		# ublk-raid syncs the rest of a region after its first write
+		# (md, created --assume-clean, has no such sync): wait for it.
+		case "$2" in
+		/dev/ublkb*) "$BIN" detail -n "${2#/dev/ublkb}" --wait >/dev/null ;;
+		esac
 		;;
 	esac
 	# shellcheck disable=SC2086
@@ -118,7 +123,9 @@ while [ $r -le "$ROUNDS" ]; do
 					[ -n "$label" ] || continue
 					serve_up "$sflags"
 					nb=
-					[ "$bm" = off ] && [ "$level" != 0 ] && nb=--no-bitmap
+					# (Without a bitmap a new array syncs in full first,
+					# as md's does: --assume-clean, as md gets.)
+					[ "$bm" = off ] && [ "$level" != 0 ] && nb="--no-bitmap --assume-clean"
 					# shellcheck disable=SC2086
 					dev=$("$BIN" add --level "$level" $nb $aflags $disks)
 					job "ublk-$label-$level-$bm-$r-$jname" "$dev" "$kind" "$args"

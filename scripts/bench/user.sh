@@ -47,10 +47,11 @@ if [ -n "$out" ]; then
 		echo "qemu TCG, $cpus vCPUs, four 1 GiB emulated NVMe members ($disk_desc), filled first."
 		echo "md: mdadm, metadata 1.2, its default chunk (512 KiB) and raid10 layout (n2), --assume-clean, and"
 		echo "--bitmap=internal or none said explicitly (mdadm's default for small arrays is none). ublk-raid:"
-		echo "\`serve\` with the configuration's flags (\"default\": none), then \`add --level L\` (plus --no-bitmap for"
+		echo "\`serve\` with the configuration's flags (\"default\": none), then \`add --level L\` (plus --no-bitmap --assume-clean for"
 		echo "bitmap off, and the configuration's add flags). They take turns per job on the same members, each created"
 		echo "afresh for it; fio (libaio, direct, 512 MiB range, not pinned) runs $runtime s after a 2 s ramp, write jobs"
-		echo "after a pass writing 4 KiB every 4 MiB (the first write to a bitmap region is a one-time cost for both)."
+		echo "after a pass writing 4 KiB every 4 MiB (the first write to a bitmap region is a one-time cost for both;"
+		echo "ublk-raid's sync of the regions it first wrote is waited for)."
 		echo "Nx16: one submitter per vCPU. Medians of $rounds rounds; per-round ratios in parentheses."
 		echo "TCG timings are not hardware timings: read the ratios."
 		echo
