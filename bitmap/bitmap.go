@@ -73,7 +73,7 @@ const (
 	flagNeedSync = 1 << 34
 	flagFill     = 1 << 35
 	// flagsSync: the region must be resynced before it is cleared.
-	flagsSync = flagNeedSync | flagFill
+	flagsSync    = flagNeedSync | flagFill
 	endShift     = 40
 	endUnit      = 1 << endShift
 	inflightMask = 1<<32 - 1
