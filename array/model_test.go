@@ -333,13 +333,15 @@ type arrayModel struct {
 	n     int // roles
 	// zeroCopy: the queues are zero copy (modelRing.ZeroCopy)
 	zeroCopy bool
-	a        *Array
-	rings    []*modelRing
-	wake     chan struct{}
-	now      time.Time
-	ref      []sectorRef
-	seq      uint64
-	ids      uint64
+	// garbage: the disks held different data before the array (drawn).
+	garbage bool
+	a       *Array
+	rings   []*modelRing
+	wake    chan struct{}
+	now     time.Time
+	ref     []sectorRef
+	seq     uint64
+	ids     uint64
 	// flushed: the seq of the newest flush whose completion was applied
 	flushed uint64
 	// inSyncAtCrash: the disks in sync at the assembly after the last
@@ -402,6 +404,18 @@ func newArrayModel(t *rapid.T) *arrayModel {
 		m.disks = append(m.disks, p)
 	}
 	m.zeroCopy = rapid.Bool().Draw(t, "zero copy")
+	// Disks that held data before, different on each: never-written data
+	// then reads as anything (write id 0 stands for it), and a region's
+	// copies converge once it was written and synced.
+	if m.garbage = rapid.Bool().Draw(t, "garbage"); m.garbage {
+		for i, p := range m.disks {
+			g := make([]byte, modelDisk)
+			for j := range g {
+				g[j] = byte(i*37+1) ^ byte(j>>9) ^ byte(j*7)
+			}
+			m.rack.Preload(m.rack.Disk(p), 0, g)
+		}
+	}
 	m.ref = make([]sectorRef, modelWindow)
 	for i := range m.ref {
 		m.ref[i].cur = map[uint64]bool{0: true}
@@ -1059,8 +1073,14 @@ func (m *arrayModel) completed(req *modelReq, buf []byte, err error) {
 				continue
 			}
 			id, ok := sectorID(buf[i<<9:(i+1)<<9], s)
+			garbage := false
 			if !ok {
-				m.fail("read of sector %d returned data of no write (%x...)", s, buf[i<<9:i<<9+16])
+				if !m.garbage {
+					m.fail("read of sector %d returned data of no write (%x...)", s, buf[i<<9:i<<9+16])
+				}
+				// What the devices held: allowed where id 0 is, and,
+				// never written, it does not pin the sector.
+				id, garbage = 0, true
 			}
 			allowed := ref.cur[id] || (ref.wr != 0 && ref.wr-1 == id)
 			// A write since the read started: the answer may be from
@@ -1089,7 +1109,7 @@ func (m *arrayModel) completed(req *modelReq, buf []byte, err error) {
 				}
 				m.fail("durability: read %d+%d (seq %d) of sector %d returned write %d, not one of %v (after a power cut: %v; at the read's start %v)", req.sector, req.sectors, req.seq, s, id, slices.Sorted(maps.Keys(ref.cur)), ref.dur, snap)
 			}
-			if !changed {
+			if !changed && !garbage {
 				ref.cur = map[uint64]bool{id: true} // stability: it reads this from now on
 			}
 		}
@@ -1276,6 +1296,9 @@ func (m *arrayModel) checkConvergence() {
 	for s := range uint64(modelWindow) {
 		if m.ref[s].unknown {
 			continue
+		}
+		if m.garbage && !m.a.Bitmap.Written(int(s/modelRegion)) {
+			continue // never written: the copies hold what the devices held
 		}
 		var first []byte
 		var who string

@@ -244,6 +244,14 @@ func (r *Rack) Stable(d *Disk, off int64, n int) []byte {
 	return append([]byte(nil), d.stable[off:off+int64(n)]...)
 }
 
+// Preload puts p at off into the disk's stable contents, as what the
+// device held before the test (for example another disk's leftovers).
+func (r *Rack) Preload(d *Disk, off int64, p []byte) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	copy(d.stable[off:], p)
+}
+
 // Current returns a copy of n bytes at off as reads see them now.
 func (r *Rack) Current(d *Disk, off int64, n int) []byte {
 	r.mu.Lock()
