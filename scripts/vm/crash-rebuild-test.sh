@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Power cut during a rebuild (issue "Trust under every fault", scenario ii),
-# ROUNDS times (default 5), alternating raid1 and raid10: boot a VM, create
+# ROUNDS times (default 5; or the rounds ROUND_LIST names), alternating raid1 and raid10: boot a VM, create
 # the array with `serve` + `add`, put a blank disk in a member's role
 # (`replace`; rounds 3 and 4: `fail`, `remove`, `add --spare`) so that a
 # (slowed) rebuild runs, write with O_DSYNC at random offsets recording every
@@ -15,7 +15,8 @@ rounds=${ROUNDS:-5}
 [ -x .build/ublk-raid ] || go build -o .build/ublk-raid ./cmd/ublk-raid
 pass=0
 failed=0
-for r in $(seq 1 "$rounds"); do
+# ROUND_LIST picks rounds (e.g. "2 3": raid10 replace, raid1 spare).
+for r in ${ROUND_LIST:-$(seq 1 "$rounds")}; do
 	level=raid1
 	disks=(--disk 256M --disk 256M --disk 256M --disk 64M)
 	if [ $((r % 2)) = 0 ]; then
