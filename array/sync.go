@@ -469,7 +469,10 @@ func (a *Array) startResync() bool {
 	if !a.needsResync() {
 		return false
 	}
-	job := resync.Job{Kind: resync.Resync, Need: a.neededResync}
+	job := resync.Job{Kind: resync.Resync, Need: a.neededResync, Unit: a.unit()}
+	if a.Bitmap != nil {
+		job.Skip = a.skipTo(a.Bitmap.NeedsSync)
+	}
 	if a.Bitmap == nil {
 		_, job.Start = a.fullResync()
 		job.Need = nil
@@ -518,6 +521,51 @@ func (a *Array) neededResync(sector, sectors uint64) bool {
 	return false
 }
 
+// neededChecked is a check's Need: some region of the range was written
+// and needs no resync (checkedRegion).
+func (a *Array) neededChecked(sector, sectors uint64) bool {
+	if a.Bitmap == nil {
+		return true
+	}
+	first, last := a.Bitmap.Regions(sector, sectors)
+	for r := first; r <= last; r++ {
+		if a.checkedRegion(r) {
+			return true
+		}
+	}
+	return false
+}
+
+func (a *Array) checkedRegion(r int) bool { return a.Bitmap.Written(r) && !a.Bitmap.NeedsSync(r) }
+
+// skipTo returns a job's Skip for a bitmap region predicate (nil without
+// a bitmap): the start of the first region at or after a sector for which
+// want holds.
+func (a *Array) skipTo(want func(r int) bool) func(uint64) uint64 {
+	if a.Bitmap == nil {
+		return nil
+	}
+	bm := a.Bitmap
+	g := bm.Geometry()
+	return func(sector uint64) uint64 {
+		for r := int(sector / g.RegionSectors); r < g.Regions; r++ {
+			if want(r) {
+				return max(sector, uint64(r)*g.RegionSectors)
+			}
+		}
+		return g.ArraySectors
+	}
+}
+
+// unit is the granule of sync steps: the bitmap's region size (0: none),
+// so that a step is one region's (or part of one).
+func (a *Array) unit() uint64 {
+	if a.Bitmap == nil {
+		return 0
+	}
+	return a.Bitmap.Geometry().RegionSectors
+}
+
 // neededWritten is a rebuild's Need: with a bitmap, ranges never written
 // hold nothing to copy.
 func (a *Array) neededWritten(sector, sectors uint64) bool {
@@ -543,8 +591,11 @@ func (a *Array) Check(repair bool) error {
 		k = resync.Repair
 	}
 	// Never-written regions are skipped: the array was not synced when it
-	// was created, so their copies hold whatever the devices held.
-	return a.sync.start(resync.Job{Kind: k, Need: a.neededWritten}, 0)
+	// was created, so their copies hold whatever the devices held; so are
+	// regions awaiting resync (first written and not yet synced in full,
+	// or left dirty by a crash), which the resync makes equal anyway (md
+	// does not check while a resync is pending either).
+	return a.sync.start(resync.Job{Kind: k, Need: a.neededChecked, Skip: a.skipTo(a.checkedRegion), Unit: a.unit()}, 0)
 }
 
 // StopSync stops the background job, if any, and waits for it (its
@@ -667,7 +718,7 @@ func (y *syncer) start(job resync.Job, regions int) error {
 	case resync.Rebuild:
 		job.Progress = a.rebuildProgress(job.Targets, since)
 	case resync.Resync:
-		job.Progress = a.resyncProgress
+		job.Progress = a.resyncProgress()
 		if a.Bitmap == nil {
 			job.Progress = a.fullResyncProgress
 		}
@@ -748,17 +799,22 @@ func (a *Array) rebuildProgress(targets []int, since []uint64) func(reached, dur
 	}
 }
 
-// resyncProgress marks the regions below the durable position resynced
-// (they may be cleared again).
-func (a *Array) resyncProgress(_, durable uint64) error {
-	if a.Bitmap == nil || durable == 0 {
+// resyncProgress returns a resync's Progress: it marks the regions the
+// durable position passed since the last call resynced (they may be
+// cleared again). Each region once: one marked after the position passed
+// it is the next resync's.
+func (a *Array) resyncProgress() func(_, durable uint64) error {
+	done := 0 // regions below are marked
+	return func(_, durable uint64) error {
+		if a.Bitmap == nil {
+			return nil
+		}
+		if end := int(durable / a.Bitmap.Geometry().RegionSectors); end > done {
+			a.resyncDone(done, end-1)
+			done = end
+		}
 		return nil
 	}
-	rs := a.Bitmap.Geometry().RegionSectors
-	if end := int(durable / rs); end > 0 {
-		a.resyncDone(0, end-1)
-	}
-	return nil
 }
 
 // stoppedJob records where a job that did not finish stopped: a rebuild's

@@ -407,7 +407,9 @@ func (b *Bitmap) CopiesDiffer(r int) bool { return b.words[r].Load()&flagNeedSyn
 func (b *Bitmap) ResyncDone(first, last int) {
 	b.checkRange(first, last)
 	for r := first; r <= last; r++ {
-		b.words[r].And(^uint64(flagsSync))
+		if b.words[r].Load()&flagsSync != 0 { // (no store to a word queues update)
+			b.words[r].And(^uint64(flagsSync))
+		}
 	}
 }
 

@@ -15,7 +15,9 @@ import (
 // (Config.AreaBytes, unchanged), the region size doubles until they do,
 // as md doubles its bitmap chunk; a doubled region takes the most
 // cautious state of the regions it merges (dirty over clean over never
-// written). The result's first batches rewrite the whole copy, header
+// written), and a region that is written in part and never written in
+// part (merged, or the last one, partly beyond the old end) is dirty: its
+// copies are synced, as after a first write. The result's first batches rewrite the whole copy, header
 // last, with the current events; a region that needed sync still does.
 func (b *Bitmap) Grown(arraySectors uint64) (*Bitmap, error) {
 	old := b.geo
@@ -42,13 +44,30 @@ func (b *Bitmap) Grown(arraySectors uint64) (*Bitmap, error) {
 	for i := range image {
 		image[i] = byte(NeverWritten)
 	}
+	// never: the new region holds space never written (an old region
+	// never written, or space the grow adds).
+	never := make([]bool, g.Regions)
 	for r, s := range b.image {
 		st := State(s)
 		if b.words[r].Load()&flagsSync != 0 {
 			st = Dirty
 		}
+		if st == NeverWritten {
+			never[r/k] = true
+		}
 		n := &image[r/k]
 		*n = byte(moreCautious(State(*n), st))
+	}
+	if rs := g.RegionSectors; old.ArraySectors%rs != 0 && old.ArraySectors < arraySectors {
+		never[old.ArraySectors/rs] = true // the last old region's new tail
+	}
+	// A region written in part and never written in part may hold
+	// different leftovers in the rest: it needs sync, as after a first
+	// write (Options.FirstWrite), or a clean region would differ.
+	for i, st := range image {
+		if never[i] && State(st) != NeverWritten {
+			image[i] = byte(Dirty)
+		}
 	}
 	nb, err := newBitmap(g, image, b.events, b.eventsCleared.Load(), b.seq, b.opts)
 	if err != nil {

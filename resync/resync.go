@@ -154,6 +154,15 @@ type Job struct {
 	// arraySector+sectors) needs the job (a write-intent bitmap says
 	// whether it may differ); ranges it refuses are skipped.
 	Need func(arraySector, sectors uint64) bool
+	// Skip, if set with Need, returns the first array sector at or after
+	// its argument that Need may accept (the array's size if none): the
+	// job jumps over a run of ranges Need refuses instead of stepping
+	// through it. (Resync, Check, Repair.)
+	Skip func(arraySector uint64) uint64
+	// Unit, if set, is a granule of the array (the bitmap's region size):
+	// steps of Resync, Check and Repair never cross a multiple of it, so
+	// that Need answers for whole steps.
+	Unit uint64
 	// Progress, if set, is called after every step: sectors below reached
 	// are done, and below durable flushed (see the package doc). A
 	// returned error stops the job with it.
@@ -665,7 +674,15 @@ func (r *run) byMember(locs []engine.Location) []int {
 func (r *run) arrayStep(a uint64) (n uint64, did bool, err error) {
 	g := r.g
 	n = min(StepSectors, g.ChunkEnd(a), g.ArraySectors()-a)
+	if u := r.job.Unit; u > 0 {
+		n = min(n, u-a%u)
+	}
 	if r.job.Need != nil && !r.job.Need(a, n) {
+		if r.job.Skip != nil {
+			if next := min(r.job.Skip(a+n), g.ArraySectors()); next > a+n {
+				n = next - a
+			}
+		}
 		r.res.Skipped += n
 		return n, false, nil
 	}
