@@ -300,3 +300,50 @@ func TestNewArrayWithoutBitmapSyncs(t *testing.T) {
 		a.Close()
 	}
 }
+
+// A rebuild does not wait for a running resync (a new array's initial
+// sync may take hours): the resync gives way and resumes after it, as
+// md's does. replace used to be refused until the resync ended.
+func TestRebuildPreemptsResync(t *testing.T) {
+	paths := memberFiles(t, 4, 8<<20)
+	a, err := Open(paths[:3], CreateSpec{Level: engine.Level1, NoBitmap: true, SyncMaxBytes: 4 << 20}, true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer a.Close()
+	sz := int(a.Engine.Geo.MemberSectors << 9)
+	for i, p := range paths[:3] {
+		scribbleBytes(t, a, p, 0, fill(sz, byte(0x10*i+1)))
+	}
+	if err := a.SetClean(false); err != nil {
+		t.Fatal(err)
+	}
+	a.StartBackground()
+	if s := a.SyncStatus(); s.Action != "resync" {
+		t.Fatalf("no initial resync: %+v", s)
+	}
+	if err := a.Fail(2); err != nil {
+		t.Fatal(err)
+	}
+	if err := a.Remove(2); err != nil {
+		t.Fatal(err)
+	}
+	if err := a.Replace(2, paths[3]); err != nil {
+		t.Fatalf("replace during the initial resync: %v", err)
+	}
+	if s := a.SyncStatus(); s.Action != "rebuild" {
+		t.Fatalf("the rebuild does not run first: %+v", s)
+	}
+	a.WaitSync()
+	s := a.SyncStatus()
+	if s.LastAction != "resync" || s.LastResult != "ok" || s.ResyncNeeded {
+		t.Fatalf("the resync did not resume after the rebuild: %+v", s)
+	}
+	if err := a.Check(false); err != nil {
+		t.Fatal(err)
+	}
+	a.WaitSync()
+	if s := a.SyncStatus(); s.LastResult != "ok" || s.MismatchCnt != 0 {
+		t.Fatalf("check: %+v", s)
+	}
+}

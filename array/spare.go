@@ -4,6 +4,7 @@ import (
 	"crypto/rand"
 	"errors"
 	"fmt"
+	"github.com/ublk-raid/ublk-raid/resync"
 	"slices"
 
 	"github.com/ublk-raid/ublk-raid/engine"
@@ -208,8 +209,8 @@ func (a *Array) activateSpare() {
 	}
 	a.spareMu.Lock()
 	defer a.spareMu.Unlock()
-	if a.sync.busy() {
-		return
+	if k, busy := a.sync.active(); busy && k != resync.Resync {
+		return // (a resync gives way: preemptResync)
 	}
 	role := -1
 	for r, m := range a.Engine.State().Members {

@@ -1033,9 +1033,10 @@ func (a *Array) checkAdd(m *Member, role int, active bool) error {
 	case !a.Engine.CoveredWithout(role):
 		return fmt.Errorf("role %d holds the last copy of some data: failing it would fail the array", role)
 	}
-	if k, busy := a.sync.active(); busy {
+	if k, busy := a.sync.active(); busy && k != resync.Resync {
 		// Refused before anything changes: a member put in the role now
-		// would have no job to rebuild it.
+		// would have no job to rebuild it. (A resync gives way:
+		// preemptResync.)
 		return fmt.Errorf("a %s is running: the new member can be added when it ends", k)
 	}
 	ref := a.refSB()
@@ -1096,6 +1097,7 @@ func (a *Array) addOpenPlan(m *Member, role int, re *readdPlan, uuid [16]byte) e
 	// smallest data area of the members wins); `grow` does, on every
 	// member at once.
 	sb.DataSectors = a.Engine.Geo.MemberSectors
+	a.preemptResync()
 	a.mu.Lock()
 	old := a.Members[role]
 	a.Members[role] = m
@@ -1143,6 +1145,36 @@ func (a *Array) addOpenPlan(m *Member, role int, re *readdPlan, uuid [16]byte) e
 		}
 	}
 	return a.sync.start(resync.Job{Kind: resync.Rebuild, Targets: []int{role}, Need: need2}, regions)
+}
+
+// preemptResync stops a running resync so that the rebuild about to start
+// runs first, as md interrupts a resync for recovery (a new array's
+// initial sync may take hours): the resync stays pending (its bitmap
+// regions, full-resync position and marks are kept) and starts again when
+// the rebuild ends (nextJob). Called with spareMu held, so that no resync
+// is kicked in between.
+func (a *Array) preemptResync() {
+	y := a.sync
+	y.mu.Lock()
+	if !y.running || y.kind != resync.Resync {
+		y.mu.Unlock()
+		return
+	}
+	cancel, done := y.cancel, y.done
+	y.mu.Unlock()
+	cancel()
+	// Until it is no longer running, not until its goroutine returns: one
+	// that ended by itself meanwhile goes on to nextJob, whose spare
+	// activation waits for spareMu, held here.
+	for {
+		y.mu.Lock()
+		running := y.running && y.done == done
+		y.mu.Unlock()
+		if !running {
+			return
+		}
+		time.Sleep(time.Millisecond)
+	}
 }
 
 func (a *Array) closeIfNew(m *Member) {
