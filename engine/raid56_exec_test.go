@@ -44,6 +44,11 @@ type pWorld struct {
 	stale    int
 	submits  int
 	failHook func(o pOp) bool // an injected error for this operation
+	// failedOn[q][tag]: members an operation of the request failed on;
+	// early: a request acknowledged before such a member's failure was
+	// durable.
+	failedOn []map[uint16]uint64
+	early    string
 }
 
 // fataler is what the helpers need of *testing.T and *rapid.T.
@@ -68,6 +73,15 @@ func (b pBackend) Complete(tag uint16, err error) {
 		panic(fmt.Sprintf("queue %d request %d completed twice", b.q, tag))
 	}
 	b.w.done[b.q][tag] = err
+	st := b.w.arr.State()
+	for mm := b.w.failedOn[b.q][tag]; mm != 0; mm &= mm - 1 {
+		m := bits.TrailingZeros64(mm)
+		if ms := st.Members[m]; ms.State != MemberActive && ms.Since > b.w.durable && b.w.early == "" {
+			b.w.early = fmt.Sprintf("queue %d request %d acknowledged before member %d's failure (generation %d) was durable (%d)",
+				b.q, tag, m, ms.Since, b.w.durable)
+		}
+	}
+	delete(b.w.failedOn[b.q], tag)
 }
 
 func (b pBackend) Persist(st *ArrayState)              { b.w.asked = max(b.w.asked, st.Gen) }
@@ -92,6 +106,7 @@ func newPWorld(t fataler, g ParityGeometry, queues, depth, maxBytes int) *pWorld
 		}
 		w.execs = append(w.execs, e)
 		w.done = append(w.done, map[uint16]error{})
+		w.failedOn = append(w.failedOn, map[uint16]uint64{})
 	}
 	return w
 }
@@ -120,7 +135,11 @@ func (w *pWorld) run(o pOp) int32 {
 func (w *pWorld) deliver(i int) {
 	o := w.pending[i]
 	w.pending = append(w.pending[:i], w.pending[i+1:]...)
-	w.execs[o.q].Done(o.tag, o.op, w.run(o))
+	res := w.run(o)
+	if res < 0 {
+		w.failedOn[o.q][o.tag] |= 1 << uint(o.io.Member)
+	}
+	w.execs[o.q].Done(o.tag, o.op, res)
 }
 
 // persist makes the highest generation asked for durable, on every queue.
@@ -243,13 +262,15 @@ type pInflight struct {
 
 // TestRaid56ExecutorModel runs random reads and writes from several
 // queues at once on one raid5 or raid6 array, member operations
-// completing in a drawn order, with up to as many members lost (dead, or
-// failing one operation) as the parity covers. Requests in flight together
+// completing in a drawn order, with up to as many members lost (dead,
+// failing one operation, or rebuilding from a drawn offset with garbage
+// above it) as the parity covers. Requests in flight together
 // never overlap (so that each read has one right answer) but share
-// stripes, which the stripe lock orders. Every request must succeed,
-// every read return the reference data; at the end every sector reads
-// back right, and with no member lost every stripe's parity is
-// consistent.
+// stripes, which the stripe lock orders. Every request must succeed, and
+// be acknowledged only once the failures of members it saw fail are
+// durable; every read must return the reference data; at the end every
+// sector reads back right, and with no member lost every stripe's parity
+// is consistent.
 func TestRaid56ExecutorModel(t *testing.T) {
 	rapid.Check(t, func(t *rapid.T) {
 		level := Level5
@@ -277,8 +298,20 @@ func TestRaid56ExecutorModel(t *testing.T) {
 				bufs[q] = append(bufs[q], make([]byte, maxSectors<<9))
 			}
 		}
-		var lost uint64 // members dead or given an error
+		var lost uint64 // members dead, given an error, or rebuilding
 		budget := g.ParityMembers()
+		if rb := rapid.IntRange(-1, g.Members-1).Draw(t, "rebuilding"); rb >= 0 {
+			// In sync below off only: garbage above, which reads must
+			// never return.
+			off := rapid.Uint64Range(0, g.MemberSectors).Draw(t, "rebuild offset")
+			fill(w.members[rb].data[off<<9:], 99)
+			w.arr.Update(func(ms []MemberStatus) { ms[rb] = MemberStatus{State: MemberRebuilding, RebuildOffset: off} })
+			w.durable, w.asked = w.arr.State().Gen, w.arr.State().Gen
+			for _, e := range w.execs {
+				e.Persisted(w.durable)
+			}
+			lost |= 1 << uint(rb)
+		}
 		mayLose := func(m int) bool { return bits.OnesCount64(lost|1<<uint(m)) <= budget }
 		w.failHook = func(o pOp) bool {
 			if !rapid.Bool().Draw(t, "inject") || !mayLose(int(o.io.Member)) {
@@ -302,6 +335,9 @@ func TestRaid56ExecutorModel(t *testing.T) {
 		}
 		// collect checks and retires the requests that completed.
 		collect := func() {
+			if w.early != "" {
+				t.Fatal(w.early)
+			}
 			for q := range w.done {
 				for tag, err := range w.done[q] {
 					f := inflight[q][tag]
