@@ -5,7 +5,8 @@ package engine
 // Contract (as Executor's, whose Backend, MemberIO, OpID, ReqOp and
 // member-state conventions it shares): one ParityExecutor per queue
 // thread, every method called on that thread, no locks of its own and no
-// allocation per request after construction on the healthy path. Start
+// allocation per request after construction (but when a stripe has two
+// chunks to rebuild, or one without P: see below). Start
 // begins a request; each member operation goes to Backend.Submit with an
 // OpID and comes back through Done; Backend.Complete is called exactly
 // once per request, with nil or an error. A request runs in phases:
@@ -59,9 +60,10 @@ package engine
 // kept for the next); reads that skip the lock (healthy reads could);
 // a stripe that a rebuilding member could still reconstruct is not
 // reconstructed when FailRedundant refuses (it counts rebuilding members
-// as lost); -EAGAIN is an error like any other; metrics. Degraded
-// reconstruction of two missing chunks allocates (klauspost/reedsolomon's
-// Reconstruct makes a few small slices per call).
+// as lost); -EAGAIN is an error like any other; metrics. Reconstruction
+// of two missing chunks, or of one without P (raid6 with P lost too),
+// allocates: klauspost/reedsolomon's decoder makes a few small slices per
+// call (the XOR path, one chunk rebuilt from P, does not).
 
 import (
 	"crypto/subtle"
