@@ -261,7 +261,7 @@ type pInflight struct {
 	buf     []byte
 }
 
-// TestRaid56ExecutorModel runs random reads and writes from several
+// TestRaid56ExecutorModel runs random reads, writes and flushes from several
 // queues at once on one raid5 or raid6 array, member operations
 // completing in a drawn order, with up to as many members lost (dead,
 // failing one operation, or rebuilding from a drawn offset with garbage
@@ -347,7 +347,9 @@ func TestRaid56ExecutorModel(t *testing.T) {
 							bits.OnesCount64(lost), g.Members, err)
 					}
 					n := uint64(f.sectors) << 9
-					if f.op == ReqWrite {
+					if f.op == ReqFlush {
+						// Nothing to check but that it succeeded.
+					} else if f.op == ReqWrite {
 						copy(ref[f.sector<<9:], f.buf[:n])
 					} else if !bytes.Equal(f.buf[:n], ref[f.sector<<9:f.sector<<9+n]) {
 						t.Fatalf("queue %d read %d+%d: wrong data", q, f.sector, f.sectors)
@@ -365,6 +367,11 @@ func TestRaid56ExecutorModel(t *testing.T) {
 				q := rapid.IntRange(0, queues-1).Draw(t, "queue")
 				tag := rapid.IntRange(0, depth-1).Draw(t, "tag")
 				if inflight[q][tag] != nil {
+					continue
+				}
+				if rapid.IntRange(0, 7).Draw(t, "flush") == 0 {
+					inflight[q][tag] = &pInflight{op: ReqFlush}
+					w.execs[q].Start(uint16(tag), ReqFlush, ^uint64(0), 0, false, nil)
 					continue
 				}
 				write := rapid.Bool().Draw(t, "write")
@@ -416,6 +423,9 @@ func TestRaid56ExecutorModel(t *testing.T) {
 			}
 		}
 		w.lockFree(t)
+		if w.stale != 0 {
+			t.Fatalf("%d member results taken for stale", w.stale)
+		}
 		for m, ms := range w.arr.State().Members {
 			if ms.State != MemberActive && lost&(1<<uint(m)) == 0 {
 				t.Fatalf("member %d %v, but it never failed", m, ms.State)
