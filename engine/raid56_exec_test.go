@@ -877,3 +877,55 @@ func TestRaid56ExecutorConcurrentQueues(t *testing.T) {
 		}
 	}
 }
+
+// pInline completes every operation from within Submit.
+type pInline struct {
+	w   *pWorld
+	e   *ParityExecutor
+	err error
+	n   int
+}
+
+func (b *pInline) Submit(tag uint16, op OpID, io MemberIO, data []byte) {
+	b.e.Done(tag, op, b.w.run(pOp{0, tag, op, io, data}))
+}
+func (b *pInline) Complete(_ uint16, err error)        { b.err = err; b.n++ }
+func (b *pInline) Persist(st *ArrayState)              { b.e.Persisted(st.Gen) }
+func (b *pInline) Abandon(uint16, OpID, MemberIO) bool { return false }
+func (b *pInline) Stale(uint16, OpID)                  {}
+
+// TestRaid56ExecutorInlineBackend: a backend may complete operations, and
+// persist, from within the executor's calls; a member dying midway is
+// failed, the write re-planned and held, and everything reads back.
+func TestRaid56ExecutorInlineBackend(t *testing.T) {
+	g := raid56Geo(Level6, 5)
+	w := newPWorld(t, g, 0, 1, 64<<10)
+	be := &pInline{w: w}
+	e, err := NewParityExecutor(w.arr, be, w.lock, 0, 1, 64<<10)
+	if err != nil {
+		t.Fatal(err)
+	}
+	be.e = e
+	n := uint32(g.ArraySectors())
+	data := make([]byte, n<<9)
+	fill(data, 9)
+	e.Start(0, ReqWrite, 0, n, true, data)
+	if be.n != 1 || be.err != nil {
+		t.Fatalf("write: %d completions, %v", be.n, be.err)
+	}
+	w.members[2].dead = true
+	part := data[3<<9 : 40<<9]
+	fill(part, 10)
+	e.Start(0, ReqWrite, 3, 37, false, part)
+	if be.n != 2 || be.err != nil {
+		t.Fatalf("write with a member dying: %d completions, %v", be.n, be.err)
+	}
+	got := make([]byte, n<<9)
+	e.Start(0, ReqRead, 0, n, false, got)
+	if be.n != 3 || be.err != nil || !bytes.Equal(got, data) {
+		t.Fatalf("read back: %d completions, %v, right %v", be.n, be.err, bytes.Equal(got, data))
+	}
+	if s := w.arr.State().Members[2].State; s != MemberFaulty {
+		t.Fatalf("dead member %v", s)
+	}
+}
