@@ -125,3 +125,12 @@ func (p *Parity) Reconstruct(shards [][]byte) error {
 	}
 	return p.enc.Reconstruct(shards)
 }
+
+// ReconstructData is Reconstruct for the data chunks only: missing parity
+// chunks stay missing (nil is fine for them).
+func (p *Parity) ReconstructData(shards [][]byte) error {
+	if len(shards) != p.data+p.Count() {
+		return errParityShape
+	}
+	return p.enc.ReconstructData(shards)
+}

@@ -114,9 +114,14 @@ var ErrNoCopy = errors.New("no surviving copy of the data")
 // Planning methods are safe for concurrent use from every queue thread;
 // state changes (Fail, SetState) are serialised by a mutex off the I/O path.
 type Array struct {
-	Geo   Geometry
-	state atomic.Pointer[ArrayState]
-	mu    sync.Mutex
+	Geo Geometry
+	// Parity, set by NewParityArray, is the geometry of a raid5/6 array;
+	// Geo is then the zero Geometry, and only the state methods (State,
+	// SetState, Update, Fail, FailRedundant, CoveredWithout) and PlanFlush
+	// apply: parity requests are planned by ParityGeometry's planners.
+	Parity *ParityGeometry
+	state  atomic.Pointer[ArrayState]
+	mu     sync.Mutex
 }
 
 // NewArray returns an Array with every member active.
@@ -125,6 +130,20 @@ func NewArray(g Geometry) (*Array, error) {
 		return nil, err
 	}
 	a := &Array{Geo: g}
+	st := &ArrayState{Gen: 1, Members: make([]MemberStatus, g.Members)}
+	a.state.Store(st)
+	return a, nil
+}
+
+// NewParityArray returns the Array of a raid5/6 array with every member
+// active: its member states, failed as md fails them (FailRedundant keeps
+// a member whose loss would leave some stripe with more members lost than
+// its parity covers).
+func NewParityArray(g ParityGeometry) (*Array, error) {
+	if err := g.Validate(); err != nil {
+		return nil, err
+	}
+	a := &Array{Parity: &g}
 	st := &ArrayState{Gen: 1, Members: make([]MemberStatus, g.Members)}
 	a.state.Store(st)
 	return a, nil
@@ -207,6 +226,18 @@ func (a *Array) CoveredWithout(m int) bool {
 // coveredWithout reports whether every chunk keeps an active copy on a
 // member other than m in st.
 func (a *Array) coveredWithout(st *ArrayState, m int) bool {
+	if a.Parity != nil {
+		// Every stripe holds a chunk on every member: at most
+		// ParityMembers of them may be out of sync (a rebuilding member
+		// counts: it is not, above its rebuild offset).
+		lost := 1
+		for i, ms := range st.Members {
+			if i != m && ms.State != MemberActive {
+				lost++
+			}
+		}
+		return lost <= a.Parity.ParityMembers()
+	}
 	g := a.Geo
 	var locs [MaxCopies]Location
 	step := g.ChunkSectors

@@ -586,3 +586,36 @@ func BenchmarkPlanStripeRead(b *testing.B) {
 		}
 	}
 }
+
+// TestParityArrayFailRedundant: a parity array's member is failed only
+// while no stripe would lose more members than its parity covers; a
+// rebuilding member counts as lost (it is, above its rebuild offset).
+func TestParityArrayFailRedundant(t *testing.T) {
+	for _, c := range []struct {
+		level   Level
+		members int
+	}{{Level5, 4}, {Level6, 5}} {
+		g := ParityGeometry{Level: c.level, Members: c.members, Layout: LeftSymmetric, ChunkSectors: 8, MemberSectors: 64}
+		arr, err := NewParityArray(g)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if c.level == Level6 {
+			arr.Update(func(ms []MemberStatus) { ms[4] = MemberStatus{State: MemberRebuilding, RebuildOffset: 8} })
+		}
+		if _, changed, out := arr.FailRedundant(0); !changed || !out {
+			t.Fatalf("%v: first failure refused", c.level)
+		}
+		if _, changed, out := arr.FailRedundant(1); changed || out {
+			t.Fatalf("%v: failure past the parity accepted", c.level)
+		}
+		if c.level == Level6 {
+			if _, changed, out := arr.FailRedundant(4); !changed || !out {
+				t.Fatalf("%v: a rebuilding member not failed", c.level)
+			}
+		}
+	}
+	if _, err := NewParityArray(ParityGeometry{Level: Level5, Members: 2, ChunkSectors: 8, MemberSectors: 64}); err == nil {
+		t.Fatal("raid5 of 2 members accepted")
+	}
+}

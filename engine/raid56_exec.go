@@ -1,0 +1,773 @@
+package engine
+
+// The parity request executor: raid5 and raid6 requests of one ublk queue.
+//
+// Contract (as Executor's, whose Backend, MemberIO, OpID, ReqOp and
+// member-state conventions it shares): one ParityExecutor per queue
+// thread, every method called on that thread, no locks of its own and no
+// allocation per request after construction (but when a stripe has two
+// chunks to rebuild, or one without P: see below). Start
+// begins a request; each member operation goes to Backend.Submit with an
+// OpID and comes back through Done; Backend.Complete is called exactly
+// once per request, with nil or an error. A request runs in phases:
+//
+//  1. Lock: the stripes it touches, reads too, in the StripeLock shared
+//     by every queue of the array (all or none, never blocking). A
+//     request that does not get them is parked; the queue's wake-up (its
+//     bit) must call RetryParked.
+//  2. Plan: each stripe with PlanStripeWrite / PlanStripeRead against the
+//     array state loaded now. A write planned around a member failure
+//     not yet durable (ArrayState.DropGen) is held, unissued, until
+//     Persisted says it is (as Executor holds one), then planned again.
+//  3. Pre-read what the plans read, into the request's stripe buffer
+//     (preallocated per tag at construction: old data and parity never
+//     go into the request's own pages; data wanted by a read and data
+//     written come from and go to them directly).
+//  4. Compute: RMW adds each written chunk's change to the old parity
+//     (Parity.Update), RCW computes it from the whole stripe's data
+//     (Parity.Compute), Reconstruct rebuilds the missing old data first
+//     (one missing data chunk with P: XOR; else Parity.ReconstructData).
+//  5. Write data and parity (FUA as asked). A read's missing chunks are
+//     rebuilt from the others instead.
+//  6. Unlock, complete.
+//
+// A failed member operation fails its member (Array.FailRedundant), unless
+// that would leave some stripe with more members lost than its parity
+// covers (the last copy: md fails the request instead of the array; the
+// request gets ErrLastCopy, EIO). A failed pre-read, or a failed read of
+// a read request, plans the request again from the new state, so that
+// the lost chunk is reconstructed from the others (and the read error of
+// one data chunk is answered so). A failed write leaves its chunk to the
+// parity written with it. A request that failed a member is acknowledged
+// only once the new state is durable: Backend.Persist, then Persisted
+// with its generation (PersistFailed fails the waiting requests).
+//
+// FLUSH goes to every writable member, as Executor's. DISCARD and
+// WRITE_ZEROES are refused with ErrParityUnsupported (EOPNOTSUPP: the
+// device must not advertise them yet; the kernel's zeroout falls back to
+// writing zeroes).
+//
+// Not done yet: the write-intent bitmap and the write barrier (no
+// IntentLog/WriteBarrier gating: no resync for parity exists to need
+// them), so no per-region parity trust either (Untrusted is the hook:
+// the caller says which stripes have never-written, garbage parity); the
+// write-hole log; member timeouts (Tick/Abandon: a hung member hangs its
+// requests); read repair (a bad sector of a data chunk fails its whole
+// member instead of being rewritten from the reconstruction; md rewrites
+// it); the Unsynced/bad-block record of a write that failed on a member
+// kept as the last copy (its stripe is then inconsistent: EIO is all the
+// caller learns); the stripe cache (chunks read for one request are not
+// kept for the next); reads that skip the lock (healthy reads could);
+// a stripe that a rebuilding member could still reconstruct is not
+// reconstructed when FailRedundant refuses (it counts rebuilding members
+// as lost); -EAGAIN is an error like any other; metrics. Reconstruction
+// of two missing chunks, or of one without P (raid6 with P lost too),
+// allocates: klauspost/reedsolomon's decoder makes a few small slices per
+// call (the XOR path, one chunk rebuilt from P, does not).
+
+import (
+	"crypto/subtle"
+	"fmt"
+	"math/bits"
+	"syscall"
+)
+
+// ErrParityUnsupported fails DISCARD and WRITE_ZEROES on a parity array:
+// not implemented yet (they would have to keep the parity right).
+var ErrParityUnsupported = fmt.Errorf("raid5/6: discard and write zeroes are not supported yet: %w", syscall.EOPNOTSUPP)
+
+type parityPhase uint8
+
+const (
+	parityIdle     parityPhase = iota
+	parityParked               // waiting for the stripe lock
+	parityHeld                 // planned, waiting for a failure to be durable before issue
+	parityReading              // pre-reads (or a read's reads) in flight
+	parityWriting              // data and parity writes in flight
+	parityFlushing             // member flushes in flight
+	parityWaiting              // finished, waiting for Persisted
+)
+
+// paritySeg is one planned segment of one stripe: rows [lo, hi) of its
+// chunks, with the buffers its plan reads into and writes from.
+type paritySeg struct {
+	stripe uint64
+	m      StripeMap
+	lo, hi uint64
+	mode   ParityWriteMode // writes only
+	// want: the data members written (a write) or asked for (a read);
+	// reads, missing, writes as StripeSegment / StripeReadSegment.
+	want, reads, missing, writes uint64
+	// chunk[m]: member m's rows, read or rebuilt (stripe buffer, or the
+	// request's pages for data a read asked for).
+	chunk [MaxMembers][]byte
+	// par: P and Q to write (RMW: updated in place of the old ones).
+	par [2][]byte
+}
+
+type parityReq struct {
+	op      ReqOp
+	sector  uint64
+	sectors uint32
+	fua     bool
+	buf     []byte
+	seq     uint16 // changes with every plan (OpID)
+	phase   parityPhase
+	active  bool
+	locked  bool
+	first   uint64 // stripes first..last
+	last    uint64
+	segs    []paritySeg
+	ios     []MemberIO
+	data    [][]byte
+	failed  []bool
+	done    []bool
+	pending int
+	anyFail bool
+	slab    []byte // the stripe buffer
+	used    int
+	err     error
+	needGen uint64
+	// lastCopy: an operation failed on a member kept because failing it
+	// would lose a stripe.
+	lastCopy bool
+}
+
+// alloc takes n bytes of the request's stripe buffer.
+func (r *parityReq) alloc(n int) []byte {
+	b := r.slab[r.used : r.used+n : r.used+n]
+	r.used += n
+	return b
+}
+
+// ParityExecutor runs the requests of one queue of a raid5/6 array (see
+// the contract above). Single-threaded, like Executor.
+type ParityExecutor struct {
+	arr       *Array
+	geo       ParityGeometry
+	be        Backend
+	lock      *StripeLock
+	queue     int
+	par       *Parity
+	reqs      []parityReq
+	persisted uint64
+	waiting   []uint16 // finished, waiting for Persisted
+	holding   []uint16 // planned writes not issued until Persisted
+	releasing bool
+	parked    []uint16 // waiting for the stripe lock
+	spare     []uint16
+	retrying  bool
+	again     bool
+	wsegs     []StripeSegment
+	rsegs     []StripeReadSegment
+	shards    [MaxMembers + 2][]byte
+
+	// MemberError, if set, is told of every failed member operation.
+	MemberError func(member int, kind IOKind, res int32)
+	// Untrusted, if set, reports whether stripe s's parity may be garbage
+	// (never written since the array was made): its writes are planned
+	// with parityTrusted false (RCW, lost data taken as zeroes).
+	Untrusted func(stripe uint64) bool
+}
+
+// NewParityExecutor makes the executor of queue (its waiter bit in lock)
+// for depth requests of up to maxBytes each, on parity array arr
+// (NewParityArray). lock is shared by every queue of the array.
+func NewParityExecutor(arr *Array, be Backend, lock *StripeLock, queue, depth, maxBytes int) (*ParityExecutor, error) {
+	if arr.Parity == nil {
+		return nil, fmt.Errorf("parity executor: not a raid5/6 array")
+	}
+	g := *arr.Parity
+	par, err := NewParity(g.DataMembers(), g.Level == Level6)
+	if err != nil {
+		return nil, err
+	}
+	e := &ParityExecutor{arr: arr, geo: g, be: be, lock: lock, queue: queue, par: par, reqs: make([]parityReq, depth)}
+	nd := uint64(g.DataMembers())
+	cs := g.ChunkSectors
+	maxSectors := uint64(maxBytes+511) >> 9
+	stripes := maxSectors/(cs*nd) + 2
+	// A range within a stripe is at most 3 runs of rows (a partial first
+	// chunk, whole rows, a partial last chunk); each segment reads then
+	// writes at most every member once.
+	segs := 3 * stripes
+	ios := max(int(segs)*2*g.Members, g.Members)
+	// The rows of a request's segments add up to at most its sectors,
+	// and to at most a chunk per stripe it touches (whole stripes hold
+	// nd sectors per row); each row needs at most a buffer per member
+	// and two for the new parity.
+	rows := min(maxSectors, (maxSectors+nd-1)/nd+2*cs)
+	slab := (g.Members + 2) * int(rows) << 9
+	for i := range e.reqs {
+		r := &e.reqs[i]
+		r.segs = make([]paritySeg, 0, segs)
+		r.ios = make([]MemberIO, 0, ios)
+		r.data = make([][]byte, 0, ios)
+		r.failed = make([]bool, 0, ios)
+		r.done = make([]bool, 0, ios)
+		r.slab = make([]byte, slab)
+	}
+	e.wsegs = make([]StripeSegment, 0, 2*nd+2)
+	e.rsegs = make([]StripeReadSegment, 0, 2*nd+2)
+	e.persisted = arr.State().Gen
+	e.waiting = make([]uint16, 0, depth)
+	e.holding = make([]uint16, 0, depth)
+	e.parked = make([]uint16, 0, depth)
+	e.spare = make([]uint16, 0, depth)
+	return e, nil
+}
+
+// Start begins request tag. buf holds the data of a write and receives the
+// data of a read (len(buf) >= sectors*512).
+func (e *ParityExecutor) Start(tag uint16, op ReqOp, sector uint64, sectors uint32, fua bool, buf []byte) {
+	r := &e.reqs[tag]
+	if r.active {
+		panic(fmt.Sprintf("engine: parity request %d started twice", tag))
+	}
+	r.op, r.sector, r.sectors, r.fua, r.buf = op, sector, sectors, fua, buf
+	r.active, r.locked, r.phase = true, false, parityIdle
+	r.err, r.needGen, r.lastCopy = nil, 0, false
+	switch op {
+	case ReqFlush:
+		e.flush(tag)
+		return
+	case ReqDiscard, ReqWriteZeroes:
+		e.finish(tag, ErrParityUnsupported)
+		return
+	case ReqRead, ReqWrite:
+	default:
+		e.finish(tag, errUnsupported)
+		return
+	}
+	size := e.geo.ArraySectors()
+	if sector >= size || uint64(sectors) > size-sector {
+		e.finish(tag, fmt.Errorf("request beyond the end of the array: %w", errBeyondEnd))
+		return
+	}
+	if sectors == 0 {
+		e.finish(tag, nil)
+		return
+	}
+	if uint64(len(buf)) < uint64(sectors)<<9 {
+		e.finish(tag, fmt.Errorf("request buffer of %d bytes for %d sectors: %w", len(buf), sectors, errUnsupported))
+		return
+	}
+	per := e.geo.ChunkSectors * uint64(e.geo.DataMembers())
+	r.first, r.last = sector/per, (sector+uint64(sectors)-1)/per
+	if !e.tryLock(tag) {
+		r.phase = parityParked
+		e.parked = append(e.parked, tag)
+		return
+	}
+	e.plan(tag)
+}
+
+// tryLock takes the request's stripes, trying again at once when the
+// stripe it failed on was released meanwhile.
+func (e *ParityExecutor) tryLock(tag uint16) bool {
+	r := &e.reqs[tag]
+	for {
+		ok, retry := e.lock.TryLock(r.first, r.last, StripeToken(e.queue, tag), e.queue)
+		if ok {
+			r.locked = true
+			return true
+		}
+		if !retry {
+			return false
+		}
+	}
+}
+
+// RetryParked retries the requests parked on the stripe lock: call it on
+// the queue's wake-up.
+func (e *ParityExecutor) RetryParked() {
+	if e.retrying {
+		e.again = true
+		return
+	}
+	e.retrying = true
+	for len(e.parked) > 0 {
+		e.again = false
+		old := e.parked
+		e.parked = e.spare[:0]
+		for _, tag := range old {
+			if e.tryLock(tag) {
+				e.plan(tag)
+			} else {
+				e.parked = append(e.parked, tag)
+			}
+		}
+		e.spare = old[:0]
+		if !e.again {
+			break
+		}
+	}
+	e.retrying = false
+}
+
+// Parked reports how many requests wait for the stripe lock.
+func (e *ParityExecutor) Parked() int { return len(e.parked) }
+
+// reset empties the request's plan for a new one.
+func (r *parityReq) reset() {
+	r.seq++
+	r.segs, r.ios, r.data, r.failed, r.done = r.segs[:0], r.ios[:0], r.data[:0], r.failed[:0], r.done[:0]
+	r.used, r.anyFail, r.pending = 0, false, 0
+}
+
+// plan plans the request's stripes from the current state and issues its
+// reads.
+func (e *ParityExecutor) plan(tag uint16) {
+	r := &e.reqs[tag]
+	r.reset()
+	g := &e.geo
+	st := e.arr.State()
+	per := g.ChunkSectors * uint64(g.DataMembers())
+	end := r.sector + uint64(r.sectors)
+	write := r.op == ReqWrite
+	for s := r.sector; s < end; {
+		n := min(end, (s/per+1)*per) - s
+		stripe := s / per
+		m := g.Stripe(stripe)
+		var err error
+		if write {
+			trusted := e.Untrusted == nil || !e.Untrusted(stripe)
+			e.wsegs, err = g.PlanStripeWrite(st, s, uint32(n), trusted, e.wsegs[:0])
+			for _, w := range e.wsegs {
+				r.segs = append(r.segs, paritySeg{stripe: stripe, m: m, lo: w.Lo, hi: w.Hi, mode: w.Mode,
+					want: w.Written, reads: w.Reads, missing: w.Missing, writes: w.Writes})
+			}
+		} else {
+			e.rsegs, err = g.PlanStripeRead(st, s, uint32(n), e.rsegs[:0])
+			for _, w := range e.rsegs {
+				r.segs = append(r.segs, paritySeg{stripe: stripe, m: m, lo: w.Lo, hi: w.Hi,
+					want: w.Wanted, reads: w.Reads, missing: w.Missing})
+			}
+		}
+		if err != nil {
+			r.err = err
+			e.complete(tag)
+			return
+		}
+		s += n
+	}
+	if write {
+		if st.DropGen > e.persisted {
+			// Planned around a failure that may not be durable: the
+			// parity written stands for a member a crash could bring
+			// back as in sync, with its old data (see Executor.plan).
+			r.needGen = max(r.needGen, st.DropGen)
+		}
+		if r.needGen > e.persisted {
+			r.phase = parityHeld
+			e.holding = append(e.holding, tag)
+			e.be.Persist(st)
+			return
+		}
+	}
+	for i := range r.segs {
+		e.prepare(r, &r.segs[i])
+	}
+	r.phase = parityReading
+	e.submit(tag, 0)
+}
+
+// prepare gives segment s its buffers and appends its reads.
+func (e *ParityExecutor) prepare(r *parityReq, s *paritySeg) {
+	n := int(s.hi-s.lo) << 9
+	members := uint64(1)<<uint(e.geo.Members) - 1
+	if r.op == ReqRead {
+		data := members &^ (1<<uint(s.m.P) | qbit(s.m.Q))
+		for mm := s.reads; mm != 0; mm &= mm - 1 {
+			mem := bits.TrailingZeros64(mm)
+			if s.missing == 0 || s.want&(1<<uint(mem)) != 0 {
+				s.chunk[mem] = e.reqData(r, s, mem)
+			} else {
+				s.chunk[mem] = r.alloc(n)
+			}
+			e.addIO(r, s, mem, IORead, s.chunk[mem])
+		}
+		if s.missing != 0 {
+			// Every data chunk not read is rebuilt (the wanted ones and
+			// any other lost one: the decoder fills them all).
+			for mm := data &^ s.reads; mm != 0; mm &= mm - 1 {
+				s.chunk[bits.TrailingZeros64(mm)] = r.alloc(n)
+			}
+		}
+		return
+	}
+	for mm := s.reads; mm != 0; mm &= mm - 1 {
+		mem := bits.TrailingZeros64(mm)
+		s.chunk[mem] = r.alloc(n)
+		e.addIO(r, s, mem, IORead, s.chunk[mem])
+	}
+	for mm := s.missing; mm != 0; mm &= mm - 1 {
+		s.chunk[bits.TrailingZeros64(mm)] = r.alloc(n)
+	}
+	if s.mode == ParityDataOnly {
+		return
+	}
+	pms := [2]int{s.m.P, s.m.Q}
+	for k, pm := range pms[:e.par.Count()] {
+		if s.mode == ParityRMW && s.reads&(1<<uint(pm)) != 0 {
+			s.par[k] = s.chunk[pm] // updated in place
+		} else {
+			// RMW with this parity member lost: a scratch the update
+			// goes to, never written.
+			s.par[k] = r.alloc(n)
+		}
+	}
+}
+
+func qbit(q int) uint64 {
+	if q < 0 {
+		return 0
+	}
+	return 1 << uint(q)
+}
+
+// reqData is the part of the request's buffer holding data member mem's
+// rows of segment s.
+func (e *ParityExecutor) reqData(r *parityReq, s *paritySeg, mem int) []byte {
+	nd := uint64(e.geo.DataMembers())
+	d := uint64(0)
+	for int(s.m.Data[d]) != mem {
+		d++
+	}
+	off := (s.stripe*nd+d)*e.geo.ChunkSectors + s.lo - r.sector
+	return r.buf[off<<9 : (off+s.hi-s.lo)<<9]
+}
+
+func (e *ParityExecutor) addIO(r *parityReq, s *paritySeg, mem int, kind IOKind, data []byte) {
+	r.ios = append(r.ios, MemberIO{Member: int32(mem), Kind: kind, FUA: r.fua && kind == IOWrite,
+		Sector: s.stripe*e.geo.ChunkSectors + s.lo, Sectors: uint32(s.hi - s.lo)})
+	r.data = append(r.data, data)
+}
+
+// submit issues the request's operations from first on; with none, the
+// phase ends at once.
+func (e *ParityExecutor) submit(tag uint16, first int) {
+	r := &e.reqs[tag]
+	for len(r.failed) < len(r.ios) {
+		r.failed = append(r.failed, false)
+		r.done = append(r.done, false)
+	}
+	end := len(r.ios)
+	if first == end {
+		e.phaseDone(tag)
+		return
+	}
+	// Counted before any is submitted: a backend may complete one from
+	// within Submit.
+	r.pending += end - first
+	seq := r.seq
+	for i := first; i < end; i++ {
+		e.be.Submit(tag, opID(seq, i), r.ios[i], r.data[i])
+	}
+}
+
+// Done reports the result of member operation id of request tag.
+func (e *ParityExecutor) Done(tag uint16, id OpID, res int32) {
+	r := &e.reqs[tag]
+	i := id.Index()
+	if !r.active || id.seq() != r.seq || i >= len(r.ios) || r.done[i] {
+		e.be.Stale(tag, id)
+		return
+	}
+	r.done[i] = true
+	io := r.ios[i]
+	want := int32(0)
+	if io.Kind == IORead || io.Kind == IOWrite {
+		want = int32(io.Sectors) << 9
+	}
+	if res != want {
+		r.failed[i], r.anyFail = true, true
+		if e.MemberError != nil {
+			e.MemberError(int(io.Member), io.Kind, res)
+		}
+	}
+	r.pending--
+	if r.pending == 0 {
+		e.phaseDone(tag)
+	}
+}
+
+// phaseDone moves a request on once its operations have all finished.
+func (e *ParityExecutor) phaseDone(tag uint16) {
+	r := &e.reqs[tag]
+	if r.anyFail {
+		e.failMembers(r)
+	}
+	switch r.phase {
+	case parityReading:
+		if r.anyFail {
+			if r.err != nil || r.lastCopy {
+				e.complete(tag)
+				return
+			}
+			// Planned again without the failed members: their chunks
+			// are reconstructed from the others.
+			e.plan(tag)
+			return
+		}
+		if r.op == ReqRead {
+			for i := range r.segs {
+				s := &r.segs[i]
+				if s.missing == 0 {
+					continue
+				}
+				if r.err = e.rebuild(s); r.err != nil {
+					break
+				}
+				for mm := s.missing; mm != 0; mm &= mm - 1 {
+					mem := bits.TrailingZeros64(mm)
+					copy(e.reqData(r, s, mem), s.chunk[mem])
+				}
+			}
+			e.complete(tag)
+			return
+		}
+		first := len(r.ios)
+		for i := range r.segs {
+			s := &r.segs[i]
+			if r.err = e.compute(r, s); r.err != nil {
+				e.complete(tag)
+				return
+			}
+			for mm := s.writes; mm != 0; mm &= mm - 1 {
+				mem := bits.TrailingZeros64(mm)
+				var b []byte
+				switch mem {
+				case s.m.P:
+					b = s.par[0]
+				case s.m.Q:
+					b = s.par[1]
+				default:
+					b = e.reqData(r, s, mem)
+				}
+				e.addIO(r, s, mem, IOWrite, b)
+			}
+		}
+		r.phase = parityWriting
+		e.submit(tag, first)
+	case parityFlushing:
+		ok := false
+		for i := range r.ios {
+			ok = ok || !r.failed[i]
+		}
+		if !ok && r.err == nil {
+			r.err = ErrNoCopy
+		}
+		e.complete(tag)
+	default: // parityWriting
+		e.complete(tag)
+	}
+}
+
+// failMembers fails the members of the request's failed operations (not
+// the last copy: see the contract).
+func (e *ParityExecutor) failMembers(r *parityReq) {
+	for i, io := range r.ios {
+		if !r.failed[i] {
+			continue
+		}
+		st, _, out := e.arr.FailRedundant(int(io.Member))
+		if !out {
+			r.lastCopy = true
+			continue
+		}
+		r.needGen = max(r.needGen, st.Gen)
+	}
+}
+
+// compute makes the parity segment s of a write writes.
+func (e *ParityExecutor) compute(r *parityReq, s *paritySeg) error {
+	pc := e.par.Count()
+	switch s.mode {
+	case ParityDataOnly:
+		return nil
+	case ParityRMW:
+		for mm := s.want; mm != 0; mm &= mm - 1 {
+			mem := bits.TrailingZeros64(mm)
+			delta := s.chunk[mem]
+			subtle.XORBytes(delta, delta, e.reqData(r, s, mem))
+			if err := e.par.Update(delta, int(s.m.Slot[mem]), s.par[:pc]); err != nil {
+				return err
+			}
+		}
+		return nil
+	case ParityReconstruct:
+		if err := e.rebuild(s); err != nil {
+			return err
+		}
+	}
+	nd := e.geo.DataMembers()
+	shards := e.shards[:nd]
+	for d := range nd {
+		mem := int(s.m.Data[d])
+		b := s.chunk[mem]
+		if s.want&(1<<uint(mem)) != 0 {
+			b = e.reqData(r, s, mem)
+		} else if s.mode == ParityRCW && s.missing&(1<<uint(mem)) != 0 {
+			clear(b) // old contents undefined: taken as zeroes
+		}
+		shards[s.m.Slot[mem]] = b
+	}
+	return e.par.Compute(shards, s.par[:pc])
+}
+
+// rebuild fills the chunks of the data members segment s did not read
+// from those it read (data, P, Q).
+func (e *ParityExecutor) rebuild(s *paritySeg) error {
+	nd := e.geo.DataMembers()
+	shards := e.shards[:nd+e.par.Count()]
+	lost, lostMem := 0, -1
+	for d := range nd {
+		mem := int(s.m.Data[d])
+		if s.reads&(1<<uint(mem)) != 0 {
+			shards[s.m.Slot[mem]] = s.chunk[mem]
+		} else {
+			shards[s.m.Slot[mem]] = s.chunk[mem][:0]
+			lost, lostMem = lost+1, mem
+		}
+	}
+	shards[nd] = nil
+	if s.reads&(1<<uint(s.m.P)) != 0 {
+		shards[nd] = s.chunk[s.m.P]
+	}
+	if s.m.Q >= 0 {
+		shards[nd+1] = nil
+		if s.reads&(1<<uint(s.m.Q)) != 0 {
+			shards[nd+1] = s.chunk[s.m.Q]
+		}
+	}
+	if lost == 0 {
+		return nil
+	}
+	if lost == 1 && shards[nd] != nil {
+		// The common case, without the decoder: D = P ^ the other data.
+		b := s.chunk[lostMem]
+		copy(b, shards[nd])
+		for sl := range nd {
+			if len(shards[sl]) != 0 {
+				subtle.XORBytes(b, b, shards[sl])
+			}
+		}
+		return nil
+	}
+	if err := e.par.ReconstructData(shards); err != nil {
+		return fmt.Errorf("stripe %d: rebuilding lost chunks: %w", s.stripe, err)
+	}
+	for d := range nd {
+		mem := int(s.m.Data[d])
+		s.chunk[mem] = shards[s.m.Slot[mem]]
+	}
+	return nil
+}
+
+// flush sends a FLUSH to every writable member.
+func (e *ParityExecutor) flush(tag uint16) {
+	r := &e.reqs[tag]
+	r.reset()
+	st := e.arr.State()
+	var err error
+	r.ios, err = e.arr.PlanFlush(st, r.ios)
+	if err != nil {
+		e.finish(tag, err)
+		return
+	}
+	for range r.ios {
+		r.data = append(r.data, nil)
+	}
+	if st.DropGen > e.persisted {
+		// What it makes durable skipped a member not yet recorded as
+		// failed (see Executor.plan).
+		r.needGen = max(r.needGen, st.DropGen)
+	}
+	r.phase = parityFlushing
+	e.submit(tag, 0)
+}
+
+// complete finishes a request once the failures it saw are durable.
+func (e *ParityExecutor) complete(tag uint16) {
+	r := &e.reqs[tag]
+	if r.err == nil && r.lastCopy {
+		r.err = ErrLastCopy
+	}
+	if r.needGen > e.persisted {
+		r.phase = parityWaiting
+		e.waiting = append(e.waiting, tag)
+		e.be.Persist(e.arr.State())
+		return
+	}
+	e.finish(tag, r.err)
+}
+
+func (e *ParityExecutor) finish(tag uint16, err error) {
+	r := &e.reqs[tag]
+	r.active, r.phase = false, parityIdle
+	if r.locked {
+		r.locked = false
+		e.lock.Unlock(r.first, r.last, StripeToken(e.queue, tag))
+	}
+	e.be.Complete(tag, err)
+}
+
+// Persisted tells the executor that state generation gen is durable:
+// requests that waited for it complete, writes held for it are issued.
+func (e *ParityExecutor) Persisted(gen uint64) {
+	if gen <= e.persisted {
+		return
+	}
+	e.persisted = gen
+	w := e.waiting[:0]
+	for _, tag := range e.waiting {
+		r := &e.reqs[tag]
+		if r.needGen <= gen {
+			e.finish(tag, r.err)
+		} else {
+			w = append(w, tag)
+		}
+	}
+	e.waiting = w
+	e.releaseHeld()
+}
+
+// releaseHeld plans again the writes held for a generation now durable
+// (nothing of their old plan was issued).
+func (e *ParityExecutor) releaseHeld() {
+	if e.releasing {
+		return
+	}
+	e.releasing = true
+	defer func() { e.releasing = false }()
+	for {
+		i := -1
+		for j, tag := range e.holding {
+			if e.reqs[tag].needGen <= e.persisted {
+				i = j
+				break
+			}
+		}
+		if i < 0 {
+			return
+		}
+		tag := e.holding[i]
+		e.holding = append(e.holding[:i], e.holding[i+1:]...)
+		e.plan(tag)
+	}
+}
+
+// PersistFailed finishes every request waiting for a persist, and every
+// write held unissued, with err.
+func (e *ParityExecutor) PersistFailed(err error) {
+	for _, tag := range e.waiting {
+		e.finish(tag, err)
+	}
+	e.waiting = e.waiting[:0]
+	for len(e.holding) > 0 {
+		tag := e.holding[len(e.holding)-1]
+		e.holding = e.holding[:len(e.holding)-1]
+		e.finish(tag, err)
+	}
+}

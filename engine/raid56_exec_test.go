@@ -1,0 +1,931 @@
+package engine
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"math/bits"
+	"runtime"
+	"syscall"
+	"testing"
+
+	"pgregory.net/rapid"
+)
+
+// pMember is an in-memory member of a parity array shared by every
+// queue: dead, every operation on it fails.
+type pMember struct {
+	data []byte
+	dead bool
+}
+
+type pOp struct {
+	q    int
+	tag  uint16
+	op   OpID
+	io   MemberIO
+	data []byte
+}
+
+// pWorld is a parity array in memory run by several queues' executors:
+// member operations wait until the test delivers them, in an order it
+// draws; persists wait until it says the state is durable; lock wake-ups
+// wait until it runs the queue's RetryParked.
+type pWorld struct {
+	g        ParityGeometry
+	arr      *Array
+	lock     *StripeLock
+	members  []*pMember
+	execs    []*ParityExecutor
+	pending  []pOp
+	done     []map[uint16]error // per queue
+	asked    uint64             // highest generation asked to persist
+	durable  uint64
+	wakes    []bool
+	stale    int
+	submits  int
+	failHook func(o pOp) bool // an injected error for this operation
+	// failedOn[q][tag]: members an operation of the request failed on;
+	// early: a request acknowledged before such a member's failure was
+	// durable.
+	failedOn []map[uint16]uint64
+	early    string
+}
+
+// fataler is what the helpers need of *testing.T and *rapid.T.
+type fataler interface {
+	Helper()
+	Fatal(args ...any)
+	Fatalf(format string, args ...any)
+}
+
+type pBackend struct {
+	w *pWorld
+	q int
+}
+
+func (b pBackend) Submit(tag uint16, op OpID, io MemberIO, data []byte) {
+	b.w.submits++
+	b.w.pending = append(b.w.pending, pOp{b.q, tag, op, io, data})
+}
+
+func (b pBackend) Complete(tag uint16, err error) {
+	if _, dup := b.w.done[b.q][tag]; dup {
+		panic(fmt.Sprintf("queue %d request %d completed twice", b.q, tag))
+	}
+	b.w.done[b.q][tag] = err
+	st := b.w.arr.State()
+	for mm := b.w.failedOn[b.q][tag]; mm != 0; mm &= mm - 1 {
+		m := bits.TrailingZeros64(mm)
+		if ms := st.Members[m]; ms.State != MemberActive && ms.Since > b.w.durable && b.w.early == "" {
+			b.w.early = fmt.Sprintf("queue %d request %d acknowledged before member %d's failure (generation %d) was durable (%d)",
+				b.q, tag, m, ms.Since, b.w.durable)
+		}
+	}
+	delete(b.w.failedOn[b.q], tag)
+}
+
+func (b pBackend) Persist(st *ArrayState)              { b.w.asked = max(b.w.asked, st.Gen) }
+func (b pBackend) Abandon(uint16, OpID, MemberIO) bool { return false }
+func (b pBackend) Stale(uint16, OpID)                  { b.w.stale++ }
+
+func newPWorld(t fataler, g ParityGeometry, queues, depth, maxBytes int) *pWorld {
+	arr, err := NewParityArray(g)
+	if err != nil {
+		t.Fatal(err)
+	}
+	w := &pWorld{g: g, arr: arr, durable: arr.State().Gen}
+	w.lock = NewStripeLock(func(bit int) { w.wakes[bit] = true })
+	for range g.Members {
+		w.members = append(w.members, &pMember{data: make([]byte, g.MemberSectors<<9)})
+	}
+	w.wakes = make([]bool, queues)
+	for q := range queues {
+		e, err := NewParityExecutor(arr, pBackend{w, q}, w.lock, q, depth, maxBytes)
+		if err != nil {
+			t.Fatal(err)
+		}
+		w.execs = append(w.execs, e)
+		w.done = append(w.done, map[uint16]error{})
+		w.failedOn = append(w.failedOn, map[uint16]uint64{})
+	}
+	return w
+}
+
+// run carries out one member operation on its member.
+func (w *pWorld) run(o pOp) int32 {
+	m := w.members[o.io.Member]
+	if m.dead || (w.failHook != nil && w.failHook(o)) {
+		return -5
+	}
+	off, n := o.io.Sector<<9, uint64(o.io.Sectors)<<9
+	switch o.io.Kind {
+	case IORead:
+		copy(o.data, m.data[off:off+n])
+		return int32(n)
+	case IOWrite:
+		copy(m.data[off:off+n], o.data)
+		return int32(n)
+	case IOFlush:
+		return 0
+	}
+	panic("unexpected member operation " + o.io.Kind.String())
+}
+
+// deliver completes pending operation i.
+func (w *pWorld) deliver(i int) {
+	o := w.pending[i]
+	w.pending = append(w.pending[:i], w.pending[i+1:]...)
+	res := w.run(o)
+	if res < 0 {
+		w.failedOn[o.q][o.tag] |= 1 << uint(o.io.Member)
+	}
+	w.execs[o.q].Done(o.tag, o.op, res)
+}
+
+// persist makes the highest generation asked for durable, on every queue.
+func (w *pWorld) persist() {
+	w.durable = w.asked
+	for _, e := range w.execs {
+		e.Persisted(w.durable)
+	}
+}
+
+func (w *pWorld) wake(q int) {
+	w.wakes[q] = false
+	w.execs[q].RetryParked()
+}
+
+// settle runs everything in flight to its end, in FIFO order.
+func (w *pWorld) settle() {
+	for {
+		switch {
+		case len(w.pending) > 0:
+			w.deliver(0)
+		case w.asked > w.durable:
+			w.persist()
+		default:
+			woke := false
+			for q, b := range w.wakes {
+				if b {
+					w.wake(q)
+					woke = true
+				}
+			}
+			if !woke {
+				return
+			}
+		}
+	}
+}
+
+// do runs one request on queue q, tag 0, to its end.
+func (w *pWorld) do(t fataler, q int, op ReqOp, sector uint64, sectors uint32, buf []byte) error {
+	t.Helper()
+	w.execs[q].Start(0, op, sector, sectors, false, buf)
+	w.settle()
+	err, ok := w.done[q][0]
+	if !ok {
+		t.Fatalf("%v %d+%d never completed", op, sector, sectors)
+	}
+	delete(w.done[q], 0)
+	return err
+}
+
+// parityConsistent checks every stripe's P (and Q) against the parity of
+// the data on the members.
+func (w *pWorld) parityConsistent(t fataler) {
+	t.Helper()
+	for s := range w.g.Stripes() {
+		w.rowsConsistent(t, s, 0, w.g.ChunkSectors)
+	}
+}
+
+// rowsConsistent checks rows [lo, hi) of stripe s.
+func (w *pWorld) rowsConsistent(t fataler, s, lo, hi uint64) {
+	t.Helper()
+	g := w.g
+	par, err := NewParity(g.DataMembers(), g.Level == Level6)
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := g.Stripe(s)
+	chunk := func(mem int) []byte {
+		return w.members[mem].data[(s*g.ChunkSectors+lo)<<9 : (s*g.ChunkSectors+hi)<<9]
+	}
+	data := make([][]byte, g.DataMembers())
+	for mem := range g.Members {
+		if sl := m.Slot[mem]; sl >= 0 {
+			data[sl] = chunk(mem)
+		}
+	}
+	n := (hi - lo) << 9
+	want := [][]byte{make([]byte, n), make([]byte, n)}[:par.Count()]
+	if err := par.Compute(data, want); err != nil {
+		t.Fatal(err)
+	}
+	// (A failed member's parity is not written.)
+	active := func(mem int) bool { return w.arr.State().Members[mem].State == MemberActive }
+	if active(m.P) && !bytes.Equal(want[0], chunk(m.P)) {
+		t.Fatalf("stripe %d rows %d-%d: P on member %d is not the parity of its data", s, lo, hi, m.P)
+	}
+	if m.Q >= 0 && active(m.Q) && !bytes.Equal(want[1], chunk(m.Q)) {
+		t.Fatalf("stripe %d rows %d-%d: Q on member %d is not the parity of its data", s, lo, hi, m.Q)
+	}
+}
+
+func (w *pWorld) lockFree(t fataler) {
+	t.Helper()
+	for i := range w.lock.slots {
+		if h := w.lock.slots[i].holder.Load(); h != 0 {
+			t.Fatalf("stripe lock slot %d still held by %x", i, h)
+		}
+	}
+}
+
+// fill writes a pattern unique to (id, byte offset) into b.
+func fill(b []byte, id uint64) {
+	x := id*0x9e3779b97f4a7c15 | 1
+	for i := range b {
+		x ^= x << 13
+		x ^= x >> 7
+		x ^= x << 17
+		b[i] = byte(x)
+	}
+}
+
+type pInflight struct {
+	op      ReqOp
+	sector  uint64
+	sectors uint32
+	buf     []byte
+}
+
+// TestRaid56ExecutorModel runs random reads, writes and flushes from several
+// queues at once on one raid5 or raid6 array, member operations
+// completing in a drawn order, with up to as many members lost (dead,
+// failing one operation, or rebuilding from a drawn offset with garbage
+// above it) as the parity covers. Requests in flight together
+// never overlap (so that each read has one right answer) but share
+// stripes, which the stripe lock orders. Every request must succeed, and
+// be acknowledged only once the failures of members it saw fail are
+// durable; every read must return the reference data; at the end every
+// sector reads back right, and with no member lost every stripe's parity
+// is consistent.
+func TestRaid56ExecutorModel(t *testing.T) {
+	rapid.Check(t, func(t *rapid.T) {
+		level := Level5
+		if rapid.Bool().Draw(t, "raid6") {
+			level = Level6
+		}
+		minM := 3
+		if level == Level6 {
+			minM = 4
+		}
+		g := ParityGeometry{Level: level, Members: rapid.IntRange(minM, 6).Draw(t, "members"),
+			Layout:       ParityLayout(rapid.IntRange(0, 3).Draw(t, "layout")),
+			ChunkSectors: uint64(rapid.SampledFrom([]int{8, 16}).Draw(t, "chunk"))}
+		g.MemberSectors = uint64(rapid.IntRange(2, 6).Draw(t, "stripes")) * g.ChunkSectors
+		queues := rapid.IntRange(1, 3).Draw(t, "queues")
+		const depth, maxSectors = 3, 48
+		w := newPWorld(t, g, queues, depth, maxSectors<<9)
+		size := g.ArraySectors()
+		ref := make([]byte, size<<9)
+		inflight := make([][]*pInflight, queues)
+		bufs := make([][][]byte, queues)
+		for q := range inflight {
+			inflight[q] = make([]*pInflight, depth)
+			for range depth {
+				bufs[q] = append(bufs[q], make([]byte, maxSectors<<9))
+			}
+		}
+		var lost uint64 // members dead, given an error, or rebuilding
+		budget := g.ParityMembers()
+		if rb := rapid.IntRange(-1, g.Members-1).Draw(t, "rebuilding"); rb >= 0 {
+			// In sync below off only: garbage above, which reads must
+			// never return.
+			off := rapid.Uint64Range(0, g.MemberSectors).Draw(t, "rebuild offset")
+			fill(w.members[rb].data[off<<9:], 99)
+			w.arr.Update(func(ms []MemberStatus) { ms[rb] = MemberStatus{State: MemberRebuilding, RebuildOffset: off} })
+			w.durable, w.asked = w.arr.State().Gen, w.arr.State().Gen
+			for _, e := range w.execs {
+				e.Persisted(w.durable)
+			}
+			lost |= 1 << uint(rb)
+		}
+		mayLose := func(m int) bool { return bits.OnesCount64(lost|1<<uint(m)) <= budget }
+		w.failHook = func(o pOp) bool {
+			if !rapid.Bool().Draw(t, "inject") || !mayLose(int(o.io.Member)) {
+				return false
+			}
+			if rapid.IntRange(0, 9).Draw(t, "error") != 0 {
+				return false
+			}
+			lost |= 1 << uint(o.io.Member)
+			return true
+		}
+		overlaps := func(sector uint64, n uint32, write bool) bool {
+			for q := range inflight {
+				for _, f := range inflight[q] {
+					if f != nil && (write || f.op == ReqWrite) && sector < f.sector+uint64(f.sectors) && f.sector < sector+uint64(n) {
+						return true
+					}
+				}
+			}
+			return false
+		}
+		// collect checks and retires the requests that completed.
+		collect := func() {
+			if w.early != "" {
+				t.Fatal(w.early)
+			}
+			for q := range w.done {
+				for tag, err := range w.done[q] {
+					f := inflight[q][tag]
+					if err != nil {
+						t.Fatalf("queue %d %v %d+%d failed with %d of %d members lost: %v", q, f.op, f.sector, f.sectors,
+							bits.OnesCount64(lost), g.Members, err)
+					}
+					n := uint64(f.sectors) << 9
+					if f.op == ReqFlush {
+						// Nothing to check but that it succeeded.
+					} else if f.op == ReqWrite {
+						copy(ref[f.sector<<9:], f.buf[:n])
+					} else if !bytes.Equal(f.buf[:n], ref[f.sector<<9:f.sector<<9+n]) {
+						t.Fatalf("queue %d read %d+%d: wrong data", q, f.sector, f.sectors)
+					}
+					inflight[q][tag] = nil
+					delete(w.done[q], tag)
+				}
+			}
+		}
+		writes := uint64(0)
+		steps := rapid.IntRange(1, 80).Draw(t, "steps")
+		for range steps {
+			switch rapid.IntRange(0, 5).Draw(t, "action") {
+			case 0, 1: // start a request
+				q := rapid.IntRange(0, queues-1).Draw(t, "queue")
+				tag := rapid.IntRange(0, depth-1).Draw(t, "tag")
+				if inflight[q][tag] != nil {
+					continue
+				}
+				if rapid.IntRange(0, 7).Draw(t, "flush") == 0 {
+					inflight[q][tag] = &pInflight{op: ReqFlush}
+					w.execs[q].Start(uint16(tag), ReqFlush, ^uint64(0), 0, false, nil)
+					continue
+				}
+				write := rapid.Bool().Draw(t, "write")
+				sector := rapid.Uint64Range(0, size-1).Draw(t, "sector")
+				n := uint32(rapid.Uint64Range(1, min(size-sector, maxSectors)).Draw(t, "sectors"))
+				if overlaps(sector, n, write) {
+					continue
+				}
+				f := &pInflight{op: ReqRead, sector: sector, sectors: n, buf: bufs[q][tag]}
+				if write {
+					f.op = ReqWrite
+					writes++
+					fill(f.buf[:n<<9], writes)
+				} else {
+					clear(f.buf)
+				}
+				inflight[q][tag] = f
+				w.execs[q].Start(uint16(tag), f.op, sector, n, rapid.Bool().Draw(t, "fua"), f.buf)
+			case 2, 3: // complete a member operation
+				if len(w.pending) > 0 {
+					w.deliver(rapid.IntRange(0, len(w.pending)-1).Draw(t, "op"))
+				}
+			case 4: // a durable state, or a lock wake-up
+				if w.asked > w.durable && rapid.Bool().Draw(t, "persist") {
+					w.persist()
+				}
+				for q, b := range w.wakes {
+					if b {
+						w.wake(q)
+					}
+				}
+			case 5: // a member dies
+				m := rapid.IntRange(0, g.Members-1).Draw(t, "kill")
+				if rapid.IntRange(0, 3).Draw(t, "really") == 0 && mayLose(m) {
+					lost |= 1 << uint(m)
+					w.members[m].dead = true
+				}
+			}
+			collect()
+		}
+		w.failHook = nil
+		w.settle()
+		collect()
+		for q := range inflight {
+			for tag, f := range inflight[q] {
+				if f != nil {
+					t.Fatalf("queue %d request %d (%v %d+%d) never completed", q, tag, f.op, f.sector, f.sectors)
+				}
+			}
+		}
+		w.lockFree(t)
+		if w.stale != 0 {
+			t.Fatalf("%d member results taken for stale", w.stale)
+		}
+		for m, ms := range w.arr.State().Members {
+			if ms.State != MemberActive && lost&(1<<uint(m)) == 0 {
+				t.Fatalf("member %d %v, but it never failed", m, ms.State)
+			}
+		}
+		if lost == 0 {
+			w.parityConsistent(t)
+		}
+		// Everything reads back, through reconstruction where members
+		// are lost: kill those that failed an operation, too.
+		for m := range g.Members {
+			w.members[m].dead = w.members[m].dead || lost&(1<<uint(m)) != 0
+		}
+		buf := make([]byte, maxSectors<<9)
+		for s := uint64(0); s < size; s += maxSectors {
+			n := uint32(min(maxSectors, size-s))
+			if err := w.do(t, 0, ReqRead, s, n, buf); err != nil {
+				t.Fatalf("final read %d+%d: %v", s, n, err)
+			}
+			if !bytes.Equal(buf[:n<<9], ref[s<<9:(s+uint64(n))<<9]) {
+				t.Fatalf("final read %d+%d: wrong data (members lost %b)", s, n, lost)
+			}
+		}
+	})
+}
+
+// raid56Geo is a small array for the unit tests: 8-sector chunks, 4
+// stripes.
+func raid56Geo(level Level, members int) ParityGeometry {
+	return ParityGeometry{Level: level, Members: members, Layout: LeftSymmetric, ChunkSectors: 8, MemberSectors: 32}
+}
+
+// start begins a request on queue q, tag 0, and delivers what it submits
+// (but persists nothing and wakes nobody).
+func (w *pWorld) start(q int, op ReqOp, sector uint64, sectors uint32, buf []byte) {
+	w.execs[q].Start(0, op, sector, sectors, false, buf)
+	for len(w.pending) > 0 {
+		w.deliver(0)
+	}
+}
+
+func TestRaid56ExecutorWriteFailureWaitsForPersist(t *testing.T) {
+	g := raid56Geo(Level5, 4)
+	w := newPWorld(t, g, 1, 1, 64<<10)
+	data := make([]byte, 4<<9)
+	fill(data, 1)
+	// Sectors 2..5 of data chunk 0 of stripe 0: an RMW of its member and P.
+	_, _, mem, _ := g.LocateData(2)
+	w.failHook = func(o pOp) bool { return o.io.Kind == IOWrite && int(o.io.Member) == mem }
+	w.start(0, ReqWrite, 2, 4, data)
+	if _, ok := w.done[0][0]; ok {
+		t.Fatal("write acknowledged before the member's failure was durable")
+	}
+	st := w.arr.State()
+	if st.Members[mem].State != MemberFaulty || w.asked < st.Gen {
+		t.Fatalf("member %d %v, persist asked for %d (state %d)", mem, st.Members[mem].State, w.asked, st.Gen)
+	}
+	w.failHook = nil
+	w.persist()
+	if err, ok := w.done[0][0]; !ok || err != nil {
+		t.Fatalf("write after persist: done %v, %v", ok, err)
+	}
+	delete(w.done[0], 0)
+	got := make([]byte, 4<<9)
+	if err := w.do(t, 0, ReqRead, 2, 4, got); err != nil || !bytes.Equal(got, data) {
+		t.Fatalf("read back from the parity: %v, equal %v", err, bytes.Equal(got, data))
+	}
+}
+
+func TestRaid56ExecutorHoldsWritePlannedAroundUndurableFailure(t *testing.T) {
+	g := raid56Geo(Level6, 5)
+	w := newPWorld(t, g, 1, 1, 64<<10)
+	st, _ := w.arr.Fail(3)
+	data := make([]byte, 16<<9)
+	fill(data, 2)
+	w.execs[0].Start(0, ReqWrite, 0, 16, false, data)
+	if w.submits != 0 || w.asked != st.Gen {
+		t.Fatalf("write issued (%d operations) before the failure was durable; asked %d, want %d", w.submits, w.asked, st.Gen)
+	}
+	w.persist()
+	w.settle()
+	if err, ok := w.done[0][0]; !ok || err != nil {
+		t.Fatalf("held write: done %v, %v", ok, err)
+	}
+	delete(w.done[0], 0)
+	got := make([]byte, 16<<9)
+	if err := w.do(t, 0, ReqRead, 0, 16, got); err != nil || !bytes.Equal(got, data) {
+		t.Fatalf("read back: %v", err)
+	}
+}
+
+func TestRaid56ExecutorLastCopy(t *testing.T) {
+	g := raid56Geo(Level5, 3)
+	w := newPWorld(t, g, 1, 1, 64<<10)
+	_, _, mem, _ := g.LocateData(0)
+	other := (mem + 1) % 3
+	w.arr.Fail(other)
+	w.persist()
+	w.asked = w.arr.State().Gen
+	w.persist()
+	data := make([]byte, 8<<9)
+	fill(data, 3)
+	w.failHook = func(o pOp) bool { return int(o.io.Member) == mem }
+	err := w.do(t, 0, ReqWrite, 0, 8, data)
+	if !errors.Is(err, ErrLastCopy) || !errors.Is(err, ErrNoCopy) {
+		t.Fatalf("write failing on the last member needed: %v, want ErrLastCopy", err)
+	}
+	if s := w.arr.State().Members[mem].State; s != MemberActive {
+		t.Fatalf("member %d needed by every stripe was failed (%v)", mem, s)
+	}
+	// A read that fails on it fails too: nothing else holds its data.
+	if err := w.do(t, 0, ReqRead, 0, 8, data); !errors.Is(err, ErrLastCopy) {
+		t.Fatalf("read failing on the last member needed: %v", err)
+	}
+}
+
+func TestRaid56ExecutorReadErrorReconstructed(t *testing.T) {
+	for _, level := range []Level{Level5, Level6} {
+		g := raid56Geo(level, 5)
+		w := newPWorld(t, g, 1, 1, 64<<10)
+		n := uint32(g.ArraySectors())
+		data := make([]byte, n<<9)
+		fill(data, 4)
+		if err := w.do(t, 0, ReqWrite, 0, n, data); err != nil {
+			t.Fatal(err)
+		}
+		_, _, mem, _ := g.LocateData(9)
+		w.failHook = func(o pOp) bool { return o.io.Kind == IORead && int(o.io.Member) == mem }
+		got := make([]byte, n<<9)
+		w.execs[0].Start(0, ReqRead, 0, n, false, got)
+		for len(w.pending) > 0 {
+			w.deliver(0)
+		}
+		if _, ok := w.done[0][0]; ok {
+			t.Fatal("read that failed a member acknowledged before the failure was durable")
+		}
+		w.persist()
+		if err := w.done[0][0]; err != nil || !bytes.Equal(got, data) {
+			t.Fatalf("%v: read with a read error: %v, data right %v", level, err, bytes.Equal(got, data))
+		}
+		delete(w.done[0], 0)
+		if s := w.arr.State().Members[mem].State; s != MemberFaulty {
+			t.Fatalf("member %d with a read error is %v", mem, s)
+		}
+	}
+}
+
+func TestRaid56ExecutorTwoLostRaid6(t *testing.T) {
+	g := raid56Geo(Level6, 6)
+	w := newPWorld(t, g, 1, 1, 64<<10)
+	n := uint32(g.ArraySectors())
+	data := make([]byte, n<<9)
+	fill(data, 5)
+	if err := w.do(t, 0, ReqWrite, 0, n, data); err != nil {
+		t.Fatal(err)
+	}
+	w.members[1].dead, w.members[4].dead = true, true
+	// Writes with two members gone: every mode runs somewhere.
+	part := data[5<<9 : 30<<9]
+	fill(part, 6)
+	if err := w.do(t, 0, ReqWrite, 5, 25, part); err != nil {
+		t.Fatal(err)
+	}
+	got := make([]byte, n<<9)
+	if err := w.do(t, 0, ReqRead, 0, n, got); err != nil || !bytes.Equal(got, data) {
+		t.Fatalf("read with two members lost: %v, right %v", err, bytes.Equal(got, data))
+	}
+	w.members[0].dead = true
+	if err := w.do(t, 0, ReqRead, 0, n, got); !errors.Is(err, ErrLastCopy) {
+		t.Fatalf("read with three members lost: %v", err)
+	}
+}
+
+func TestRaid56ExecutorUnsupportedAndFlush(t *testing.T) {
+	g := raid56Geo(Level5, 4)
+	w := newPWorld(t, g, 1, 1, 64<<10)
+	for _, op := range []ReqOp{ReqDiscard, ReqWriteZeroes} {
+		if err := w.do(t, 0, op, 0, 8, nil); !errors.Is(err, syscall.EOPNOTSUPP) {
+			t.Fatalf("%v: %v, want EOPNOTSUPP", op, err)
+		}
+	}
+	if err := w.do(t, 0, ReqRead, g.ArraySectors()-1, 2, make([]byte, 1024)); err == nil {
+		t.Fatal("read past the end accepted")
+	}
+	w.failHook = func(o pOp) bool { return o.io.Member == 2 }
+	w.execs[0].Start(0, ReqFlush, ^uint64(0), 0, false, nil)
+	if w.submits != 4 {
+		t.Fatalf("flush sent %d member flushes, want 4", w.submits)
+	}
+	w.settle()
+	if err := w.done[0][0]; err != nil {
+		t.Fatalf("flush with one member failing: %v", err)
+	}
+	if s := w.arr.State().Members[2].State; s != MemberFaulty {
+		t.Fatalf("member failing a flush is %v", s)
+	}
+}
+
+func TestRaid56ExecutorUntrustedParity(t *testing.T) {
+	g := raid56Geo(Level6, 5)
+	w := newPWorld(t, g, 1, 1, 64<<10)
+	for i, m := range w.members {
+		fill(m.data, uint64(100+i)) // never written: garbage, parity too
+	}
+	w.execs[0].Untrusted = func(uint64) bool { return true }
+	n := uint32(g.ArraySectors())
+	// Small writes to every stripe (RMW would be chosen over trusted
+	// parity): each leaves the rows it wrote consistent, with a member
+	// lost too (taken as zeroes).
+	data := make([]byte, 2<<9)
+	per := g.ChunkSectors * uint64(g.DataMembers())
+	for s := uint64(0); s < uint64(n); s += per {
+		if s == per {
+			// Its data counts as zeroes where it was never written.
+			clear(w.members[2].data)
+			w.arr.Fail(2)
+			w.asked = w.arr.State().Gen
+			w.persist()
+		}
+		fill(data, s)
+		if err := w.do(t, 0, ReqWrite, s+3, 2, data); err != nil {
+			t.Fatal(err)
+		}
+		w.rowsConsistent(t, s/per, 3, 5)
+		got := make([]byte, 2<<9)
+		if err := w.do(t, 0, ReqRead, s+3, 2, got); err != nil || !bytes.Equal(got, data) {
+			t.Fatalf("read back %d+2: %v", s+3, err)
+		}
+	}
+}
+
+func TestRaid56ExecutorStripeLockAcrossQueues(t *testing.T) {
+	g := raid56Geo(Level5, 4)
+	w := newPWorld(t, g, 2, 1, 64<<10)
+	a, b := make([]byte, 4<<9), make([]byte, 4<<9)
+	fill(a, 7)
+	fill(b, 8)
+	w.execs[0].Start(0, ReqWrite, 0, 4, false, a)  // data chunk 0 of stripe 0
+	w.execs[1].Start(0, ReqWrite, 12, 4, false, b) // data chunk 1: same stripe
+	if w.execs[1].Parked() != 1 {
+		t.Fatalf("second write to a locked stripe not parked")
+	}
+	for len(w.pending) > 0 {
+		w.deliver(0)
+	}
+	if !w.wakes[1] {
+		t.Fatal("queue 1 not woken when the stripe was released")
+	}
+	w.settle()
+	if len(w.done[0]) != 1 || len(w.done[1]) != 1 || w.done[0][0] != nil || w.done[1][0] != nil {
+		t.Fatalf("done %v %v", w.done[0], w.done[1])
+	}
+	w.parityConsistent(t)
+	w.lockFree(t)
+}
+
+// pSync is a backend that queues operations in a preallocated ring and
+// runs them in order: for measuring allocations.
+type pSync struct {
+	w    *pWorld
+	ops  []pOp
+	head int
+	err  error
+	done func() // if set, told of every completion
+}
+
+func (b *pSync) Submit(tag uint16, op OpID, io MemberIO, data []byte) {
+	b.ops = append(b.ops, pOp{0, tag, op, io, data})
+}
+func (b *pSync) Complete(_ uint16, err error) {
+	b.err = err
+	if b.done != nil {
+		b.done()
+	}
+}
+
+func (b *pSync) Persist(*ArrayState)                 {}
+func (b *pSync) Abandon(uint16, OpID, MemberIO) bool { return false }
+func (b *pSync) Stale(uint16, OpID)                  {}
+
+func TestRaid56ExecutorNoAllocs(t *testing.T) {
+	for _, level := range []Level{Level5, Level6} {
+		g := raid56Geo(level, 5)
+		g.MemberSectors = 256
+		w := newPWorld(t, g, 1, 1, 64<<10)
+		be := &pSync{w: w, ops: make([]pOp, 0, 1024)}
+		e, err := NewParityExecutor(w.arr, be, w.lock, 0, 1, 64<<10)
+		if err != nil {
+			t.Fatal(err)
+		}
+		buf := make([]byte, 64<<10)
+		run := func(op ReqOp, sector uint64, sectors uint32) {
+			be.ops, be.head = be.ops[:0], 0
+			e.Start(0, op, sector, sectors, false, buf)
+			for be.head < len(be.ops) {
+				o := be.ops[be.head]
+				be.head++
+				e.Done(o.tag, o.op, w.run(o))
+			}
+			if be.err != nil {
+				t.Fatal(be.err)
+			}
+		}
+		per := uint32(g.ChunkSectors) * uint32(g.DataMembers())
+		reqs := func() {
+			run(ReqWrite, 1, 2)          // RMW
+			run(ReqWrite, 3, 3*per)      // RCW and full stripes
+			run(ReqWrite, 5, per+1)      // partial stripes
+			run(ReqRead, 2, 2*per+5)     // direct
+			run(ReqFlush, ^uint64(0), 0) // every member
+		}
+		if n := testing.AllocsPerRun(50, reqs); n != 0 {
+			t.Errorf("%v: %v allocations per run of healthy requests", level, n)
+		}
+		// One member lost: reads and writes rebuild by XOR.
+		w.arr.Fail(1)
+		be.err = nil
+		e.Persisted(w.arr.State().Gen)
+		if n := testing.AllocsPerRun(50, reqs); n != 0 {
+			t.Errorf("%v: %v allocations per run with a member lost", level, n)
+		}
+		if level == Level6 {
+			// Two lost: reedsolomon's decoder allocates (known, not
+			// required to be zero: a doubly degraded array).
+			w.arr.Fail(3)
+			e.Persisted(w.arr.State().Gen)
+			t.Logf("raid6 with two members lost: %v allocations per run", testing.AllocsPerRun(20, reqs))
+		}
+	}
+}
+
+// TestRaid56ExecutorConcurrentQueues runs queues on goroutines against one
+// array and one StripeLock: each writes and reads its own sectors, which
+// share stripes with the others', so that only the lock keeps the parity
+// right (run it with -race too). Raid5 and raid6, healthy and with a
+// member failed.
+func TestRaid56ExecutorConcurrentQueues(t *testing.T) {
+	for _, c := range []struct {
+		level   Level
+		members int
+		layout  ParityLayout
+		failed  int
+	}{{Level5, 4, LeftSymmetric, -1}, {Level6, 5, RightAsymmetric, -1}, {Level5, 5, LeftAsymmetric, 2}, {Level6, 6, RightSymmetric, 0}} {
+		g := ParityGeometry{Level: c.level, Members: c.members, Layout: c.layout, ChunkSectors: 8, MemberSectors: 64}
+		const queues, rounds = 4, 1000
+		w := newPWorld(t, g, 0, 1, 64<<10)
+		if c.failed >= 0 {
+			w.arr.Fail(c.failed)
+		}
+		size := g.ArraySectors()
+		wakes := make([]chan struct{}, queues)
+		for q := range wakes {
+			wakes[q] = make(chan struct{}, 1)
+		}
+		lock := NewStripeLock(func(bit int) {
+			select {
+			case wakes[bit] <- struct{}{}:
+			default:
+			}
+		})
+		errs := make(chan error, queues)
+		refs := make([][]byte, queues)
+		for q := range queues {
+			be := &pSync{w: w, ops: make([]pOp, 0, 256)}
+			e, err := NewParityExecutor(w.arr, be, lock, q, 1, 64<<10)
+			if err != nil {
+				t.Fatal(err)
+			}
+			e.Persisted(w.arr.State().Gen)
+			ref := make([]byte, size<<9)
+			refs[q] = ref
+			go func() {
+				// Queue q owns chunks c with c % queues == q: the same rows of
+				// the same stripes as the other queues' chunks.
+				x := uint64(q + 1)
+				buf := make([]byte, 2<<9)
+				for i := range rounds {
+					x = x*6364136223846793005 + 1442695040888963407
+					c := (x>>33)%(size/8/queues)*queues + uint64(q)
+					s := c*8 + (x>>20)%4*2
+					op := ReqWrite
+					if i%3 == 2 {
+						op = ReqRead
+					}
+					if op == ReqWrite {
+						fill(buf, x)
+					}
+					be.ops, be.head, be.err = be.ops[:0], 0, nil
+					done := false
+					be.done = func() { done = true }
+					e.Start(0, op, s, 2, false, buf)
+					for !done {
+						if be.head < len(be.ops) {
+							o := be.ops[be.head]
+							be.head++
+							e.Done(o.tag, o.op, w.run(o))
+							runtime.Gosched() // let the other queues in between
+							continue
+						}
+						<-wakes[q]
+						e.RetryParked()
+					}
+					if be.err != nil {
+						errs <- be.err
+						return
+					}
+					if op == ReqWrite {
+						copy(ref[s<<9:], buf)
+					} else if !bytes.Equal(buf, ref[s<<9:(s+2)<<9]) {
+						errs <- fmt.Errorf("queue %d read %d+2: wrong data", q, s)
+						return
+					}
+				}
+				errs <- nil
+			}()
+		}
+		for range queues {
+			if err := <-errs; err != nil {
+				t.Fatalf("%v %d members: %v", c.level, c.members, err)
+			}
+		}
+		if c.failed < 0 {
+			w.parityConsistent(t)
+		}
+		// Everything each queue wrote reads back (through the parity
+		// where a member is failed).
+		w.execs = nil
+		be := &pSync{w: w, ops: make([]pOp, 0, 1024)}
+		e, err := NewParityExecutor(w.arr, be, lock, 0, 1, 64<<10)
+		if err != nil {
+			t.Fatal(err)
+		}
+		e.Persisted(w.arr.State().Gen)
+		got := make([]byte, size<<9)
+		e.Start(0, ReqRead, 0, uint32(size), false, got)
+		for be.head < len(be.ops) {
+			o := be.ops[be.head]
+			be.head++
+			e.Done(o.tag, o.op, w.run(o))
+		}
+		if be.err != nil {
+			t.Fatal(be.err)
+		}
+		for s := uint64(0); s < size; s++ {
+			q := s / 8 % queues
+			if !bytes.Equal(got[s<<9:(s+1)<<9], refs[q][s<<9:(s+1)<<9]) {
+				t.Fatalf("%v %d members: sector %d (queue %d's) reads back wrong", c.level, c.members, s, q)
+			}
+		}
+	}
+}
+
+// pInline completes every operation from within Submit.
+type pInline struct {
+	w   *pWorld
+	e   *ParityExecutor
+	err error
+	n   int
+}
+
+func (b *pInline) Submit(tag uint16, op OpID, io MemberIO, data []byte) {
+	b.e.Done(tag, op, b.w.run(pOp{0, tag, op, io, data}))
+}
+func (b *pInline) Complete(_ uint16, err error)        { b.err = err; b.n++ }
+func (b *pInline) Persist(st *ArrayState)              { b.e.Persisted(st.Gen) }
+func (b *pInline) Abandon(uint16, OpID, MemberIO) bool { return false }
+func (b *pInline) Stale(uint16, OpID)                  {}
+
+// TestRaid56ExecutorInlineBackend: a backend may complete operations, and
+// persist, from within the executor's calls; a member dying midway is
+// failed, the write re-planned and held, and everything reads back.
+func TestRaid56ExecutorInlineBackend(t *testing.T) {
+	g := raid56Geo(Level6, 5)
+	w := newPWorld(t, g, 0, 1, 64<<10)
+	be := &pInline{w: w}
+	e, err := NewParityExecutor(w.arr, be, w.lock, 0, 1, 64<<10)
+	if err != nil {
+		t.Fatal(err)
+	}
+	be.e = e
+	n := uint32(g.ArraySectors())
+	data := make([]byte, n<<9)
+	fill(data, 9)
+	e.Start(0, ReqWrite, 0, n, true, data)
+	if be.n != 1 || be.err != nil {
+		t.Fatalf("write: %d completions, %v", be.n, be.err)
+	}
+	w.members[2].dead = true
+	part := data[3<<9 : 40<<9]
+	fill(part, 10)
+	e.Start(0, ReqWrite, 3, 37, false, part)
+	if be.n != 2 || be.err != nil {
+		t.Fatalf("write with a member dying: %d completions, %v", be.n, be.err)
+	}
+	got := make([]byte, n<<9)
+	e.Start(0, ReqRead, 0, n, false, got)
+	if be.n != 3 || be.err != nil || !bytes.Equal(got, data) {
+		t.Fatalf("read back: %d completions, %v, right %v", be.n, be.err, bytes.Equal(got, data))
+	}
+	if s := w.arr.State().Members[2].State; s != MemberFaulty {
+		t.Fatalf("dead member %v", s)
+	}
+}
