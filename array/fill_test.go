@@ -178,4 +178,8 @@ func TestCheckSkipsRegionsAwaitingSync(t *testing.T) {
 	if s.MismatchCnt != 0 {
 		t.Fatalf("check counted %d mismatches in a region first written during it", s.MismatchCnt)
 	}
+	// The resync that followed is the last job; the check's end is kept.
+	if s.LastCheck != "check" || s.LastCheckResult != "ok" {
+		t.Fatalf("the check's result was not kept: %+v", s)
+	}
 }

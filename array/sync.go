@@ -29,15 +29,20 @@ type SyncStatus struct {
 	Action string `json:"action"` // rebuild, resync, check, repair, or idle
 	// Done and Total are bytes: of the rebuilt member's data area for a
 	// rebuild, of the array otherwise.
-	Done         uint64  `json:"done_bytes"`
-	Total        uint64  `json:"total_bytes"`
-	SpeedBytes   float64 `json:"speed_bytes_per_second"`
-	ETASeconds   float64 `json:"eta_seconds,omitempty"`
-	Targets      []int   `json:"targets,omitempty"`
-	LastAction   string  `json:"last_action,omitempty"`
-	LastResult   string  `json:"last_result,omitempty"` // "ok" or the error
-	MismatchCnt  uint64  `json:"mismatch_cnt"`          // last check/repair, 4 KiB blocks
-	ResyncNeeded bool    `json:"resync_needed,omitempty"`
+	Done        uint64  `json:"done_bytes"`
+	Total       uint64  `json:"total_bytes"`
+	SpeedBytes  float64 `json:"speed_bytes_per_second"`
+	ETASeconds  float64 `json:"eta_seconds,omitempty"`
+	Targets     []int   `json:"targets,omitempty"`
+	LastAction  string  `json:"last_action,omitempty"`
+	LastResult  string  `json:"last_result,omitempty"` // "ok" or the error
+	MismatchCnt uint64  `json:"mismatch_cnt"`          // last check/repair, 4 KiB blocks
+	// LastCheck and LastCheckResult are the last check or repair and how
+	// it ended, kept when other jobs follow it (md's mismatch_cnt stays
+	// too): a resync of regions first written during a check, for one.
+	LastCheck       string `json:"last_check,omitempty"`
+	LastCheckResult string `json:"last_check_result,omitempty"`
+	ResyncNeeded    bool   `json:"resync_needed,omitempty"`
 	// Settling: a job has just ended and the array is choosing what runs
 	// next (a pending resync, a spare), or a resync is about to start
 	// for ranges writes left unsynced or first wrote: Action says idle,
@@ -61,6 +66,8 @@ type syncer struct {
 	lastRes  string
 	lastHad  bool
 	mism     uint64
+	// lastCheck, lastCheckRes: the last check or repair ("": none).
+	lastCheck, lastCheckRes string
 	// stopped: StopSync was called (the array is stopping); no job
 	// starts any more.
 	stopped bool
@@ -652,6 +659,9 @@ func (a *Array) SyncStatus() SyncStatus {
 	if y.lastHad {
 		s.LastAction, s.LastResult = y.last.String(), y.lastRes
 	}
+	if y.lastCheck != "" {
+		s.LastCheck, s.LastCheckResult = y.lastCheck, y.lastCheckRes
+	}
 	s.MismatchCnt = y.mism
 	s.ResyncNeeded = a.needsResync()
 	if !y.running {
@@ -754,6 +764,7 @@ func (y *syncer) start(job resync.Job, regions int) error {
 		}
 		if job.Kind == resync.Check || job.Kind == resync.Repair {
 			y.mism = res.Mismatches
+			y.lastCheck, y.lastCheckRes = job.Kind.String(), y.lastRes
 		}
 		y.mu.Unlock()
 		if log != nil {

@@ -709,11 +709,12 @@ func printDetail(w io.Writer, a daemon.Array) error {
 func syncLine(y array.SyncStatus) string {
 	if y.Action == "idle" {
 		s := "Sync : idle"
-		if y.LastAction != "" {
+		if y.LastAction != "" && y.LastAction != y.LastCheck {
 			s += fmt.Sprintf(", last %s: %s", y.LastAction, y.LastResult)
-			if y.LastAction == "check" || y.LastAction == "repair" {
-				s += fmt.Sprintf(", mismatch_cnt %d (4 KiB blocks)", y.MismatchCnt)
-			}
+		}
+		if y.LastCheck != "" {
+			// (Kept when a job follows it, as md keeps mismatch_cnt.)
+			s += fmt.Sprintf(", last %s: %s, mismatch_cnt %d (4 KiB blocks)", y.LastCheck, y.LastCheckResult, y.MismatchCnt)
 		}
 		if y.ResyncNeeded {
 			s += " (regions await resync)"

@@ -6,6 +6,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/ublk-raid/ublk-raid/array"
 	"github.com/ublk-raid/ublk-raid/daemon"
 	"github.com/ublk-raid/ublk-raid/daemon/daemontest"
 )
@@ -217,4 +218,24 @@ func hasRow(out, row string) bool {
 		}
 	}
 	return false
+}
+
+// The last check's result stays in detail when a job follows it (a
+// resync of regions first written during the check): scripts grep it.
+func TestSyncLineKeepsLastCheck(t *testing.T) {
+	for _, c := range []struct {
+		y    array.SyncStatus
+		want string
+	}{
+		{array.SyncStatus{Action: "idle"}, "Sync : idle"},
+		{array.SyncStatus{Action: "idle", LastAction: "rebuild", LastResult: "ok"}, "Sync : idle, last rebuild: ok"},
+		{array.SyncStatus{Action: "idle", LastAction: "check", LastResult: "ok", LastCheck: "check", LastCheckResult: "ok", MismatchCnt: 3},
+			"Sync : idle, last check: ok, mismatch_cnt 3 (4 KiB blocks)"},
+		{array.SyncStatus{Action: "idle", LastAction: "resync", LastResult: "ok", LastCheck: "check", LastCheckResult: "ok"},
+			"Sync : idle, last resync: ok, last check: ok, mismatch_cnt 0 (4 KiB blocks)"},
+	} {
+		if got := syncLine(c.y); got != c.want {
+			t.Errorf("syncLine(%+v) = %q, want %q", c.y, got, c.want)
+		}
+	}
 }

@@ -51,7 +51,7 @@ fi
 # check starts a background job: follow it until detail reports its end.
 i=0
 until "$BIN" detail -n "$N" --wait >"$OUT/$PHASE-check.txt" 2>&1 &&
-	line=$(grep '^Sync : idle, last check' "$OUT/$PHASE-check.txt"); do
+	line=$(grep '^Sync : idle,.* last check' "$OUT/$PHASE-check.txt"); do
 	i=$((i + 1))
 	[ $i -lt 60 ] || { cat "$OUT/$PHASE-check.txt"; fail "no end of the check in detail"; }
 	sleep 1
