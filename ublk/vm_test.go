@@ -609,3 +609,76 @@ func TestVMStopUnused(t *testing.T) {
 	}
 	assertNoUblkDevices(t)
 }
+
+// TestVMBatchIORecover detaches from a batch device as a dying server
+// would and re-attaches with Recover: the new queues prepare their tags
+// and fetch again (the kernel leaves the queues canceled until every tag
+// is prepared), and data written before and after the hand-over reads
+// back. Recover follows the device: it is asked without BatchIO.
+func TestVMBatchIORecover(t *testing.T) {
+	disk, ctrl := vmControl(t)
+	feats, err := ctrl.Features()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if feats&FlagBatchIO == 0 {
+		t.Skip("the ublk driver lacks UBLK_F_BATCH_IO (Linux 7.0+)")
+	}
+	d, m := createPassthroughCfg(t, ctrl, disk, Config{ID: -1, Queues: 2, BatchIO: true})
+	defer m.Close()
+	id := d.ID()
+	const n = 1 << 20
+	want := alignedBuf(t, n)
+	for i := range want {
+		want[i] = byte(i*7 + i>>12)
+	}
+	rw := func(write bool, buf []byte, off int64) {
+		t.Helper()
+		fd, err := unix.Open(fmt.Sprintf("/dev/ublkb%d", id), unix.O_RDWR|unix.O_DIRECT, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer unix.Close(fd)
+		var k int
+		if write {
+			k, err = unix.Pwrite(fd, buf, off)
+		} else {
+			k, err = unix.Pread(fd, buf, off)
+		}
+		if err != nil || k != len(buf) {
+			t.Fatalf("write=%v at %d: n=%d err=%v", write, off, k, err)
+		}
+	}
+	rw(true, want, 0)
+	if err := d.Detach(10 * time.Second); err != nil {
+		d.Delete()
+		t.Fatalf("detach: %v", err)
+	}
+	d2, err := Recover(ctrl, id, NewPassthrough(m), Config{})
+	if err != nil {
+		ctrl.DelDev(id)
+		t.Fatalf("recover: %v", err)
+	}
+	defer func() {
+		if err := d2.Delete(); err != nil {
+			t.Errorf("delete: %v", err)
+		}
+		assertNoUblkDevices(t)
+	}()
+	if d2.Info().Flags&FlagBatchIO == 0 {
+		t.Fatal("the recovered device has no batch_io flag")
+	}
+	got := alignedBuf(t, n)
+	rw(false, got, 0)
+	if !bytes.Equal(got, want) {
+		t.Fatal("data written before the hand-over differs after it")
+	}
+	for i := range want {
+		want[i] ^= 0x5a
+	}
+	rw(true, want, n)
+	rw(false, got, n)
+	if !bytes.Equal(got, want) {
+		t.Fatal("data written after the hand-over differs")
+	}
+}
