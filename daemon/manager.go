@@ -27,7 +27,10 @@ type QueueOptions struct {
 	CPUs           ublk.QueueCPUs // where queue threads run ("": ublk's default)
 	NoFixedBuffers bool
 	// NoZeroCopy keeps the copy path where the kernel offers zero copy.
-	NoZeroCopy   bool
+	NoZeroCopy bool
+	// BatchIO creates devices with UBLK_F_BATCH_IO (recovered devices
+	// keep what they were created with).
+	BatchIO      bool
 	DeferTaskrun bool
 	PollFor      time.Duration
 	// Scheduler is written to each device's queue/scheduler ("": the
@@ -259,7 +262,7 @@ func openRetry(members []string, spec array.CreateSpec) (*array.Array, error) {
 func (m *Manager) config(n, queues, depth, maxIO int) ublk.Config {
 	q := m.opts.Queue
 	return ublk.Config{ID: n, Queues: queues, Depth: depth, MaxIOBytes: maxIO,
-		NoPin: q.NoPin, CPUs: q.CPUs, NoFixedBuffers: q.NoFixedBuffers, NoZeroCopy: q.NoZeroCopy, DeferTaskrun: q.DeferTaskrun, PollFor: q.PollFor, Scheduler: q.Scheduler}
+		NoPin: q.NoPin, CPUs: q.CPUs, NoFixedBuffers: q.NoFixedBuffers, NoZeroCopy: q.NoZeroCopy, BatchIO: q.BatchIO, DeferTaskrun: q.DeferTaskrun, PollFor: q.PollFor, Scheduler: q.Scheduler}
 }
 
 // start serves a (owned by start from here on: closed on error) on

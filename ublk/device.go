@@ -38,6 +38,13 @@ type Config struct {
 	// NoZeroCopy keeps the copy path where the driver offers zero copy
 	// (UBLK_F_AUTO_BUF_REG, 6.16+) and the target supports it.
 	NoZeroCopy bool
+	// BatchIO serves the device with UBLK_F_BATCH_IO (Linux 7.0+): each
+	// queue prepares its tags in one command, learns of requests from one
+	// multishot fetch and commits all the requests a turn of its loop
+	// completed in one command, instead of one command per request.
+	// Create fails if the driver does not offer it. Recover follows the
+	// device, whatever this says.
+	BatchIO bool
 	// DeferTaskrun creates queue rings with IORING_SETUP_DEFER_TASKRUN.
 	DeferTaskrun bool
 	// Scheduler, if set, is written to the block device's
@@ -173,6 +180,13 @@ func Create(ctrl *Control, target Target, cfg Config) (*Device, error) {
 	if need := flagsRequiredByThisDaemon; feats&need != need {
 		return nil, fmt.Errorf("ublk driver lacks features %#x (has %#x): need Linux 6.5+", need&^feats, feats)
 	}
+	var batch uint64
+	if cfg.BatchIO {
+		if feats&FlagBatchIO == 0 {
+			return nil, ErrNoBatchIO
+		}
+		batch = FlagBatchIO
+	}
 	id := ^uint32(0)
 	if cfg.ID >= 0 {
 		id = uint32(cfg.ID)
@@ -183,7 +197,7 @@ func Create(ctrl *Control, target Target, cfg Config) (*Device, error) {
 		MaxIOBufBytes: uint32(cfg.MaxIOBytes),
 		DevID:         id,
 		UblksrvPid:    int32(os.Getpid()),
-		Flags:         flagsRequiredByThisDaemon | feats&flagsUsedWherePresent | feats&zeroCopyFlags(target, cfg),
+		Flags:         flagsRequiredByThisDaemon | feats&flagsUsedWherePresent | feats&zeroCopyFlags(target, cfg) | batch,
 	})
 	if err != nil {
 		return nil, err
@@ -226,6 +240,10 @@ func Create(ctrl *Control, target Target, cfg Config) (*Device, error) {
 	}
 	return d, nil
 }
+
+// ErrNoBatchIO is Create's answer to Config.BatchIO on a driver without
+// UBLK_F_BATCH_IO.
+var ErrNoBatchIO = errors.New("the ublk driver does not offer batched I/O commands (UBLK_F_BATCH_IO, Linux 7.0+)")
 
 // zeroCopyFlags is what Create asks for zero copy: FlagAutoBufReg when
 // the target can serve it (ZeroCopyTarget) and cfg does not refuse it.
@@ -356,6 +374,7 @@ func (d *Device) startQueues(cfg Config) error {
 				id: i, depth: int(d.info.QueueDepth), maxIO: int(d.info.MaxIOBufBytes),
 				char: d.char, target: d.target, affinity: affinity, fixedBuffers: !cfg.NoFixedBuffers,
 				zeroCopy:     d.info.Flags&FlagAutoBufReg != 0,
+				batchIO:      d.info.Flags&FlagBatchIO != 0,
 				deferTaskrun: cfg.DeferTaskrun, pollFor: cfg.PollFor, detach: &d.detach,
 				started: func(q *Queue) { d.mu.Lock(); d.live = append(d.live, q); d.mu.Unlock() },
 			}, readies[i])

@@ -33,6 +33,12 @@
 //     USER_RECOVERY|USER_RECOVERY_REISSUE: when the server dies, the kernel
 //     quiesces the device and Recover re-attaches a new process; requests
 //     the old one had not committed are reissued.
+//   - With Config.BatchIO (UBLK_F_BATCH_IO, 7.0+, opt-in; batch.go) a
+//     queue sends no per-tag commands: one PREP_IO_CMDS readies every tag,
+//     one multishot FETCH_IO_CMDS delivers tags into a provided-buffer
+//     ring, and each turn of the loop commits all it completed in one
+//     COMMIT_IO_CMDS. The Target contract is the same; Recover serves a
+//     device the way it was created.
 //   - Device.Stop/Delete send STOP_DEV, which aborts every FETCH; the queue
 //     goroutines then end and release their rings and the character device,
 //     which DEL_DEV waits for. Device.StopUnused sends TRY_STOP_DEV instead

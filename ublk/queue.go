@@ -56,7 +56,8 @@ type Queue struct {
 	wakeBuf   []byte   // its first 8 bytes: the eventfd read's target
 	wakeArmed bool     // the eventfd read is in flight
 	detach    *atomic.Bool
-	detachAt  time.Time // when the queue saw detach set
+	detachAt  time.Time   // when the queue saw detach set
+	batch     *batchQueue // UBLK_F_BATCH_IO: batched commands instead of per-tag ones (batch.go)
 }
 
 // ID is the queue's index.
@@ -147,6 +148,10 @@ func (q *Queue) Complete(tag uint16, err error) {
 		panic(fmt.Sprintf("ublk: queue %d tag %d completed twice or never fetched (state %d)", q.id, tag, q.state[tag]))
 	}
 	req := &q.reqs[tag]
+	if q.batch != nil {
+		q.batchCommit(tag, commitResult(req, err))
+		return
+	}
 	q.queueIOCmd(ioCommitAndFetchReq, tag, commitResult(req, err))
 }
 
@@ -197,6 +202,7 @@ type queueSetup struct {
 	affinity         *unix.CPUSet // nil: do not pin
 	fixedBuffers     bool
 	zeroCopy         bool
+	batchIO          bool // the device has UBLK_F_BATCH_IO
 	deferTaskrun     bool
 	pollFor          time.Duration
 	detach           *atomic.Bool   // set: leave the loop without waiting for aborts (Device.Detach)
@@ -220,8 +226,15 @@ func runQueue(s queueSetup, ready chan<- error) (q *Queue, err error) {
 		ready <- err
 		return q, err
 	}
-	for tag := range q.depth {
-		q.queueIOCmd(ioFetchReq, uint16(tag), 0)
+	if q.batch != nil {
+		if err := q.batchStart(); err != nil {
+			ready <- err
+			return q, err
+		}
+	} else {
+		for tag := range q.depth {
+			q.queueIOCmd(ioFetchReq, uint16(tag), 0)
+		}
 	}
 	if _, err := q.ring.Submit(); err != nil {
 		ready <- fmt.Errorf("queue %d: submit FETCH: %w", q.id, err)
@@ -315,6 +328,11 @@ func (q *Queue) setup(s queueSetup) error {
 	}
 	q.state = make([]uint8, q.depth)
 	q.live = q.depth
+	if s.batchIO {
+		if q.batch, err = newBatchQueue(q); err != nil {
+			return fmt.Errorf("queue %d: batch I/O: %w", q.id, err)
+		}
+	}
 	q.handler, err = s.target.NewQueue(q)
 	if err != nil {
 		return fmt.Errorf("queue %d: target: %w", q.id, err)
@@ -480,7 +498,7 @@ const yieldEvery = 5 * time.Millisecond
 func (q *Queue) loop() {
 	q.now = time.Now()
 	lastYield := q.now
-	for q.live > 0 || q.inflight > 0 {
+	for q.live > 0 || q.inflight > 0 || q.batchBusy() {
 		if q.detaching() {
 			// Device.Detach: no new request goes to the handler (see
 			// onIOCmd); the member I/O in flight is reaped first, so that
@@ -500,6 +518,7 @@ func (q *Queue) loop() {
 			runtime.Gosched()
 			lastYield = q.now
 		}
+		q.batchFlush()
 		var err error
 		if q.pollFor > 0 && q.poll() {
 			err = q.ring.Poll()
@@ -511,22 +530,26 @@ func (q *Queue) loop() {
 			return
 		}
 		q.now = time.Now()
-		for c := q.ring.PeekCQE(); c != nil; c = q.ring.PeekCQE() {
-			ud, res := c.UserData, c.Res
-			q.ring.SeenCQE()
-			if ud&targetBit != 0 {
-				q.inflight--
-				q.handler.OnCompletion(ud&^targetBit, res)
-				continue
-			}
-			if ud == wakeUserData {
-				q.onWake(res)
-				continue
-			}
-			if ud == tickUserData {
-				q.onTick()
-				continue
-			}
+		q.reapCQEs()
+	}
+}
+
+// reapCQEs hands every waiting completion to its owner.
+func (q *Queue) reapCQEs() {
+	for c := q.ring.PeekCQE(); c != nil; c = q.ring.PeekCQE() {
+		ud, res, flags := c.UserData, c.Res, c.Flags
+		q.ring.SeenCQE()
+		switch {
+		case ud&targetBit != 0:
+			q.inflight--
+			q.handler.OnCompletion(ud&^targetBit, res)
+		case ud == wakeUserData:
+			q.onWake(res)
+		case ud == tickUserData:
+			q.onTick()
+		case ud&batchUserData != 0:
+			q.onBatchCQE(ud, res, flags)
+		default:
 			q.onIOCmd(uint16(ud), res)
 		}
 	}
@@ -574,23 +597,7 @@ func (q *Queue) onIOCmd(tag uint16, res int32) {
 	}
 	switch {
 	case res == ioResOK:
-		d := &q.descs[tag]
-		req := &q.reqs[tag]
-		opFlags := d.OpFlags
-		req.Op = uint8(opFlags)
-		req.Flags = opFlags >> 8
-		req.Sector = d.StartSector
-		req.Sectors = d.NrSectors
-		q.state[tag] = tagServing
-		if q.detaching() {
-			// Left uncommitted: the next server gets it (reissued).
-			return
-		}
-		if req.Bytes() > q.maxIO && (req.Op == IOOpRead || req.Op == IOOpWrite) {
-			q.Complete(tag, unix.EINVAL)
-			return
-		}
-		q.handler.Handle(req)
+		q.deliver(tag)
 	case res == ioResAbort:
 		q.state[tag] = tagDead
 		q.live--
@@ -602,9 +609,34 @@ func (q *Queue) onIOCmd(tag uint16, res int32) {
 	}
 }
 
+// deliver hands the request the kernel put in tag's descriptor to the
+// handler.
+func (q *Queue) deliver(tag uint16) {
+	d := &q.descs[tag]
+	req := &q.reqs[tag]
+	opFlags := d.OpFlags
+	req.Op = uint8(opFlags)
+	req.Flags = opFlags >> 8
+	req.Sector = d.StartSector
+	req.Sectors = d.NrSectors
+	q.state[tag] = tagServing
+	if q.detaching() {
+		// Left uncommitted: the next server gets it (reissued).
+		return
+	}
+	if req.Bytes() > q.maxIO && (req.Op == IOOpRead || req.Op == IOOpWrite) {
+		q.Complete(tag, unix.EINVAL)
+		return
+	}
+	q.handler.Handle(req)
+}
+
 func (q *Queue) close() {
 	if q.ring != nil {
 		q.ring.Close() // cancels the wake-up read
+	}
+	if q.batch != nil {
+		q.batch.close()
 	}
 	if q.wake != nil {
 		q.wake.Close() // later Wake calls fail harmlessly on the closed file

@@ -462,3 +462,80 @@ func descArea(q, depth, pageSize int) (off int64, length int) {
 }
 
 func roundUp(n, to int) int { return (n + to - 1) / to * to }
+
+// ---- UBLK_F_BATCH_IO (Linux 7.0+) ----
+//
+// A batch device takes no per-tag FETCH/COMMIT_AND_FETCH: a queue prepares
+// all its tags in one UBLK_U_IO_PREP_IO_CMDS, learns of requests from a
+// multishot UBLK_U_IO_FETCH_IO_CMDS that writes their tags (__u16 each)
+// into buffers of a provided-buffer ring, and commits any number of them in
+// one UBLK_U_IO_COMMIT_IO_CMDS. PREP and COMMIT point sqe->addr at an
+// array of elements (ublkElemHeader, followed by the buffer address when
+// the device copies data).
+
+// ublkBatchIO mirrors struct ublk_batch_io, the payload of the three batch
+// commands in sqe->cmd.
+type ublkBatchIO struct {
+	QID       uint16
+	Flags     uint16 // UBLK_BATCH_F_*
+	NrElem    uint16
+	ElemBytes uint8
+	Reserved  uint8
+	Reserved2 uint64
+}
+
+// ublkElemHeader mirrors struct ublk_elem_header, the mandatory part of
+// each PREP/COMMIT element.
+type ublkElemHeader struct {
+	Tag      uint16
+	BufIndex uint16 // with AUTO_BUF_REG: the buffer-table slot for the tag's next request
+	Result   int32  // COMMIT only
+}
+
+// ublk_batch_io flags.
+const (
+	batchFHasZoneLBA         = 1 << 0
+	batchFHasBufAddr         = 1 << 1 // each element carries the tag's buffer address (copy path)
+	batchFAutoBufRegFallback = 1 << 2
+)
+
+// Batch command opcodes (UBLK_U_IO_*), ioctl-encoded on struct ublk_batch_io.
+const sizeofBatchIO = 16
+
+var (
+	ioPrepIOCmds   = ioc(iocRead|iocWrite, 'u', 0x25, sizeofBatchIO)
+	ioCommitIOCmds = ioc(iocRead|iocWrite, 'u', 0x26, sizeofBatchIO)
+	ioFetchIOCmds  = ioc(iocRead|iocWrite, 'u', 0x27, sizeofBatchIO)
+)
+
+// ioUringBuf mirrors struct io_uring_buf, one entry of a provided-buffer
+// ring. Entry 0's Resv is the ring's tail (struct io_uring_buf_ring).
+type ioUringBuf struct {
+	Addr uint64
+	Len  uint32
+	Bid  uint16
+	Resv uint16
+}
+
+// ioUringBufReg mirrors struct io_uring_buf_reg, the argument of
+// IORING_REGISTER_PBUF_RING (7.3 names the first padding word min_left;
+// 6.12 has three __u64 of padding there: the same 40 bytes).
+type ioUringBufReg struct {
+	RingAddr    uint64
+	RingEntries uint32
+	Bgid        uint16
+	Flags       uint16
+	MinLeft     uint32
+	Resv        [5]uint32
+}
+
+// io_uring constants for multishot uring_cmd with provided buffers.
+const (
+	SQEBufferSelect   uint8 = 1 << 5 // IOSQE_BUFFER_SELECT
+	uringCmdMultishot       = 1 << 1 // IORING_URING_CMD_MULTISHOT, in sqe->uring_cmd_flags
+	registerPbufRing        = 22     // IORING_REGISTER_PBUF_RING
+	cqeFBuffer              = 1 << 0 // IORING_CQE_F_BUFFER
+	cqeFMore                = 1 << 1 // IORING_CQE_F_MORE
+	cqeBufferShift          = 16     // IORING_CQE_BUFFER_SHIFT
+	ioResNoBufs             = -105   // -ENOBUFS: the fetch found no buffer; re-arm
+)

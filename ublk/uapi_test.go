@@ -6,6 +6,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"reflect"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -51,6 +52,9 @@ var uapiLayouts = []uapiStruct{
 		{"UserData", "user_data", 32}, {"BufIndex", "buf_index", 40},
 		{"Personality", "personality", 42}, {"FileIndex", "file_index", 44},
 		{"Addr3", "addr3", 48}, {"Pad2", "__pad2", 56},
+	}},
+	{reflect.TypeFor[ioUringBuf](), "io_uring_buf", 16, []uapiField{
+		{"Addr", "addr", 0}, {"Len", "len", 8}, {"Bid", "bid", 12}, {"Resv", "resv", 14},
 	}},
 	{reflect.TypeFor[CQE](), "io_uring_cqe", 16, []uapiField{
 		{"UserData", "user_data", 0}, {"Res", "res", 8}, {"Flags", "flags", 12},
@@ -111,6 +115,22 @@ var uapiLayouts = []uapiStruct{
 	{reflect.TypeFor[Params](), "ublk_params", 112, []uapiField{
 		{"Len", "len", 0}, {"Types", "types", 4}, {"Basic", "basic", 8},
 		{"Discard", "discard", 40}, {"Devt", "devt", 60}, {"zoned", "zoned", 76},
+	}},
+}
+
+// uapiLayouts73 are structs only the Linux 7.x headers define (or define
+// under these field names), checked against the 7.3 headers only.
+var uapiLayouts73 = []uapiStruct{
+	{reflect.TypeFor[ublkBatchIO](), "ublk_batch_io", 16, []uapiField{
+		{"QID", "q_id", 0}, {"Flags", "flags", 2}, {"NrElem", "nr_elem", 4},
+		{"ElemBytes", "elem_bytes", 6}, {"Reserved", "reserved", 7}, {"Reserved2", "reserved2", 8},
+	}},
+	{reflect.TypeFor[ublkElemHeader](), "ublk_elem_header", 8, []uapiField{
+		{"Tag", "tag", 0}, {"BufIndex", "buf_index", 2}, {"Result", "result", 4},
+	}},
+	{reflect.TypeFor[ioUringBufReg](), "io_uring_buf_reg", 40, []uapiField{
+		{"RingAddr", "ring_addr", 0}, {"RingEntries", "ring_entries", 8}, {"Bgid", "bgid", 12},
+		{"Flags", "flags", 14}, {"MinLeft", "min_left", 16}, {"Resv", "resv", 20},
 	}},
 }
 
@@ -177,7 +197,7 @@ var uapiConstants = []struct {
 }
 
 func TestUAPILayoutMatchesGo(t *testing.T) {
-	for _, s := range uapiLayouts {
+	for _, s := range append(slices.Clone(uapiLayouts), uapiLayouts73...) {
 		if got := s.typ.Size(); got != s.size {
 			t.Errorf("sizeof(struct %s) = %d in Go (%s), kernel says %d", s.cName, got, s.typ, s.size)
 		}
@@ -232,6 +252,21 @@ var uapiConstants73 = []struct {
 	{"ublk_auto_buf_reg_to_sqe_addr(&(struct ublk_auto_buf_reg){.index = 0x1234, .flags = UBLK_AUTO_BUF_REG_FALLBACK})",
 		autoBufRegAddr(0x1234, autoBufRegFallback), 0x11234},
 	{"UBLK_U_CMD_UPDATE_SIZE", uint64(cmdUpdateSize), 0xc0207515},
+	{"UBLK_U_IO_PREP_IO_CMDS", uint64(ioPrepIOCmds), 0xc0107525},
+	{"UBLK_U_IO_COMMIT_IO_CMDS", uint64(ioCommitIOCmds), 0xc0107526},
+	{"UBLK_U_IO_FETCH_IO_CMDS", uint64(ioFetchIOCmds), 0xc0107527},
+	{"UBLK_BATCH_F_HAS_ZONE_LBA", batchFHasZoneLBA, 1},
+	{"UBLK_BATCH_F_HAS_BUF_ADDR", batchFHasBufAddr, 2},
+	{"UBLK_BATCH_F_AUTO_BUF_REG_FALLBACK", batchFAutoBufRegFallback, 4},
+	{"IORING_URING_CMD_MULTISHOT", uringCmdMultishot, 2},
+	{"IORING_REGISTER_PBUF_RING", registerPbufRing, 22},
+	{"IOSQE_BUFFER_SELECT", uint64(SQEBufferSelect), 32},
+	{"IORING_CQE_F_BUFFER", cqeFBuffer, 1},
+	{"IORING_CQE_F_MORE", cqeFMore, 2},
+	{"IORING_CQE_BUFFER_SHIFT", cqeBufferShift, 16},
+	{"ENOBUFS", uint64(-ioResNoBufs), 105},
+	{"sizeof(struct io_uring_buf_ring)", 16, 16},
+	{"offsetof(struct io_uring_buf_ring, tail)", 14, 14},
 }
 
 func TestUAPIConstants73MatchGo(t *testing.T) {
@@ -262,7 +297,7 @@ func TestUAPILayoutMatchesC(t *testing.T) {
 	if err != nil || !strings.Contains(string(hdr), "UBLK_U_CMD_GET_FEATURES") {
 		t.Skip("6.12 linux-libc-dev headers not installed (apt-get install -t bookworm-backports linux-libc-dev)")
 	}
-	checkUAPIWithC(t, nil, false, nil, nil)
+	checkUAPIWithC(t, nil, false, nil, nil, nil)
 }
 
 // TestUAPILayoutMatchesC73 does the same against the 7.3 headers, where
@@ -274,14 +309,14 @@ func TestUAPILayoutMatchesC73(t *testing.T) {
 		t.Skip("7.3 headers not extracted to " + Headers73Dir + " (scripts/install-deps.sh does it)")
 	}
 	checkUAPIWithC(t, []string{"-I", Headers73Dir, "-I", filepath.Join(Headers73Dir, "x86_64-linux-gnu")},
-		true, uapiConstants73, map[string]string{
+		true, uapiLayouts73, uapiConstants73, map[string]string{
 			// 7.3 names the padding UBLK_F_IO_DESC_SIZE uses; this
 			// package does not ask for that feature and leaves it 0.
 			"ublksrv_ctrl_dev_info.pad0": "io_desc_size",
 		})
 }
 
-func checkUAPIWithC(t *testing.T, includes []string, grown bool, extra []struct {
+func checkUAPIWithC(t *testing.T, includes []string, grown bool, extraLayouts []uapiStruct, extra []struct {
 	cExpr     string
 	got, want uint64
 }, renames map[string]string) {
@@ -306,11 +341,12 @@ func checkUAPIWithC(t *testing.T, includes []string, grown bool, extra []struct 
 	for _, c := range extra {
 		consts = append(consts, constant{c.cExpr, c.want})
 	}
+	layouts := append(slices.Clone(uapiLayouts), extraLayouts...)
 	var src strings.Builder
 	src.WriteString("#include <stdio.h>\n#include <stddef.h>\n#include <errno.h>\n#include <linux/io_uring.h>\n" +
 		"#include <linux/ublk_cmd.h>\n#include <linux/blkdev.h>\n#include <linux/fs.h>\n#include <linux/time_types.h>\n#include <linux/falloc.h>\n" +
 		"int main(void) {\n")
-	for _, s := range uapiLayouts {
+	for _, s := range layouts {
 		fmt.Fprintf(&src, "printf(\"sizeof %s %%zu\\n\", sizeof(struct %s));\n", s.cName, s.cName)
 		for _, f := range s.fields {
 			fmt.Fprintf(&src, "printf(\"offsetof %s.%s %%zu\\n\", offsetof(struct %s, %s));\n", s.cName, f.cName, s.cName, cField(s, f))
@@ -342,7 +378,7 @@ func checkUAPIWithC(t *testing.T, includes []string, grown bool, extra []struct 
 		}
 		fromC[f[0]+" "+f[1]] = v
 	}
-	for _, s := range uapiLayouts {
+	for _, s := range layouts {
 		v := fromC["sizeof "+s.cName]
 		if grown && s.cName == "ublk_params" {
 			if uintptr(v) < s.size {

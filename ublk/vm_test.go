@@ -106,102 +106,151 @@ func TestVMPassthroughDataPath(t *testing.T) {
 			name += ",no-zero-copy"
 		}
 		cfg.ID = -1
-		t.Run(name, func(t *testing.T) {
-			d, m := createPassthroughCfg(t, ctrl, disk, cfg)
-			defer m.Close()
-			if got := int(d.Info().NrHwQueues); got != queues {
-				d.Delete()
-				t.Fatalf("asked for %d queues, the kernel made %d (it caps them at the CPU count: boot the VM with enough CPUs)", queues, got)
-			}
-			// Zero copy wherever the driver offers it, unless refused.
-			offered := d.DriverFeatures()&FlagAutoBufReg != 0
-			if zc := d.Info().Flags&FlagAutoBufReg != 0; zc != (offered && !cfg.NoZeroCopy) {
-				d.Delete()
-				t.Fatalf("auto_buf_reg on the device: %v; the driver offers it: %v; NoZeroCopy: %v", zc, offered, cfg.NoZeroCopy)
-			}
-			// O_DSYNC: every write carries FUA, so the FUA path is exercised too.
-			fd, err := unix.Open(d.BlockPath(), unix.O_RDWR|unix.O_DIRECT|unix.O_DSYNC, 0)
-			if err != nil {
-				d.Delete()
-				t.Fatal(err)
-			}
-			const chunk, chunks = 256 << 10, 32
-			want := alignedBuf(t, chunk*chunks)
-			rng := rand.New(rand.NewPCG(uint64(queues), 7))
-			for i := range want {
-				want[i] = byte(rng.Uint32())
-			}
-			// Concurrent writers so several queues and tags are in use.
-			var wg sync.WaitGroup
-			errs := make(chan error, chunks)
-			for i := range chunks {
-				wg.Add(1)
-				go func() {
-					defer wg.Done()
-					if n, err := unix.Pwrite(fd, want[i*chunk:(i+1)*chunk], int64(i*chunk)*3); err != nil || n != chunk {
-						errs <- fmt.Errorf("pwrite chunk %d: n=%d err=%v", i, n, err)
-					}
-				}()
-			}
-			wg.Wait()
-			close(errs)
-			for err := range errs {
-				t.Error(err)
-			}
-			if err := unix.Fsync(fd); err != nil { // FLUSH
-				t.Errorf("fsync (FLUSH): %v", err)
-			}
-			got := alignedBuf(t, chunk*chunks)
-			for i := range chunks {
-				if n, err := unix.Pread(fd, got[i*chunk:(i+1)*chunk], int64(i*chunk)*3); err != nil || n != chunk {
-					t.Fatalf("pread chunk %d: n=%d err=%v", i, n, err)
-				}
-			}
-			if !bytes.Equal(got, want) {
-				t.Error("data read through the device differs from what was written")
-			}
-			// WRITE_ZEROES (BLKZEROOUT) over chunk 1's range.
-			rng2 := [2]uint64{uint64(chunk) * 3, chunk}
-			if err := ioctlPtr(fd, unix.BLKZEROOUT, unsafe.Pointer(&rng2)); err != nil {
-				t.Errorf("BLKZEROOUT: %v", err)
-			}
-			zero := alignedBuf(t, chunk)
-			if _, err := unix.Pread(fd, zero, int64(chunk)*3); err != nil {
-				t.Fatal(err)
-			}
-			if !bytes.Equal(zero, make([]byte, chunk)) {
-				t.Error("range is not zero after BLKZEROOUT")
-			}
-			copy(want[chunk:2*chunk], make([]byte, chunk))
-			// DISCARD (BLKDISCARD) over chunk 1's range, forwarded to the
-			// member when it can discard; the contents after it are unspecified.
-			if m.Discard {
-				if err := ioctlPtr(fd, unix.BLKDISCARD, unsafe.Pointer(&rng2)); err != nil {
-					t.Errorf("BLKDISCARD: %v", err)
-				}
-				copy(want[chunk:2*chunk], make([]byte, chunk))
-				if _, err := unix.Pwrite(fd, want[chunk:2*chunk], int64(chunk)*3); err != nil {
-					t.Fatal(err)
-				}
-			} else if os.Getenv("UBLK_RAID_VM") == "1" {
-				t.Errorf("%s cannot discard in the VM (qemu disks have discard=unmap)", disk)
-			}
-			unix.Close(fd)
-			if err := d.Delete(); err != nil {
-				t.Fatalf("delete: %v", err)
-			}
-			// The member holds exactly what the device was given.
-			for i := range chunks {
-				if _, err := unix.Pread(m.Fd(), got[i*chunk:(i+1)*chunk], int64(i*chunk)*3); err != nil {
-					t.Fatal(err)
-				}
-			}
-			if !bytes.Equal(got, want) {
-				t.Error("member contents differ from what was written through the device")
-			}
-			assertNoUblkDevices(t)
-		})
+		t.Run(name, func(t *testing.T) { passthroughDataPath(t, ctrl, disk, cfg) })
 	}
+}
+
+// TestVMPassthroughBatchIO is the data path test on devices served with
+// UBLK_F_BATCH_IO (7.0+), zero copy and copy path, and with a queue so
+// shallow that the fetch's tag buffers and the commit arrays are reused
+// all the time. Where the driver lacks the feature, Create must refuse.
+func TestVMPassthroughBatchIO(t *testing.T) {
+	disk, ctrl := vmControl(t)
+	feats, err := ctrl.Features()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if feats&FlagBatchIO == 0 {
+		m, err := OpenMember(disk)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer m.Close()
+		tgt := NewPassthrough(m)
+		if d, err := Create(ctrl, tgt, Config{ID: -1, Queues: 1, BatchIO: true, Params: tgt.Params()}); !errors.Is(err, ErrNoBatchIO) {
+			if d != nil {
+				d.Delete()
+			}
+			t.Fatalf("Create with BatchIO on a driver without it: %v, want ErrNoBatchIO", err)
+		}
+		t.Skip("the ublk driver lacks UBLK_F_BATCH_IO (Linux 7.0+)")
+	}
+	for _, cfg := range []Config{{Queues: 2, BatchIO: true}, {Queues: 1, Depth: 4, BatchIO: true},
+		{Queues: 2, BatchIO: true, NoZeroCopy: true}, {Queues: 1, Depth: 4, BatchIO: true, NoZeroCopy: true}} {
+		name := fmt.Sprintf("queues=%d", cfg.Queues)
+		if cfg.Depth > 0 {
+			name += fmt.Sprintf(",depth=%d", cfg.Depth)
+		}
+		if cfg.NoZeroCopy {
+			name += ",no-zero-copy"
+		}
+		cfg.ID = -1
+		t.Run(name, func(t *testing.T) { passthroughDataPath(t, ctrl, disk, cfg) })
+	}
+}
+
+// passthroughDataPath writes, reads, zeroes and discards through a
+// passthrough device made with cfg and checks what the device and the
+// member hold.
+func passthroughDataPath(t *testing.T, ctrl *Control, disk string, cfg Config) {
+	queues := cfg.Queues
+	d, m := createPassthroughCfg(t, ctrl, disk, cfg)
+	defer m.Close()
+	if batch := d.Info().Flags&FlagBatchIO != 0; batch != cfg.BatchIO {
+		d.Delete()
+		t.Fatalf("batch_io on the device: %v; asked: %v", batch, cfg.BatchIO)
+	}
+	if got := int(d.Info().NrHwQueues); got != queues {
+		d.Delete()
+		t.Fatalf("asked for %d queues, the kernel made %d (it caps them at the CPU count: boot the VM with enough CPUs)", queues, got)
+	}
+	// Zero copy wherever the driver offers it, unless refused.
+	offered := d.DriverFeatures()&FlagAutoBufReg != 0
+	if zc := d.Info().Flags&FlagAutoBufReg != 0; zc != (offered && !cfg.NoZeroCopy) {
+		d.Delete()
+		t.Fatalf("auto_buf_reg on the device: %v; the driver offers it: %v; NoZeroCopy: %v", zc, offered, cfg.NoZeroCopy)
+	}
+	// O_DSYNC: every write carries FUA, so the FUA path is exercised too.
+	fd, err := unix.Open(d.BlockPath(), unix.O_RDWR|unix.O_DIRECT|unix.O_DSYNC, 0)
+	if err != nil {
+		d.Delete()
+		t.Fatal(err)
+	}
+	const chunk, chunks = 256 << 10, 32
+	want := alignedBuf(t, chunk*chunks)
+	rng := rand.New(rand.NewPCG(uint64(queues), 7))
+	for i := range want {
+		want[i] = byte(rng.Uint32())
+	}
+	// Concurrent writers so several queues and tags are in use.
+	var wg sync.WaitGroup
+	errs := make(chan error, chunks)
+	for i := range chunks {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			if n, err := unix.Pwrite(fd, want[i*chunk:(i+1)*chunk], int64(i*chunk)*3); err != nil || n != chunk {
+				errs <- fmt.Errorf("pwrite chunk %d: n=%d err=%v", i, n, err)
+			}
+		}()
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Error(err)
+	}
+	if err := unix.Fsync(fd); err != nil { // FLUSH
+		t.Errorf("fsync (FLUSH): %v", err)
+	}
+	got := alignedBuf(t, chunk*chunks)
+	for i := range chunks {
+		if n, err := unix.Pread(fd, got[i*chunk:(i+1)*chunk], int64(i*chunk)*3); err != nil || n != chunk {
+			t.Fatalf("pread chunk %d: n=%d err=%v", i, n, err)
+		}
+	}
+	if !bytes.Equal(got, want) {
+		t.Error("data read through the device differs from what was written")
+	}
+	// WRITE_ZEROES (BLKZEROOUT) over chunk 1's range.
+	rng2 := [2]uint64{uint64(chunk) * 3, chunk}
+	if err := ioctlPtr(fd, unix.BLKZEROOUT, unsafe.Pointer(&rng2)); err != nil {
+		t.Errorf("BLKZEROOUT: %v", err)
+	}
+	zero := alignedBuf(t, chunk)
+	if _, err := unix.Pread(fd, zero, int64(chunk)*3); err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.Equal(zero, make([]byte, chunk)) {
+		t.Error("range is not zero after BLKZEROOUT")
+	}
+	copy(want[chunk:2*chunk], make([]byte, chunk))
+	// DISCARD (BLKDISCARD) over chunk 1's range, forwarded to the
+	// member when it can discard; the contents after it are unspecified.
+	if m.Discard {
+		if err := ioctlPtr(fd, unix.BLKDISCARD, unsafe.Pointer(&rng2)); err != nil {
+			t.Errorf("BLKDISCARD: %v", err)
+		}
+		copy(want[chunk:2*chunk], make([]byte, chunk))
+		if _, err := unix.Pwrite(fd, want[chunk:2*chunk], int64(chunk)*3); err != nil {
+			t.Fatal(err)
+		}
+	} else if os.Getenv("UBLK_RAID_VM") == "1" {
+		t.Errorf("%s cannot discard in the VM (qemu disks have discard=unmap)", disk)
+	}
+	unix.Close(fd)
+	if err := d.Delete(); err != nil {
+		t.Fatalf("delete: %v", err)
+	}
+	// The member holds exactly what the device was given.
+	for i := range chunks {
+		if _, err := unix.Pread(m.Fd(), got[i*chunk:(i+1)*chunk], int64(i*chunk)*3); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if !bytes.Equal(got, want) {
+		t.Error("member contents differ from what was written through the device")
+	}
+	assertNoUblkDevices(t)
 }
 
 func assertNoUblkDevices(t *testing.T) {
@@ -559,4 +608,77 @@ func TestVMStopUnused(t *testing.T) {
 		t.Fatal(err)
 	}
 	assertNoUblkDevices(t)
+}
+
+// TestVMBatchIORecover detaches from a batch device as a dying server
+// would and re-attaches with Recover: the new queues prepare their tags
+// and fetch again (the kernel leaves the queues canceled until every tag
+// is prepared), and data written before and after the hand-over reads
+// back. Recover follows the device: it is asked without BatchIO.
+func TestVMBatchIORecover(t *testing.T) {
+	disk, ctrl := vmControl(t)
+	feats, err := ctrl.Features()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if feats&FlagBatchIO == 0 {
+		t.Skip("the ublk driver lacks UBLK_F_BATCH_IO (Linux 7.0+)")
+	}
+	d, m := createPassthroughCfg(t, ctrl, disk, Config{ID: -1, Queues: 2, BatchIO: true})
+	defer m.Close()
+	id := d.ID()
+	const n = 1 << 20
+	want := alignedBuf(t, n)
+	for i := range want {
+		want[i] = byte(i*7 + i>>12)
+	}
+	rw := func(write bool, buf []byte, off int64) {
+		t.Helper()
+		fd, err := unix.Open(fmt.Sprintf("/dev/ublkb%d", id), unix.O_RDWR|unix.O_DIRECT, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer unix.Close(fd)
+		var k int
+		if write {
+			k, err = unix.Pwrite(fd, buf, off)
+		} else {
+			k, err = unix.Pread(fd, buf, off)
+		}
+		if err != nil || k != len(buf) {
+			t.Fatalf("write=%v at %d: n=%d err=%v", write, off, k, err)
+		}
+	}
+	rw(true, want, 0)
+	if err := d.Detach(10 * time.Second); err != nil {
+		d.Delete()
+		t.Fatalf("detach: %v", err)
+	}
+	d2, err := Recover(ctrl, id, NewPassthrough(m), Config{})
+	if err != nil {
+		ctrl.DelDev(id)
+		t.Fatalf("recover: %v", err)
+	}
+	defer func() {
+		if err := d2.Delete(); err != nil {
+			t.Errorf("delete: %v", err)
+		}
+		assertNoUblkDevices(t)
+	}()
+	if d2.Info().Flags&FlagBatchIO == 0 {
+		t.Fatal("the recovered device has no batch_io flag")
+	}
+	got := alignedBuf(t, n)
+	rw(false, got, 0)
+	if !bytes.Equal(got, want) {
+		t.Fatal("data written before the hand-over differs after it")
+	}
+	for i := range want {
+		want[i] ^= 0x5a
+	}
+	rw(true, want, n)
+	rw(false, got, n)
+	if !bytes.Equal(got, want) {
+		t.Fatal("data written after the hand-over differs")
+	}
 }

@@ -50,6 +50,7 @@ type serveDaemonOptions struct {
 	cpus          string
 	noFixed       bool
 	noZC          bool
+	batchIO       bool
 	defer_        bool
 	poll          time.Duration
 	memberTimeout time.Duration
@@ -88,6 +89,7 @@ func newServeCmd(logLevel, socket *string) *cobra.Command {
 	c.Flags().StringVar(&o.cpus, "queue-cpus", queueCPUsDefault, queueCPUsUsage)
 	c.Flags().BoolVar(&o.noFixed, "no-fixed-buffers", false, "do not register I/O buffers with io_uring")
 	c.Flags().BoolVar(&o.noZC, "no-zero-copy", false, noZeroCopyUsage)
+	c.Flags().BoolVar(&o.batchIO, "batch-io", false, batchIOUsage+" (devices the daemon creates; recovered ones keep theirs)")
 	c.Flags().BoolVar(&o.defer_, "defer-taskrun", true, "create queue rings with IORING_SETUP_DEFER_TASKRUN (completions run when the queue thread waits; --defer-taskrun=false: as they come)")
 	c.Flags().DurationVar(&o.poll, "poll", 0, "queue threads poll this long after activity before sleeping (e.g. 50us)")
 	c.Flags().DurationVar(&o.memberTimeout, "member-timeout", defaultMemberTimeout, "fail a member whose I/O takes longer than this (0: never)")
@@ -96,7 +98,7 @@ func newServeCmd(logLevel, socket *string) *cobra.Command {
 }
 
 func (o serveDaemonOptions) validate() (daemon.QueueOptions, error) {
-	q := daemon.QueueOptions{NoPin: o.noPin, NoFixedBuffers: o.noFixed, NoZeroCopy: o.noZC, DeferTaskrun: o.defer_, MemberTimeout: o.memberTimeout}
+	q := daemon.QueueOptions{NoPin: o.noPin, NoFixedBuffers: o.noFixed, NoZeroCopy: o.noZC, BatchIO: o.batchIO, DeferTaskrun: o.defer_, MemberTimeout: o.memberTimeout}
 	if o.memberTimeout < 0 || (o.memberTimeout > 0 && o.memberTimeout < 2*time.Second) {
 		return q, usagef("--member-timeout %v: 0 (never) or at least 2s", o.memberTimeout)
 	}

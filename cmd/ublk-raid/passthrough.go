@@ -30,12 +30,15 @@ type serveOptions struct {
 	cpus    string
 	noFixed bool
 	noZC    bool
+	batchIO bool
 	defer_  bool
 	poll    time.Duration
 	sched   string
 }
 
 const noZeroCopyUsage = "keep the copy path where the kernel offers zero copy (UBLK_F_AUTO_BUF_REG, 6.16+): member timeouts then also end reads"
+
+const batchIOUsage = "serve the device with batched ublk commands (UBLK_F_BATCH_IO, Linux 7.0+; an error where the kernel lacks it): one command prepares, fetches or commits many requests"
 
 // The ublk device only remaps requests onto members that have schedulers
 // of their own; the kernel would give a one-queue device mq-deadline.
@@ -72,6 +75,7 @@ func (o *serveOptions) addFlags(c *cobra.Command) {
 	c.Flags().StringVar(&o.cpus, "queue-cpus", queueCPUsDefault, queueCPUsUsage)
 	c.Flags().BoolVar(&o.noFixed, "no-fixed-buffers", false, "do not register I/O buffers with io_uring")
 	c.Flags().BoolVar(&o.noZC, "no-zero-copy", false, noZeroCopyUsage)
+	c.Flags().BoolVar(&o.batchIO, "batch-io", false, batchIOUsage)
 	c.Flags().BoolVar(&o.defer_, "defer-taskrun", true, "create queue rings with IORING_SETUP_DEFER_TASKRUN (completions run when the queue thread waits; --defer-taskrun=false: as they come)")
 	c.Flags().DurationVar(&o.poll, "poll", 0, "queue threads poll this long after activity before sleeping (e.g. 50us; 0: off)")
 	c.Flags().StringVar(&o.sched, "scheduler", schedulerDefault, schedulerUsage)
@@ -102,7 +106,7 @@ func (o *serveOptions) config() (ublk.Config, error) {
 		}
 	}
 	return ublk.Config{ID: o.number, Queues: o.queues, Depth: o.depth, MaxIOBytes: int(maxIO), CPUs: cpus,
-		NoPin: o.noPin, NoFixedBuffers: o.noFixed, NoZeroCopy: o.noZC, DeferTaskrun: o.defer_, PollFor: o.poll, Scheduler: o.sched}, nil
+		NoPin: o.noPin, NoFixedBuffers: o.noFixed, NoZeroCopy: o.noZC, BatchIO: o.batchIO, DeferTaskrun: o.defer_, PollFor: o.poll, Scheduler: o.sched}, nil
 }
 
 // parseSize parses 4096, 4K, 512k, 1M, 2G; a size that does not fit in
