@@ -10,24 +10,48 @@ BIN=$PWD/.build/ublk-raid
 CRASH=$PWD/scripts/vm/crash.sh
 OUT=/mnt/out
 : >/tmp/u.out
-"$BIN" run --level 1 --bitmap-region 1M /dev/vda /dev/vdb >/tmp/u.out 2>"$OUT/phase1.log" &
+# The server's log is written on the guest's tmpfs (polled below: see
+# phase2.sh on polling a file on the 9p share) and copied to $OUT as it
+# grows.
+LOG=/tmp/phase1.log
+"$BIN" run --level 1 --bitmap-region 1M /dev/vda /dev/vdb >/tmp/u.out 2>"$LOG" &
+tail -n +1 -f "$LOG" >"$OUT/phase1.log" &
 i=0
 while [ ! -s /tmp/u.out ]; do
 	sleep 0.1
 	i=$((i + 1))
-	[ $i -lt 600 ] || { cat "$OUT/phase1.log"; exit 1; }
+	[ $i -lt 600 ] || { cat "$LOG"; exit 1; }
 done
 dev=$(cat /tmp/u.out)
 echo "$dev" >"$OUT/device"
 target=$dev
 if [ "$MODE" = fs ]; then
-	mkfs.ext4 -q "$dev"
+	# (Inode tables and journal written now, not by ext4's lazy init
+	# in the background during the test.)
+	mkfs.ext4 -q -E lazy_itable_init=0,lazy_journal_init=0 "$dev"
 	mkdir -p /mnt/a
 	mount "$dev" /mnt/a
 	target=/mnt/a/data
 	# Lay the file out first so the crash finds it allocated.
 	fio --name=layout --filename="$target" --size=64M --rw=write --bs=1M --direct=1 --eta=never >/dev/null
 	sync
+	# mkfs wrote every region for the first time: each is synced in full
+	# before it may be cleared (a new array's copies may differ where
+	# nothing was written). Wait for those syncs, as for md's initial
+	# sync, so that the crash finds only what fio wrote dirty.
+	prev=
+	i=0
+	while :; do
+		cur="$(grep -c '"msg":"sync started"' "$LOG")/$(grep -c '"msg":"sync ended"' "$LOG")"
+		[ "${cur%/*}" = "${cur#*/}" ] && [ "$cur" = "$prev" ] && break
+		prev=$cur
+		i=$((i + 1))
+		[ $i -lt 300 ] || { echo "phase1: the first-write syncs did not end ($cur)" >&2; exit 1; }
+		sleep 2
+	done
+	echo "phase1: first-write syncs done ($cur)"
+	# Their regions are cleared after the bitmap's clear delay.
+	sleep 8
 fi
 # --trigger-timeout: fio saves its verify state, stops its threads and runs
 # the trigger (the power cut) after that many seconds.
