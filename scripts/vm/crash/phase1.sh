@@ -42,7 +42,8 @@ if [ "$MODE" = fs ]; then
 	prev=
 	i=0
 	while :; do
-		cur="$(grep -c '"msg":"sync started"' "$LOG")/$(grep -c '"msg":"sync ended"' "$LOG")"
+		# (grep -c exits 1 when it counts 0.)
+		cur="$(grep -c '"msg":"sync started"' "$LOG" || :)/$(grep -c '"msg":"sync ended"' "$LOG" || :)"
 		[ "${cur%/*}" = "${cur#*/}" ] && [ "$cur" = "$prev" ] && break
 		prev=$cur
 		i=$((i + 1))
