@@ -136,13 +136,12 @@ type request struct {
 // that exposed a failure, or skipped a member whose failure may not be
 // durable yet, only after the new state is durable.
 type Executor struct {
-	arr       *Array
-	be        Backend
-	bal       Balance
-	sc        Scratch
-	reqs      []request
-	persisted uint64
-	waiting   []uint16 // requests done but waiting for Persisted
+	arr  *Array
+	be   Backend
+	bal  Balance
+	sc   Scratch
+	reqs []request
+	persistGate
 	// MemberError, if set, is told of every failed member operation.
 	MemberError func(member int, kind IOKind, res int32)
 	// RetryUnit is the block size, in sectors, to which a failed read is
@@ -197,8 +196,6 @@ type Executor struct {
 	Unsynced func(sector uint64, sectors uint32)
 
 	parked, parkedSpare  []uint16 // requests the barrier turned away
-	holding              []uint16 // writes planned, not issued until Persisted (see plan)
-	releasing            bool     // releaseHeld is running
 	retrying, retryAgain bool     // RetryParked is running; it was asked again meanwhile
 }
 
@@ -216,11 +213,9 @@ func NewExecutor(arr *Array, be Backend, depth, maxBytes int) *Executor {
 		e.reqs[i].hung = make([]bool, 0, 4*n+4*MaxCopies)
 		e.reqs[i].times = make([]time.Duration, 0, 4*n+4*MaxCopies)
 	}
-	e.persisted = arr.State().Gen
-	e.waiting = make([]uint16, 0, depth)
+	e.persistGate.init(arr.State().Gen, depth)
 	e.parked = make([]uint16, 0, depth)
 	e.parkedSpare = make([]uint16, 0, depth)
-	e.holding = make([]uint16, 0, depth)
 	return e
 }
 
@@ -760,53 +755,19 @@ func (e *Executor) finish(tag uint16, err error) {
 
 // Persisted tells the executor that state generation gen is durable;
 // requests that waited for it are completed.
-func (e *Executor) Persisted(gen uint64) {
-	if gen <= e.persisted {
-		return
-	}
-	e.persisted = gen
-	w := e.waiting[:0]
-	for _, tag := range e.waiting {
-		r := &e.reqs[tag]
-		if r.needGen <= gen {
-			e.finish(tag, r.err)
-		} else {
-			w = append(w, tag)
-		}
-	}
-	e.waiting = w
-	e.releaseHeld()
+func (e *Executor) Persisted(gen uint64) { e.persistedTo(gen, e) }
+
+func (e *Executor) gateReq(tag uint16) (uint64, error) {
+	r := &e.reqs[tag]
+	return r.needGen, r.err
 }
 
-// releaseHeld plans again, and so issues, the writes held for a
-// generation that is durable now (see plan). Planning may hold a write
-// again and persist, which calls back here: the outer call goes on, and
-// it looks at the list afresh after each write.
-func (e *Executor) releaseHeld() {
-	if e.releasing {
-		return
-	}
-	e.releasing = true
-	defer func() { e.releasing = false }()
-	for {
-		i := -1
-		for j, tag := range e.holding {
-			if e.reqs[tag].needGen <= e.persisted {
-				i = j
-				break
-			}
-		}
-		if i < 0 {
-			return
-		}
-		tag := e.holding[i]
-		e.holding = append(e.holding[:i], e.holding[i+1:]...)
-		// Planned again from the state now: a member may have failed
-		// meanwhile (nothing of the old plan was issued).
-		r := &e.reqs[tag]
-		r.ios, r.failed, r.done, r.hung, r.times = r.ios[:0], r.failed[:0], r.done[:0], r.hung[:0], r.times[:0]
-		e.plan(tag)
-	}
+// replan plans held write tag again from the state now: a member may
+// have failed meanwhile (nothing of the old plan was issued).
+func (e *Executor) replan(tag uint16) {
+	r := &e.reqs[tag]
+	r.ios, r.failed, r.done, r.hung, r.times = r.ios[:0], r.failed[:0], r.done[:0], r.hung[:0], r.times[:0]
+	e.plan(tag)
 }
 
 // Inflight reports sectors in flight per member on this queue.
@@ -818,16 +779,5 @@ func (e *Executor) Balance() *Balance { return &e.bal }
 
 // PersistFailed finishes every request waiting for a persist with err: the
 // new member state could not be recorded, so they are not acknowledged as
-// written.
-func (e *Executor) PersistFailed(err error) {
-	for _, tag := range e.waiting {
-		e.finish(tag, err)
-	}
-	e.waiting = e.waiting[:0]
-	// Writes held before issue (see plan) fail unissued.
-	for len(e.holding) > 0 {
-		tag := e.holding[len(e.holding)-1]
-		e.holding = e.holding[:len(e.holding)-1]
-		e.finish(tag, err)
-	}
-}
+// written; writes held before issue (see plan) fail unissued.
+func (e *Executor) PersistFailed(err error) { e.failAll(e, err) }

@@ -143,24 +143,21 @@ func (r *parityReq) alloc(n int) []byte {
 // ParityExecutor runs the requests of one queue of a raid5/6 array (see
 // the contract above). Single-threaded, like Executor.
 type ParityExecutor struct {
-	arr       *Array
-	geo       ParityGeometry
-	be        Backend
-	lock      *StripeLock
-	queue     int
-	par       *Parity
-	reqs      []parityReq
-	persisted uint64
-	waiting   []uint16 // finished, waiting for Persisted
-	holding   []uint16 // planned writes not issued until Persisted
-	releasing bool
-	parked    []uint16 // waiting for the stripe lock
-	spare     []uint16
-	retrying  bool
-	again     bool
-	wsegs     []StripeSegment
-	rsegs     []StripeReadSegment
-	shards    [MaxMembers + 2][]byte
+	arr   *Array
+	geo   ParityGeometry
+	be    Backend
+	lock  *StripeLock
+	queue int
+	par   *Parity
+	reqs  []parityReq
+	persistGate
+	parked   []uint16 // waiting for the stripe lock
+	spare    []uint16
+	retrying bool
+	again    bool
+	wsegs    []StripeSegment
+	rsegs    []StripeReadSegment
+	shards   [MaxMembers + 2][]byte
 
 	// MemberError, if set, is told of every failed member operation.
 	MemberError func(member int, kind IOKind, res int32)
@@ -209,9 +206,7 @@ func NewParityExecutor(arr *Array, be Backend, lock *StripeLock, queue, depth, m
 	}
 	e.wsegs = make([]StripeSegment, 0, 2*nd+2)
 	e.rsegs = make([]StripeReadSegment, 0, 2*nd+2)
-	e.persisted = arr.State().Gen
-	e.waiting = make([]uint16, 0, depth)
-	e.holding = make([]uint16, 0, depth)
+	e.persistGate.init(arr.State().Gen, depth)
 	e.parked = make([]uint16, 0, depth)
 	e.spare = make([]uint16, 0, depth)
 	return e, nil
@@ -715,59 +710,16 @@ func (e *ParityExecutor) finish(tag uint16, err error) {
 
 // Persisted tells the executor that state generation gen is durable:
 // requests that waited for it complete, writes held for it are issued.
-func (e *ParityExecutor) Persisted(gen uint64) {
-	if gen <= e.persisted {
-		return
-	}
-	e.persisted = gen
-	w := e.waiting[:0]
-	for _, tag := range e.waiting {
-		r := &e.reqs[tag]
-		if r.needGen <= gen {
-			e.finish(tag, r.err)
-		} else {
-			w = append(w, tag)
-		}
-	}
-	e.waiting = w
-	e.releaseHeld()
+func (e *ParityExecutor) Persisted(gen uint64) { e.persistedTo(gen, e) }
+
+func (e *ParityExecutor) gateReq(tag uint16) (uint64, error) {
+	r := &e.reqs[tag]
+	return r.needGen, r.err
 }
 
-// releaseHeld plans again the writes held for a generation now durable
-// (nothing of their old plan was issued).
-func (e *ParityExecutor) releaseHeld() {
-	if e.releasing {
-		return
-	}
-	e.releasing = true
-	defer func() { e.releasing = false }()
-	for {
-		i := -1
-		for j, tag := range e.holding {
-			if e.reqs[tag].needGen <= e.persisted {
-				i = j
-				break
-			}
-		}
-		if i < 0 {
-			return
-		}
-		tag := e.holding[i]
-		e.holding = append(e.holding[:i], e.holding[i+1:]...)
-		e.plan(tag)
-	}
-}
+// replan plans held write tag again (nothing of its old plan was issued).
+func (e *ParityExecutor) replan(tag uint16) { e.plan(tag) }
 
 // PersistFailed finishes every request waiting for a persist, and every
 // write held unissued, with err.
-func (e *ParityExecutor) PersistFailed(err error) {
-	for _, tag := range e.waiting {
-		e.finish(tag, err)
-	}
-	e.waiting = e.waiting[:0]
-	for len(e.holding) > 0 {
-		tag := e.holding[len(e.holding)-1]
-		e.holding = e.holding[:len(e.holding)-1]
-		e.finish(tag, err)
-	}
-}
+func (e *ParityExecutor) PersistFailed(err error) { e.failAll(e, err) }
