@@ -21,11 +21,7 @@ func TestGrowSyncsPartialLastRegion(t *testing.T) {
 	t.Logf("array %d sectors, region %d, tail %d, regions %d", old, rs, old%rs, a.Bitmap.Geometry().Regions)
 	a.StartBackground()
 	last := int((old - 1) / rs)
-	if !a.Bitmap.StartWrite(last, last, 0) {
-		a.fl.do(func() {})
-		a.fl.do(func() {})
-	}
-	a.Bitmap.EndWrite(last, last)
+	writeRegions(a, last, last)
 	a.WaitSync()
 	if a.Bitmap.NeedsSync(last) {
 		t.Fatal("fill not done")
@@ -50,11 +46,7 @@ func TestGrowSyncsPartialLastRegion(t *testing.T) {
 	t.Logf("after grow: region %d written %v needs sync %v state %v", last, a.Bitmap.Written(last), a.Bitmap.NeedsSync(last), a.Bitmap.State(last))
 	a.StartBackground()
 	a.WaitSync()
-	if err := a.Check(false); err != nil {
-		t.Fatal(err)
-	}
-	a.WaitSync()
-	s := a.SyncStatus()
+	s := runCheck(t, a)
 	t.Logf("check: %+v", s)
 	if s.MismatchCnt != 0 {
 		t.Fatalf("check after grow counted %d mismatches in a clean region", s.MismatchCnt)
@@ -72,11 +64,7 @@ func TestGrowDoublingSyncsMergedRegions(t *testing.T) {
 	}
 	rs := a.Bitmap.Geometry().RegionSectors
 	a.StartBackground()
-	if !a.Bitmap.StartWrite(0, 0, 0) {
-		a.fl.do(func() {})
-		a.fl.do(func() {})
-	}
-	a.Bitmap.EndWrite(0, 0)
+	writeRegions(a, 0, 0)
 	a.WaitSync()
 	for i, p := range paths { // old contents of the never-written regions 1..
 		scribbleBytes(t, a, p, int64(rs<<9), fill(int(rs<<9)*3, byte(0x20*i+5)))
@@ -96,11 +84,7 @@ func TestGrowDoublingSyncsMergedRegions(t *testing.T) {
 	t.Logf("region %d -> %d; region 0 state %v needs sync %v", rs, a.Bitmap.Geometry().RegionSectors, a.Bitmap.State(0), a.Bitmap.NeedsSync(0))
 	a.StartBackground()
 	a.WaitSync()
-	if err := a.Check(false); err != nil {
-		t.Fatal(err)
-	}
-	a.WaitSync()
-	s := a.SyncStatus()
+	s := runCheck(t, a)
 	if s.MismatchCnt != 0 {
 		t.Fatalf("check after grow counted %d mismatches (%+v)", s.MismatchCnt, s)
 	}
@@ -121,22 +105,14 @@ func TestCheckStepsWithinRegions(t *testing.T) {
 	for i, p := range paths { // old contents of the never-written regions 1..
 		scribbleBytes(t, a, p, int64(rs<<9), fill(int(rs<<9)*3, byte(0x20*i+5)))
 	}
-	if !a.Bitmap.StartWrite(0, 0, 0) {
-		a.fl.do(func() {})
-		a.fl.do(func() {})
-	}
-	a.Bitmap.EndWrite(0, 0)
+	writeRegions(a, 0, 0)
 	a.WaitSync()
 	t.Logf("written: %v %v %v", a.Bitmap.Written(0), a.Bitmap.Written(1), a.Bitmap.Written(2))
 	// the fill resync copied whole 1 MiB steps: scribble again after it
 	for i, p := range paths {
 		scribbleBytes(t, a, p, int64(rs<<9), fill(int(rs<<9)*3, byte(0x20*i+7)))
 	}
-	if err := a.Check(false); err != nil {
-		t.Fatal(err)
-	}
-	a.WaitSync()
-	s := a.SyncStatus()
+	s := runCheck(t, a)
 	if s.MismatchCnt != 0 {
 		t.Fatalf("check counted %d mismatches in never-written regions 1..3 (%+v)", s.MismatchCnt, s)
 	}
@@ -157,21 +133,13 @@ func TestCheckSkipsRegionsAwaitingSync(t *testing.T) {
 		scribbleBytes(t, a, p, 0, fill(int(a.Engine.Geo.ArraySectors()<<9), byte(0x10*i+1)))
 	}
 	// region 0 written and filled first, so the check has something to do
-	if !a.Bitmap.StartWrite(0, 0, 0) {
-		a.fl.do(func() {})
-		a.fl.do(func() {})
-	}
-	a.Bitmap.EndWrite(0, 0)
+	writeRegions(a, 0, 0)
 	a.WaitSync()
 	if err := a.Check(false); err != nil {
 		t.Fatal(err)
 	}
 	last := a.Bitmap.Geometry().Regions - 1
-	if !a.Bitmap.StartWrite(last, last, 0) {
-		a.fl.do(func() {})
-		a.fl.do(func() {})
-	}
-	a.Bitmap.EndWrite(last, last)
+	writeRegions(a, last, last)
 	a.WaitSync()
 	s := a.SyncStatus()
 	t.Logf("%+v", s)
@@ -182,4 +150,24 @@ func TestCheckSkipsRegionsAwaitingSync(t *testing.T) {
 	if s.LastCheck != "check" || s.LastCheckResult != "ok" {
 		t.Fatalf("the check's result was not kept: %+v", s)
 	}
+}
+
+// writeRegions marks regions first..last written through the bitmap, as
+// a write does (no data): the flusher commits the set request first.
+func writeRegions(a *Array, first, last int) {
+	if !a.Bitmap.StartWrite(first, last, 0) {
+		a.fl.do(func() {})
+		a.fl.do(func() {})
+	}
+	a.Bitmap.EndWrite(first, last)
+}
+
+// runCheck runs a check to its end and returns the sync status after it.
+func runCheck(t *testing.T, a *Array) SyncStatus {
+	t.Helper()
+	if err := a.Check(false); err != nil {
+		t.Fatal(err)
+	}
+	a.WaitSync()
+	return a.SyncStatus()
 }

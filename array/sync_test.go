@@ -218,11 +218,7 @@ func TestCheckSkipsNeverWritten(t *testing.T) {
 		t.Fatalf("check counted %d mismatches in never-written regions", n)
 	}
 	first, last := a.Bitmap.Regions(0, 2048)
-	if !a.Bitmap.StartWrite(first, last, 0) {
-		a.fl.do(func() {})
-		a.fl.do(func() {})
-	}
-	a.Bitmap.EndWrite(first, last)
+	writeRegions(a, first, last)
 	// The first write to a never-written region makes a resync copy the
 	// rest of it (md syncs a new array instead): then check finds the
 	// copies equal, and later differences count.
