@@ -19,6 +19,10 @@ type CreateSpec struct {
 	Name         string
 	Level        engine.Level
 	Layout       engine.Layout // raid10
+	// ParityLayout is the layout of a raid5/6 array (md's algorithm;
+	// the zero value is left-asymmetric: give LeftSymmetric for md's
+	// default).
+	ParityLayout engine.ParityLayout
 	ChunkSectors uint64
 	// NoBitmap creates the array without a write-intent bitmap (raid0
 	// never has one).
@@ -142,6 +146,11 @@ type Array struct {
 func Open(paths []string, spec CreateSpec, create bool) (*Array, error) {
 	if len(paths) == 0 {
 		return nil, errors.New("no members given")
+	}
+	if create {
+		if err := refuseParity(spec.Level, "the new array"); err != nil {
+			return nil, err
+		}
 	}
 	seen := map[string]bool{}
 	for _, p := range append(append([]string(nil), paths...), spec.Spares...) {
@@ -347,6 +356,9 @@ func newArray(ms, spares []*Member, spec CreateSpec, wipes map[*Member]signature
 		Name: spec.Name, Level: uint32(spec.Level), Layout: spec.Layout.MD(),
 		ChunkSectors: uint32(spec.ChunkSectors), MemberBytes: sizes,
 	}
+	if engine.IsParityLevel(spec.Level) {
+		aspec.Layout = uint32(spec.ParityLayout)
+	}
 	for _, m := range ms {
 		aspec.MemberNames = append(aspec.MemberNames, m.Path)
 	}
@@ -461,6 +473,9 @@ func geometryOf(sb *engine.Superblock, sbs []*engine.Superblock) engine.Geometry
 }
 
 func assemble(ms []*Member, inputs []engine.MemberSB, asm *engine.Assembly, opts bitmap.Options) (*Array, error) {
+	if err := refuseParity(engine.Level(asm.Level), fmt.Sprintf("array %q", asm.Name)); err != nil {
+		return nil, err
+	}
 	if asm.Failed {
 		return nil, fmt.Errorf("array %q cannot be assembled: %d of %d members active", asm.Name, asm.ActiveRoles, asm.Members)
 	}
