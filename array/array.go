@@ -16,9 +16,9 @@ import (
 // CreateSpec describes a new array. It is ignored when the members
 // already carry superblocks of one array (then the array is assembled).
 type CreateSpec struct {
-	Name         string
-	Level        engine.Level
-	Layout       engine.Layout // raid10
+	Name   string
+	Level  engine.Level
+	Layout engine.Layout // raid10
 	// ParityLayout is the layout of a raid5/6 array (md's algorithm;
 	// the zero value is left-asymmetric: give LeftSymmetric for md's
 	// default).
