@@ -2,11 +2,14 @@ package main
 
 import (
 	"bytes"
+	"encoding/json"
+	"fmt"
 	"os"
 	"path/filepath"
 	"testing"
 
 	"github.com/ublk-raid/ublk-raid/daemon/daemontest"
+	"github.com/ublk-raid/ublk-raid/engine"
 )
 
 // raid5/6 on the command line: too few members, a layout not of the
@@ -57,6 +60,64 @@ func TestParityUsage(t *testing.T) {
 	for _, p := range m {
 		if b, err := os.ReadFile(p); err != nil || !bytes.Equal(b, zero) {
 			t.Fatalf("member %s was written (%v)", p, err)
+		}
+	}
+}
+
+// examine prints a raid5/6 member's level and md's layout name (the
+// array cannot be run yet, but its members can be examined).
+func TestExamineParity(t *testing.T) {
+	for _, tc := range []struct {
+		level  uint32
+		layout engine.ParityLayout
+		want   string
+	}{
+		{5, engine.LeftSymmetric, "left-symmetric"}, {5, engine.RightAsymmetric, "right-asymmetric"},
+		{6, engine.LeftAsymmetric, "left-asymmetric"}, {6, engine.RightSymmetric, "right-symmetric"},
+	} {
+		dir := t.TempDir()
+		spec := engine.ArraySpec{Name: "par", Level: tc.level, Layout: uint32(tc.layout), ChunkSectors: 128}
+		var paths []string
+		for i := range 4 {
+			p := filepath.Join(dir, "m"+string(rune('0'+i)))
+			if err := os.WriteFile(p, nil, 0o600); err != nil {
+				t.Fatal(err)
+			}
+			if err := os.Truncate(p, 8<<20); err != nil {
+				t.Fatal(err)
+			}
+			paths = append(paths, p)
+			spec.MemberBytes = append(spec.MemberBytes, 8<<20)
+		}
+		sbs, err := engine.NewSuperblocks(spec)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for i, p := range paths {
+			b, err := sbs[i].MarshalBinary()
+			if err != nil {
+				t.Fatal(err)
+			}
+			f, err := os.OpenFile(p, os.O_WRONLY, 0)
+			if err != nil {
+				t.Fatal(err)
+			}
+			_, err = f.WriteAt(b, engine.SuperblockOffset)
+			f.Close()
+			if err != nil {
+				t.Fatal(err)
+			}
+		}
+		level := fmt.Sprintf("raid%d", tc.level)
+		out, stderr, code := runCLI("examine", paths[2])
+		if code != 0 || !hasRow(out, "Raid Level : "+level) || !hasRow(out, "Layout : "+tc.want) ||
+			!hasRow(out, "Chunk Size : 64K") || !hasRow(out, "Raid Devices : 4") || !hasRow(out, "Device Role : 2") {
+			t.Fatalf("%s %s: examine exit %d %s:\n%s", level, tc.want, code, stderr, out)
+		}
+		out, _, code = runCLI("examine", "-o", "json", paths[0])
+		var j examineJSON
+		if err := json.Unmarshal([]byte(out), &j); code != 0 || err != nil || j.Level != level || j.Layout != tc.want {
+			t.Fatalf("%s %s: examine -o json exit %d (%v): %s", level, tc.want, code, err, out)
 		}
 	}
 }
