@@ -47,11 +47,15 @@ package engine
 // device must not advertise them yet; the kernel's zeroout falls back to
 // writing zeroes).
 //
-// Not done yet: the write-intent bitmap and the write barrier (no
-// IntentLog/WriteBarrier gating: no resync for parity exists to need
-// them), so no per-region parity trust either (Untrusted is the hook:
-// the caller says which stripes have never-written, garbage parity); the
-// write-hole log; member timeouts (Tick/Abandon: a hung member hangs its
+// Writes are gated by the write-intent bitmap (Intent) as Executor's:
+// StartWrite before the stripe lock, nothing issued until the regions are
+// durably dirty, EndWrite at the end.
+//
+// Not done yet: the write barrier (no WriteBarrier gating: no resync for
+// parity exists to need it); per-region parity trust from the bitmap
+// (Untrusted is the hook: the caller says which stripes have garbage
+// parity; see docs/raid56.md on why a region's state alone does not say
+// it for a stripe); the write-hole log; member timeouts (Tick/Abandon: a hung member hangs its
 // requests); read repair (a bad sector of a data chunk fails its whole
 // member instead of being rewritten from the reconstruction; md rewrites
 // it); the Unsynced/bad-block record of a write that failed on a member
@@ -70,6 +74,8 @@ import (
 	"fmt"
 	"math/bits"
 	"syscall"
+
+	"github.com/ublk-raid/ublk-raid/bitmap"
 )
 
 // ErrParityUnsupported fails DISCARD and WRITE_ZEROES on a parity array:
@@ -80,6 +86,7 @@ type parityPhase uint8
 
 const (
 	parityIdle     parityPhase = iota
+	parityIntent               // a write waiting for its bitmap regions to be durably dirty
 	parityParked               // waiting for the stripe lock
 	parityHeld                 // planned, waiting for a failure to be durable before issue
 	parityReading              // pre-reads (or a read's reads) in flight
@@ -117,17 +124,21 @@ type parityReq struct {
 	locked  bool
 	first   uint64 // stripes first..last
 	last    uint64
-	segs    []paritySeg
-	ios     []MemberIO
-	data    [][]byte
-	failed  []bool
-	done    []bool
-	pending int
-	anyFail bool
-	slab    []byte // the stripe buffer
-	used    int
-	err     error
-	needGen uint64
+	// started: a write StartWrite'd on the bitmap (Intent), regions
+	// rfirst..rlast; EndWrite is due when it finishes.
+	started       bool
+	rfirst, rlast int
+	segs          []paritySeg
+	ios           []MemberIO
+	data          [][]byte
+	failed        []bool
+	done          []bool
+	pending       int
+	anyFail       bool
+	slab          []byte // the stripe buffer
+	used          int
+	err           error
+	needGen       uint64
 	// lastCopy: an operation failed on a member kept because failing it
 	// would lose a stripe.
 	lastCopy bool
@@ -165,6 +176,20 @@ type ParityExecutor struct {
 	// (never written since the array was made): its writes are planned
 	// with parityTrusted false (RCW, lost data taken as zeroes).
 	Untrusted func(stripe uint64) bool
+	// Intent, if set, is the write-intent bitmap, as Executor's: a write
+	// calls StartWrite on the regions of the array sectors it writes
+	// before it takes its stripes, and nothing of it is planned or
+	// issued until they are durably dirty (StartWrite true, or Resume
+	// when the flusher hands its token, Token<<32 | tag, back;
+	// ResumeFailed if they could not be made so); EndWrite when it
+	// finishes, after its member writes completed and any member failure
+	// it caused is durable. A write changes the parity only of the
+	// stripes its sectors lie in, so a resync of a dirty region must
+	// recompute every stripe the region's sectors touch. Reads and
+	// flushes do not use it.
+	Intent IntentLog
+	// Token is this executor's high bits of bitmap tokens.
+	Token uint32
 }
 
 // NewParityExecutor makes the executor of queue (its waiter bit in lock)
@@ -249,12 +274,49 @@ func (e *ParityExecutor) Start(tag uint16, op ReqOp, sector uint64, sectors uint
 	}
 	per := e.geo.ChunkSectors * uint64(e.geo.DataMembers())
 	r.first, r.last = sector/per, (sector+uint64(sectors)-1)/per
+	if op == ReqWrite && e.Intent != nil {
+		r.rfirst, r.rlast = e.Intent.Regions(sector, uint64(sectors))
+		r.started = true
+		if !e.Intent.StartWrite(r.rfirst, r.rlast, bitmap.Waiter(uint64(e.Token)<<32|uint64(tag))) {
+			r.phase = parityIntent
+			return
+		}
+	}
+	e.lockAndPlan(tag)
+}
+
+// lockAndPlan takes the request's stripes and plans it, or parks it
+// until the stripe lock wakes the queue.
+func (e *ParityExecutor) lockAndPlan(tag uint16) {
+	r := &e.reqs[tag]
 	if !e.tryLock(tag) {
 		r.phase = parityParked
 		e.parked = append(e.parked, tag)
 		return
 	}
 	e.plan(tag)
+}
+
+// Resume continues write tag whose bitmap token was released (its regions
+// are durably dirty now): it takes its stripes and is planned.
+func (e *ParityExecutor) Resume(tag uint16) {
+	r := &e.reqs[tag]
+	if !r.active || r.phase != parityIntent {
+		panic(fmt.Sprintf("engine: resume of parity request %d that is not waiting for the bitmap", tag))
+	}
+	r.phase = parityIdle
+	e.lockAndPlan(tag)
+}
+
+// ResumeFailed finishes write tag, whose bitmap token came back failed
+// (its regions could not be made durably dirty), with err: nothing of it
+// was issued.
+func (e *ParityExecutor) ResumeFailed(tag uint16, err error) {
+	r := &e.reqs[tag]
+	if !r.active || r.phase != parityIntent {
+		panic(fmt.Sprintf("engine: failed resume of parity request %d that is not waiting for the bitmap", tag))
+	}
+	e.finish(tag, err)
 }
 
 // tryLock takes the request's stripes, trying again at once when the
@@ -704,6 +766,10 @@ func (e *ParityExecutor) finish(tag uint16, err error) {
 	if r.locked {
 		r.locked = false
 		e.lock.Unlock(r.first, r.last, StripeToken(e.queue, tag))
+	}
+	if r.started {
+		r.started = false
+		e.Intent.EndWrite(r.rfirst, r.rlast)
 	}
 	e.be.Complete(tag, err)
 }
