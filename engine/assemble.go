@@ -111,6 +111,10 @@ var (
 	// ErrFailedMember: the only members with current data are recorded
 	// as failed by their own superblocks; Force starts from them anyway.
 	ErrFailedMember = errors.New("member recorded as failed")
+	// ErrDirtyDegraded: a raid5/6 array that was not stopped cleanly is
+	// degraded (md's "cannot start dirty degraded array"); Force starts
+	// it anyway.
+	ErrDirtyDegraded = errors.New("dirty degraded array")
 )
 
 // AssembleOptions changes Assemble's rules.
@@ -120,6 +124,8 @@ type AssembleOptions struct {
 	// failed: the freshest is authoritative (its own role active), and
 	// every other member given that the freshest table does not trust in
 	// its role is put back in it for a full rebuild (RoleAssignment.Forced).
+	// It also starts a raid5/6 array that is dirty and degraded
+	// (ErrDirtyDegraded), as mdadm --force does.
 	Force bool
 }
 
@@ -397,6 +403,9 @@ func AssembleWith(ms []MemberSB, opt AssembleOptions) (*Assembly, error) {
 	}
 	if IsParityLevel(Level(a.Level)) {
 		a.Failed = parityFailed(Level(a.Level), a.Members, a.ActiveRoles)
+		if err := checkDirtyDegraded(a, opt); err != nil {
+			return nil, err
+		}
 	}
 	return a, nil
 }

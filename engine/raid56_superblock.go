@@ -53,3 +53,22 @@ func ParityGeometryOf(sb *Superblock, memberSectors uint64) ParityGeometry {
 func parityFailed(level Level, members, active int) bool {
 	return members-active > parityMembersOf(level)
 }
+
+// checkDirtyDegraded refuses, unless forced, a parity array that was not
+// stopped cleanly and is degraded (a role not active): as md refuses to
+// start a dirty degraded raid4/5/6. A crash may have left a stripe's
+// data and parity disagreeing (a write in flight reached some of its
+// members: the write hole); with a member lost, its chunks of such a
+// stripe are rebuilt from that parity and come out wrong, silently, even
+// where nothing was being written. Resync cannot help: the lost chunk
+// is what it would need. Forced, the array starts and the stripes the
+// crash caught may hold wrong data (md's "data corruption possible").
+func checkDirtyDegraded(a *Assembly, opt AssembleOptions) error {
+	if a.Clean || !a.Degraded || a.Failed || opt.Force {
+		return nil
+	}
+	return fmt.Errorf("%w: %s array %s was not stopped cleanly and %d of its %d roles are not in sync: "+
+		"a write interrupted by the crash may have left data and parity disagreeing, which would rebuild the lost chunks wrong; "+
+		"start it with force only if you accept that (mdadm --force), or give back the missing members",
+		ErrDirtyDegraded, Level(a.Level), arrayDesc(a.Freshest), a.Members-a.ActiveRoles, a.Members)
+}
