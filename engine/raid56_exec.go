@@ -173,8 +173,9 @@ type ParityExecutor struct {
 	// MemberError, if set, is told of every failed member operation.
 	MemberError func(member int, kind IOKind, res int32)
 	// Untrusted, if set, reports whether stripe s's parity may be garbage
-	// (never written since the array was made): its writes are planned
-	// with parityTrusted false (RCW, lost data taken as zeroes).
+	// (never written since the array was made, or not resynced since):
+	// its writes are planned with parityTrusted false (never RMW; RCW,
+	// or Reconstruct when a member is lost).
 	Untrusted func(stripe uint64) bool
 	// Intent, if set, is the write-intent bitmap, as Executor's: a write
 	// calls StartWrite on the regions of the array sectors it writes
@@ -665,8 +666,6 @@ func (e *ParityExecutor) compute(r *parityReq, s *paritySeg) error {
 		b := s.chunk[mem]
 		if s.want&(1<<uint(mem)) != 0 {
 			b = e.reqData(r, s, mem)
-		} else if s.mode == ParityRCW && s.missing&(1<<uint(mem)) != 0 {
-			clear(b) // old contents undefined: taken as zeroes
 		}
 		shards[s.m.Slot[mem]] = b
 	}
