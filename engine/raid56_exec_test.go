@@ -51,6 +51,10 @@ type pWorld struct {
 	// durable.
 	failedOn []map[uint16]uint64
 	early    string
+	// intent, if set, is the executors' bitmap: a member write of a
+	// request waiting for it is an error (issued).
+	intent *pIntent
+	issued string
 }
 
 // fataler is what the helpers need of *testing.T and *rapid.T.
@@ -67,6 +71,9 @@ type pBackend struct {
 
 func (b pBackend) Submit(tag uint16, op OpID, io MemberIO, data []byte) {
 	b.w.submits++
+	if b.w.intent != nil && b.w.intent.waiting(b.q, tag) && b.w.issued == "" {
+		b.w.issued = fmt.Sprintf("queue %d request %d issued %v to member %d while waiting for the bitmap", b.q, tag, io.Kind, io.Member)
+	}
 	b.w.pending = append(b.w.pending, pOp{b.q, tag, op, io, data})
 }
 
@@ -292,6 +299,11 @@ func TestRaid56ExecutorModel(t *testing.T) {
 		w := newPWorld(t, g, queues, depth, maxSectors<<9)
 		size := g.ArraySectors()
 		ref := make([]byte, size<<9)
+		var bm *pIntent
+		if rapid.Bool().Draw(t, "bitmap") {
+			bm = newPIntent(w, uint64(rapid.SampledFrom([]int{8, 16, 64}).Draw(t, "region")))
+			bm.shared = true
+		}
 		inflight := make([][]*pInflight, queues)
 		bufs := make([][][]byte, queues)
 		for q := range inflight {
@@ -339,6 +351,12 @@ func TestRaid56ExecutorModel(t *testing.T) {
 		collect := func() {
 			if w.early != "" {
 				t.Fatal(w.early)
+			}
+			if w.issued != "" {
+				t.Fatal(w.issued)
+			}
+			if bm != nil && bm.problem != "" {
+				t.Fatal(bm.problem)
 			}
 			for q := range w.done {
 				for tag, err := range w.done[q] {
@@ -404,6 +422,12 @@ func TestRaid56ExecutorModel(t *testing.T) {
 						w.wake(q)
 					}
 				}
+				if bm != nil && len(bm.waiters) > 0 && rapid.Bool().Draw(t, "bitmap durable") {
+					bm.resume(rapid.IntRange(0, len(bm.waiters)-1).Draw(t, "waiter"))
+				}
+				if bm != nil && rapid.Bool().Draw(t, "clear idle") {
+					bm.clearIdle(rapid.IntRange(0, int(size/bm.regionSectors)).Draw(t, "region cleared"))
+				}
 			case 5: // a member dies
 				m := rapid.IntRange(0, g.Members-1).Draw(t, "kill")
 				if rapid.IntRange(0, 3).Draw(t, "really") == 0 && mayLose(m) {
@@ -415,7 +439,21 @@ func TestRaid56ExecutorModel(t *testing.T) {
 		}
 		w.failHook = nil
 		w.settle()
+		for bm != nil && len(bm.waiters) > 0 {
+			bm.resume(0)
+			w.settle()
+		}
 		collect()
+		if bm != nil {
+			for r, c := range bm.inFlight {
+				if c != 0 {
+					t.Fatalf("bitmap region %d: %d writes never ended", r, c)
+				}
+			}
+			if bm.starts != bm.ends {
+				t.Fatalf("bitmap: %d writes started, %d ended", bm.starts, bm.ends)
+			}
+		}
 		for q := range inflight {
 			for tag, f := range inflight[q] {
 				if f != nil {

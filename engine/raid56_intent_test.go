@@ -21,8 +21,12 @@ type pIntent struct {
 	durable       map[int]bool
 	inFlight      map[int]int // writes started, not ended, per region
 	waiters       []bitmap.Waiter
+	regions       map[bitmap.Waiter][2]int // a waiter's regions
 	starts, ends  int
 	problem       string
+	// shared: other requests' writes may be in flight at an EndWrite
+	// (the model test), so that check is off.
+	shared bool
 }
 
 func (b *pIntent) Regions(sector, count uint64) (int, int) {
@@ -38,6 +42,7 @@ func (b *pIntent) StartWrite(first, last int, w bitmap.Waiter) bool {
 	}
 	if !ready {
 		b.waiters = append(b.waiters, w)
+		b.regions[w] = [2]int{first, last}
 	}
 	return ready
 }
@@ -51,7 +56,7 @@ func (b *pIntent) EndWrite(first, last int) {
 		b.inFlight[r]--
 	}
 	for _, o := range b.w.pending {
-		if o.io.Kind == IOWrite && b.problem == "" {
+		if o.io.Kind == IOWrite && !b.shared && b.problem == "" {
 			b.problem = fmt.Sprintf("EndWrite(%d, %d) with a member write in flight: %+v", first, last, o.io)
 		}
 	}
@@ -60,11 +65,40 @@ func (b *pIntent) EndWrite(first, last int) {
 func (b *pIntent) CopiesDiffer(int) bool { return false }
 
 func newPIntent(w *pWorld, regionSectors uint64) *pIntent {
-	b := &pIntent{w: w, regionSectors: regionSectors, durable: map[int]bool{}, inFlight: map[int]int{}}
+	b := &pIntent{w: w, regionSectors: regionSectors, durable: map[int]bool{}, inFlight: map[int]int{},
+		regions: map[bitmap.Waiter][2]int{}}
 	for q, e := range w.execs {
 		e.Intent, e.Token = b, uint32(7+q)
 	}
+	w.intent = b
 	return b
+}
+
+// waiting reports whether request tag of queue q waits for the bitmap.
+func (b *pIntent) waiting(q int, tag uint16) bool {
+	_, ok := b.regions[bitmap.Waiter(uint64(7+q)<<32|uint64(tag))]
+	return ok
+}
+
+// resume makes waiter i's regions durable and hands its token back, as
+// the flusher does once the batch that dirtied them is on every member.
+func (b *pIntent) resume(i int) {
+	wt := b.waiters[i]
+	b.waiters = append(b.waiters[:i], b.waiters[i+1:]...)
+	rg := b.regions[wt]
+	delete(b.regions, wt)
+	for r := rg[0]; r <= rg[1]; r++ {
+		b.durable[r] = true
+	}
+	b.w.execs[int(wt>>32)-7].Resume(uint16(wt))
+}
+
+// clearIdle makes region r clean again if no write is in it, as the
+// flusher does with an idle region.
+func (b *pIntent) clearIdle(r int) {
+	if b.inFlight[r] == 0 {
+		delete(b.durable, r)
+	}
 }
 
 // A write is neither planned nor issued before its regions are durably
