@@ -30,6 +30,9 @@ type CreateSpec struct {
 	// RegionSectors is the bitmap region size (0: the default for the
 	// array's size).
 	RegionSectors uint64
+	// serveParity lets Open create and assemble raid5/6 arrays, which are
+	// not served yet (ErrParityNotServed): set by this package's tests.
+	serveParity bool
 	// AssumeClean starts the bitmap with every region clean instead of
 	// never written, and an array without a bitmap without its initial
 	// full sync (mdadm --assume-clean): the members are known equal.
@@ -123,6 +126,9 @@ type Array struct {
 	notify     chan struct{} // bitmap.Options.Notify's signal to the flusher
 	qmu        sync.Mutex
 	queues     map[int]*queue // by queue ID, for the flusher to wake
+	// stripeLock orders the requests of a raid5/6 array's queues on its
+	// stripes (nil for other levels); made with the first queue, under qmu.
+	stripeLock *engine.StripeLock
 
 	dataOffset uint64 // bytes
 	mu         sync.Mutex
@@ -148,7 +154,10 @@ func Open(paths []string, spec CreateSpec, create bool) (*Array, error) {
 		return nil, errors.New("no members given")
 	}
 	if create {
-		if err := refuseParity(spec.Level, "the new array"); err != nil {
+		if err := refuseParity(spec, spec.Level, "the new array"); err != nil {
+			return nil, err
+		}
+		if err := checkParityCreate(spec); err != nil {
 			return nil, err
 		}
 	}
@@ -286,7 +295,7 @@ func Open(paths []string, spec CreateSpec, create bool) (*Array, error) {
 			return nil, err
 		}
 	}
-	a, err := assemble(ms, inputs, asm, spec.BitmapOptions)
+	a, err := assemble(ms, inputs, asm, spec)
 	if err == nil {
 		// Before anything is written (blank spares, the bitmap).
 		if a.WriteMostly, err = a.writeMostlyMask(spec.WriteMostly); err != nil {
@@ -379,10 +388,8 @@ func newArray(ms, spares []*Member, spec CreateSpec, wipes map[*Member]signature
 	if useBitmap {
 		// Sized for the largest array these members could make (no data
 		// offset), so the real, slightly smaller array always fits.
-		upper := engine.Geometry{Level: spec.Level, Members: len(ms), Layout: spec.Layout,
-			ChunkSectors: spec.ChunkSectors, MemberSectors: minSize >> 9 &^ 7}
 		var err error
-		region, aspec.BitmapBytes, err = bitmapArea(upper.ArraySectors(), spec.RegionSectors, bs)
+		region, aspec.BitmapBytes, err = bitmapArea(maxArraySectors(spec, len(ms), minSize>>9&^7), spec.RegionSectors, bs)
 		if err != nil {
 			return nil, err
 		}
@@ -392,7 +399,7 @@ func newArray(ms, spares []*Member, spec CreateSpec, wipes map[*Member]signature
 		return nil, err
 	}
 	g := geometryOf(sbs[0], sbs)
-	ea, err := engine.NewArray(g)
+	ea, err := engineArray(sbs[0], sbs)
 	if err != nil {
 		return nil, err
 	}
@@ -402,7 +409,7 @@ func newArray(ms, spares []*Member, spec CreateSpec, wipes map[*Member]signature
 		a.Warnings = append(a.Warnings, w)
 	}
 	if useBitmap {
-		cfg := bitmapConfig(sbs[0], g.ArraySectors())
+		cfg := bitmapConfig(sbs[0], arraySectors(ea))
 		cfg.RegionSectors, cfg.BlockSize = region, bs
 		init := bitmap.InitNeverWritten
 		if spec.AssumeClean {
@@ -472,8 +479,12 @@ func geometryOf(sb *engine.Superblock, sbs []*engine.Superblock) engine.Geometry
 	return g
 }
 
-func assemble(ms []*Member, inputs []engine.MemberSB, asm *engine.Assembly, opts bitmap.Options) (*Array, error) {
-	if err := refuseParity(engine.Level(asm.Level), fmt.Sprintf("array %q", asm.Name)); err != nil {
+func assemble(ms []*Member, inputs []engine.MemberSB, asm *engine.Assembly, spec CreateSpec) (*Array, error) {
+	opts := spec.BitmapOptions
+	if err := refuseParity(spec, engine.Level(asm.Level), fmt.Sprintf("array %q", asm.Name)); err != nil {
+		return nil, err
+	}
+	if err := checkParityAssembly(asm); err != nil {
 		return nil, err
 	}
 	if asm.Failed {
@@ -547,7 +558,7 @@ func assemble(ms []*Member, inputs []engine.MemberSB, asm *engine.Assembly, opts
 			sb.DataSectors = g.MemberSectors
 		}
 	}
-	ea, err := engine.NewArray(g)
+	ea, err := engineArray(asm.Freshest, sbs)
 	if err != nil {
 		return nil, err
 	}
@@ -561,7 +572,7 @@ func assemble(ms []*Member, inputs []engine.MemberSB, asm *engine.Assembly, opts
 	}
 	a.stateGen = st.Gen
 	a.durable.Store(st.Gen)
-	if !geometryCovered(ea) {
+	if ea.Parity != nil && !parityCovered(ea) || ea.Parity == nil && !geometryCovered(ea) {
 		return nil, fmt.Errorf("array %q cannot be assembled: the active members do not hold a copy of every chunk", asm.Name)
 	}
 	if fsb := asm.Freshest; fsb.BitmapBytes != 0 && g.Level != engine.Level0 {
@@ -593,7 +604,7 @@ func assemble(ms []*Member, inputs []engine.MemberSB, asm *engine.Assembly, opts
 // dirty (BitmapInfo says why). Members not in sync are missing for the
 // bitmap.
 func (a *Array) loadBitmap(fsb *engine.Superblock, roles []*Member, states []engine.MemberStatus, opts bitmap.Options) error {
-	cfg := bitmapConfig(fsb, a.Engine.Geo.ArraySectors())
+	cfg := bitmapConfig(fsb, arraySectors(a.Engine))
 	cfg.Events = a.events
 	copies := make([][]byte, len(roles))
 	bs := 0
@@ -991,6 +1002,9 @@ func (a *Array) bitmapOptions(o bitmap.Options) bitmap.Options {
 		}
 	}
 	o.FirstWrite = a.markFill
+	if a.Engine.Parity != nil {
+		o.FirstWrite = a.markParityFill
+	}
 	return o
 }
 

@@ -26,6 +26,9 @@ import (
 // member: a discard is advisory and completes, a write-zeroes fails with
 // EOPNOTSUPP and the kernel writes zeroes instead.
 func (a *Array) Params() ublk.Params {
+	if a.Engine.Parity != nil {
+		return a.parityParams()
+	}
 	g := a.Engine.Geo
 	var p ublk.Params
 	p.Types = ublk.ParamTypeBasic | ublk.ParamTypeDiscard
@@ -89,7 +92,10 @@ func (a *Array) Files() []int {
 // of a request moves its data by SubmitMember, which on a zero-copy queue
 // uses the request's own pages; read repair and resync use buffers of
 // their own.
-func (a *Array) ZeroCopy() bool { return true }
+//
+// Not for raid5/6: their executor reads a write's data in user space
+// (RMW) and moves pre-reads and parity through buffers of its own.
+func (a *Array) ZeroCopy() bool { return a.Engine.Parity == nil }
 
 // NewQueue implements ublk.Target.
 func (a *Array) NewQueue(q *ublk.Queue) (ublk.QueueHandler, error) {
@@ -149,12 +155,15 @@ func (q ublkRing) SubmitMember(userData uint64, tag uint16, m *Member, fixed boo
 			break
 		}
 		kind := ublk.OpRead
+		// The tag's registered buffer holds the request's data; a parity
+		// array's pre-reads and parity are in buffers of its own.
+		fixedBuf := q.TagFixed(tag) && q.InTagBuf(tag, data)
 		switch {
-		case io.Kind == engine.IOWrite && q.TagFixed(tag):
+		case io.Kind == engine.IOWrite && fixedBuf:
 			kind = ublk.OpWriteFixed
 		case io.Kind == engine.IOWrite:
 			kind = ublk.OpWrite
-		case q.TagFixed(tag):
+		case fixedBuf:
 			kind = ublk.OpReadFixed
 		}
 		ublk.PrepRW(s, kind, file, data, off, ud)
@@ -193,36 +202,16 @@ func (a *Array) newQueue(q ring) *queue {
 		// wrong, so every slot is set again before its first use.
 		h.fixed[r] = unsynced
 	}
-	h.exec = engine.NewExecutor(a.Engine, h, q.Depth(), q.MaxIOBytes())
-	start := time.Now()
-	// The clock times bitmap waits, member reads (read balancing) and
-	// member timeouts. It is the queue loop's clock, read once per turn:
-	// a clock read per member operation cost 5% of the queue thread at 4k
-	// QD32 under TCG.
-	h.exec.Now = func() time.Duration { return q.Now().Sub(start) }
-	h.exec.Balance().WriteMostly = a.WriteMostly
-	if bm := a.Bitmap; bm != nil {
-		h.exec.Intent = bm
-		h.exec.Token = uint32(q.ID())
-		h.exec.Waited = a.bitmapWait.Observe
+	if a.Bitmap != nil {
 		h.inbox = make([]uint16, 0, q.Depth())
 		h.work = make([]uint16, 0, q.Depth())
 	}
-	if a.barrier != nil {
-		h.exec.Barrier = a.barrier
-	}
-	if a.sync != nil && a.Bitmap == nil {
-		h.exec.ResyncFrom = &a.sync.from
-	}
-	if a.repairs != nil {
-		h.exec.ReadRepair = a.requestRepair
-	}
-	if a.sync != nil {
-		h.exec.Unsynced = a.markUnsynced
-	}
 	h.stats.ops = make([][metrics.NumOps]metrics.OpCounter, len(a.Members))
-	h.exec.OpDone = h.opDone
-	h.exec.MemberTimeout = a.MemberTimeout
+	if a.Engine.Parity != nil {
+		h.exec = a.newParityRunner(h, q)
+	} else {
+		h.exec = a.newExecutor(h, q)
+	}
 	h.spare = make([]int, q.Depth())
 	for i := range h.spare {
 		h.spare[i] = -1
@@ -237,6 +226,51 @@ func (a *Array) newQueue(q ring) *queue {
 	return h
 }
 
+// newExecutor is the raid0/1/10 executor of queue handler h on ring q.
+func (a *Array) newExecutor(h *queue, q ring) *engine.Executor {
+	e := engine.NewExecutor(a.Engine, h, q.Depth(), q.MaxIOBytes())
+	start := time.Now()
+	// The clock times bitmap waits, member reads (read balancing) and
+	// member timeouts. It is the queue loop's clock, read once per turn:
+	// a clock read per member operation cost 5% of the queue thread at 4k
+	// QD32 under TCG.
+	e.Now = func() time.Duration { return q.Now().Sub(start) }
+	e.Balance().WriteMostly = a.WriteMostly
+	if bm := a.Bitmap; bm != nil {
+		e.Intent = bm
+		e.Token = uint32(q.ID())
+		e.Waited = a.bitmapWait.Observe
+	}
+	if a.barrier != nil {
+		e.Barrier = a.barrier
+	}
+	if a.sync != nil && a.Bitmap == nil {
+		e.ResyncFrom = &a.sync.from
+	}
+	if a.repairs != nil {
+		e.ReadRepair = a.requestRepair
+	}
+	if a.sync != nil {
+		e.Unsynced = a.markUnsynced
+	}
+	e.OpDone = h.opDone
+	e.MemberTimeout = a.MemberTimeout
+	return e
+}
+
+// requestRunner is what a queue asks of its request executor:
+// *engine.Executor (raid0/1/10) or the raid5/6 one (parityRunner).
+type requestRunner interface {
+	Start(tag uint16, op engine.ReqOp, sector uint64, sectors uint32, fua bool, buf []byte)
+	Done(tag uint16, id engine.OpID, res int32)
+	Resume(tag uint16)
+	ResumeFailed(tag uint16, err error)
+	RetryParked()
+	Tick()
+	Persisted(gen uint64)
+	PersistFailed(err error)
+}
+
 // unsynced marks a fixed-file slot whose content the queue has not set.
 var unsynced = new(Member)
 
@@ -245,7 +279,7 @@ var unsynced = new(Member)
 type queue struct {
 	q     ring
 	a     *Array
-	exec  *engine.Executor
+	exec  requestRunner
 	fixed []*Member // per role: the member in the ring's fixed-file table
 	// filesSeen is the array's filesEpoch the queue's fixed-file table
 	// matched at its last syncFiles; closed is set when the queue stops.
