@@ -84,24 +84,40 @@ func (r *pRing) deliver(h *queue, i int) {
 // member operations delivered in a random order, wake-ups answered.
 func pServe(t *testing.T, rng *rand.Rand, h *queue, r *pRing, want []uint16) {
 	t.Helper()
+	pServeN(t, rng, []*queue{h}, []*pRing{r}, [][]uint16{want})
+}
+
+// pServeN is pServe over several queues of one array at once, taking
+// turns at random: want[i] are queue i's requests.
+func pServeN(t *testing.T, rng *rand.Rand, hs []*queue, rs []*pRing, want [][]uint16) {
+	t.Helper()
 	deadline := time.Now().Add(20 * time.Second)
 	for {
+		i := rng.Intn(len(hs))
+		h, r := hs[i], rs[i]
+		busy := false
+		for _, r := range rs {
+			busy = busy || len(r.pending) > 0 || r.woke.Load()
+		}
 		switch {
 		case len(r.pending) > 0:
 			r.deliver(h, rng.Intn(len(r.pending)))
 		case r.woke.Swap(false):
 			h.OnWake()
+		case busy:
 		default:
 			all := true
-			for _, tag := range want {
-				_, ok := r.done[tag]
-				all = all && ok
+			for i, r := range rs {
+				for _, tag := range want[i] {
+					_, ok := r.done[tag]
+					all = all && ok
+				}
 			}
 			if all {
 				return
 			}
 			if time.Now().After(deadline) {
-				t.Fatalf("requests %v never completed (done %v)", want, r.done)
+				t.Fatalf("requests %v never completed", want)
 			}
 			time.Sleep(50 * time.Microsecond) // the bitmap's flusher
 		}
@@ -121,7 +137,15 @@ type pReq struct {
 // writes to it.
 func pBatch(t *testing.T, rng *rand.Rand, h *queue, r *pRing, ref []byte, span uint64, id *uint64) {
 	t.Helper()
+	pBatchN(t, rng, []*queue{h}, []*pRing{r}, ref, span, id)
+}
+
+// pBatchN is pBatch over several queues at once: the requests of a batch
+// do not overlap across queues either, but share stripes.
+func pBatchN(t *testing.T, rng *rand.Rand, hs []*queue, rs []*pRing, ref []byte, span uint64, id *uint64) {
+	t.Helper()
 	var reqs []pReq
+	var qs []int
 	var tags []uint16
 	overlaps := func(s uint64, n uint32) bool {
 		for _, q := range reqs {
@@ -131,36 +155,44 @@ func pBatch(t *testing.T, rng *rand.Rand, h *queue, r *pRing, ref []byte, span u
 		}
 		return false
 	}
-	for tag := range uint16(r.Depth()) {
-		if rng.Intn(10) == 0 {
-			reqs = append(reqs, pReq{op: ublk.IOOpFlush})
-		} else {
-			n := uint32(1 + rng.Intn(128))
-			s := uint64(rng.Int63n(int64(span - uint64(n))))
-			if overlaps(s, n) {
-				continue
+	for qi := range hs {
+		h, r := hs[qi], rs[qi]
+		for tag := range uint16(r.Depth()) {
+			if rng.Intn(10) == 0 {
+				reqs = append(reqs, pReq{op: ublk.IOOpFlush})
+			} else {
+				n := uint32(1 + rng.Intn(128))
+				s := uint64(rng.Int63n(int64(span - uint64(n))))
+				if overlaps(s, n) {
+					continue
+				}
+				q := pReq{op: ublk.IOOpRead, sector: s, sectors: n, buf: pageBuf(int(n) << 9)}
+				if rng.Intn(2) == 0 {
+					q.op = ublk.IOOpWrite
+					*id++
+					fillSectors(q.buf, *id)
+				}
+				reqs = append(reqs, q)
 			}
-			q := pReq{op: ublk.IOOpRead, sector: s, sectors: n, buf: pageBuf(int(n) << 9)}
-			if rng.Intn(2) == 0 {
-				q.op = ublk.IOOpWrite
-				*id++
-				fillSectors(q.buf, *id)
+			q := reqs[len(reqs)-1]
+			delete(r.done, tag)
+			tags = append(tags, tag)
+			qs = append(qs, qi)
+			var flags uint32
+			if q.op == ublk.IOOpWrite && rng.Intn(4) == 0 {
+				flags = ublk.IOFlagFUA
 			}
-			reqs = append(reqs, q)
+			h.Handle(&ublk.Request{Tag: tag, Op: q.op, Sector: q.sector, Sectors: q.sectors, Flags: flags, Buf: q.buf})
 		}
-		q := reqs[len(reqs)-1]
-		delete(r.done, tag)
-		tags = append(tags, tag)
-		var flags uint32
-		if q.op == ublk.IOOpWrite && rng.Intn(4) == 0 {
-			flags = ublk.IOFlagFUA
-		}
-		h.Handle(&ublk.Request{Tag: tag, Op: q.op, Sector: q.sector, Sectors: q.sectors, Flags: flags, Buf: q.buf})
 	}
-	pServe(t, rng, h, r, tags)
+	want := make([][]uint16, len(hs))
+	for i, tag := range tags {
+		want[qs[i]] = append(want[qs[i]], tag)
+	}
+	pServeN(t, rng, hs, rs, want)
 	for i, tag := range tags {
 		q := reqs[i]
-		if err := r.done[tag]; err != nil {
+		if err := rs[qs[i]].done[tag]; err != nil {
 			t.Fatalf("op %d %d+%d: %v", q.op, q.sector, q.sectors, err)
 		}
 		switch q.op {
@@ -389,4 +421,44 @@ func bitsLen(n uint64) int {
 		l++
 	}
 	return l
+}
+
+// Three queues of one raid6 array at once, their requests sharing
+// stripes (not sectors): the array's stripe lock orders them and wakes
+// the queues that wait (the test answers wake-ups only); every request
+// succeeds, reads are right, parity consistent, healthy and with a member
+// failing its writes.
+func TestParityServeQueues(t *testing.T) {
+	rng := rand.New(rand.NewSource(3))
+	paths := memberFiles(t, 5, 16<<20)
+	a, err := Open(paths, CreateSpec{Level: engine.Level6, ParityLayout: engine.LeftSymmetric, ChunkSectors: 8, RegionSectors: 128, serveParity: true}, true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer a.Close()
+	var hs []*queue
+	var rs []*pRing
+	for q := range 3 {
+		r := &pRing{id: q, done: map[uint16]error{}}
+		rs, hs = append(rs, r), append(hs, a.newQueue(r))
+	}
+	const span = 1024
+	ref := make([]byte, a.Engine.Parity.ArraySectors()<<9)
+	var id uint64
+	for range 60 {
+		pBatchN(t, rng, hs, rs, ref, span, &id)
+	}
+	if a.stripeLock == nil {
+		t.Fatal("no stripe lock")
+	}
+	pConsistent(t, a, a.Engine.Parity.ArraySectors())
+	rs[1].failOn = func(io engine.MemberIO) bool { return io.Member == 2 && io.Kind == engine.IOWrite }
+	for range 30 {
+		pBatchN(t, rng, hs, rs, ref, span, &id)
+	}
+	rs[1].failOn = nil
+	if s := a.Engine.State().Members[2].State; s != engine.MemberFaulty {
+		t.Fatalf("member 2 is %v", s)
+	}
+	pReadAll(t, rng, hs[0], rs[0], ref, span)
 }
