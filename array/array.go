@@ -129,6 +129,8 @@ type Array struct {
 	// stripeLock orders the requests of a raid5/6 array's queues on its
 	// stripes (nil for other levels); made with the first queue, under qmu.
 	stripeLock *engine.StripeLock
+	// syncWake wakes parity sync work waiting for the stripe lock.
+	syncWake chan struct{}
 
 	dataOffset uint64 // bytes
 	mu         sync.Mutex

@@ -137,12 +137,7 @@ func (parityRunner) Tick() {}
 
 // newParityRunner makes the executor of queue handler h on ring q.
 func (a *Array) newParityRunner(h *queue, q ring) requestRunner {
-	a.qmu.Lock()
-	if a.stripeLock == nil {
-		a.stripeLock = engine.NewStripeLock(a.wakeStripeWaiters)
-	}
-	a.qmu.Unlock()
-	e, err := engine.NewParityExecutor(a.Engine, h, a.stripeLock, q.ID(), q.Depth(), q.MaxIOBytes())
+	e, err := engine.NewParityExecutor(a.Engine, h, a.parityStripeLock(), q.ID(), q.Depth(), q.MaxIOBytes())
 	if err != nil {
 		panic(fmt.Sprintf("array: raid5/6 executor: %v", err)) // the engine array is a parity one
 	}
@@ -162,6 +157,12 @@ func (a *Array) wakeStripeWaiters(bit int) {
 	for id, h := range a.queues {
 		if id%64 == bit {
 			h.q.Wake()
+		}
+	}
+	if bit == syncLockQueue%64 {
+		select {
+		case a.syncWake <- struct{}{}:
+		default:
 		}
 	}
 }
