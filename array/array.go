@@ -1004,9 +1004,6 @@ func (a *Array) bitmapOptions(o bitmap.Options) bitmap.Options {
 		}
 	}
 	o.FirstWrite = a.markFill
-	if a.Engine.Parity != nil {
-		o.FirstWrite = a.markParityFill
-	}
 	return o
 }
 

@@ -10,10 +10,10 @@ import (
 
 // raid5 and raid6 at the array level. The engine has their superblock,
 // assembly rules, geometry, planners and request executor; this file
-// builds a parity array's engine state and queue executors. It is not
-// served to users yet: the syncer (resync, rebuild, check) only knows
-// copies, management (fail, remove, re-add, replace, spares, grow, check,
-// repair) does not know parity, and member timeouts are not implemented,
+// builds a parity array's engine state and queue executors, and
+// sync_parity.go runs the syncer's parity jobs on it. It is not served to
+// users yet: management (fail, remove, re-add, replace, spares, grow)
+// does not all know parity, and member timeouts are not implemented,
 // so a parity array is refused, before anything is written, both when
 // asked to create one and when members carrying one are assembled
 // (docs/raid56.md, "Not done"), unless CreateSpec.serveParity is set,
@@ -103,14 +103,6 @@ func parityCovered(ea *engine.Array) bool {
 	}
 	return lost <= ea.Parity.ParityMembers()
 }
-
-// markParityFill is a parity array's bitmap Options.FirstWrite (its
-// flusher, the bitmap's mutex held): region r, never written, takes its
-// first write. That write makes only the stripes it writes consistent;
-// the rest of the region keeps whatever parity the members held, so the
-// region stays untrusted (parityUntrusted) until a resync recomputes its
-// parity, which does not exist yet: it stays dirty and its writes RCW.
-func (a *Array) markParityFill(r int) { a.Bitmap.MarkFill(r, r) }
 
 // parityUntrusted reports whether stripe s of a parity array may have
 // garbage or stale parity: some bitmap region its sectors touch was never

@@ -326,15 +326,24 @@ func (bp *bouncePool) put(b []byte) {
 
 // initSync sets up the barrier and the syncer (arrays with redundancy).
 func (a *Array) initSync(spec CreateSpec) {
-	if a.Engine.Geo.Level == engine.Level0 {
+	if a.Engine.Level() == engine.Level0 {
 		return
 	}
-	a.barrier = engine.NewBarrier(barrierShift, a.wakeQueues)
-	a.xbar = newExclusiveBarrier(a.barrier)
-	a.startRepairs()
+	// The syncer's barrier: the write barrier, shared with read repair
+	// (copies); a parity array's jobs take its stripe lock instead, as
+	// its requests do (no read repair yet).
+	var bar resync.Barrier
+	if a.Engine.Parity != nil {
+		bar = &stripeBarrier{a: a}
+	} else {
+		a.barrier = engine.NewBarrier(barrierShift, a.wakeQueues)
+		a.xbar = newExclusiveBarrier(a.barrier)
+		a.startRepairs()
+		bar = a.xbar
+	}
 	io := newMemberIO(a)
 	a.syncBounce = io.bounce
-	a.sync = &syncer{a: a, s: resync.New(a.Engine, a.xbar, io, resync.Config{
+	a.sync = &syncer{a: a, s: resync.New(a.Engine, bar, io, resync.Config{
 		MinBytesPerSec: spec.SyncMinBytes, MaxBytesPerSec: spec.SyncMaxBytes, Busy: a.busy})}
 	// A rebuild found at assembly resumes from its recorded offset, which
 	// every superblock write until it moves on must keep.
@@ -356,7 +365,7 @@ func (a *Array) initSync(spec CreateSpec) {
 		}
 		if fresh != nil && !fresh.Clean {
 			a.sync.fullPending = true
-			if fresh.ResyncOffset < a.Engine.Geo.ArraySectors() {
+			if fresh.ResyncOffset < a.Engine.ArraySectors() {
 				a.sync.fullPos = fresh.ResyncOffset
 			}
 		}
@@ -473,7 +482,9 @@ func (a *Array) StartBackground() {
 // startResync starts the resync the array needs, if it needs one, and
 // reports whether it did.
 func (a *Array) startResync() bool {
-	if !a.needsResync() {
+	if !a.needsResync() || a.parityDegraded() {
+		// (A parity array's resync waits for its members: see
+		// parityDegraded.)
 		return false
 	}
 	job := resync.Job{Kind: resync.Resync, Need: a.neededResync, Unit: a.unit()}
@@ -602,7 +613,14 @@ func (a *Array) Check(repair bool) error {
 	// regions awaiting resync (first written and not yet synced in full,
 	// or left dirty by a crash), which the resync makes equal anyway (md
 	// does not check while a resync is pending either).
-	return a.sync.start(resync.Job{Kind: k, Need: a.neededChecked, Skip: a.skipTo(a.checkedRegion), Unit: a.unit()}, 0)
+	job := resync.Job{Kind: k, Need: a.neededChecked, Skip: a.skipTo(a.checkedRegion), Unit: a.unit()}
+	if a.Engine.Parity != nil {
+		if err := a.checkParityJob(k); err != nil {
+			return err
+		}
+		job.Need = a.neededParityChecked
+	}
+	return a.sync.start(job, 0)
 }
 
 // StopSync stops the background job, if any, and waits for it (its

@@ -1,40 +1,29 @@
 package array
 
 import (
-	"bytes"
-	"errors"
+	"context"
 	"fmt"
 
 	"github.com/ublk-raid/ublk-raid/engine"
+	"github.com/ublk-raid/ublk-raid/resync"
 )
 
-// Parity sync of a raid5/6 array: for each stripe whose sectors touch the
-// bitmap regions given, read every member's chunk, compute P (and Q) from
-// the data, and compare them with the P and Q on the members (check), or
-// write them where they differ (resync, repair). One stripe at a time
-// under the array's stripe lock, so user requests to other stripes go on
-// and none sees a stripe half resynced. A region whose every stripe was
-// resynced is ResyncDone: its parity is trusted from then on (RMW).
-//
-// Not yet scheduled by the syncer (resync of the regions dirty at
-// assembly or filled by a first write, check and repair commands, speed
-// limits): syncParityRegions is the step they will run.
+// The syncer on a raid5/6 array. Its jobs (resync/parity.go) are the
+// copies' jobs, scheduled the same way (sync.go): the resync of the bitmap
+// regions dirty at assembly or filled by a first write, check and repair,
+// the rebuild of a member put into a role; with the same speed limits,
+// busy detection, checkpoints and status. What differs is here: the
+// barrier a job raises over a stripe is the array's stripe lock (the
+// requests' own, so no request is inside a stripe the job reads or
+// writes); a resync, check or repair needs every member in sync (md: a
+// degraded array is recovered, not resynced; check and repair are
+// refused); a check counts only stripes whose every region is trusted.
 
 // syncLockQueue is the stripe lock identity of parity sync work: no queue
 // has this ID (queues are fewer than 4096). Its waiter bit, 63, is shared
 // with queues 63, 127, ...: a wake-up meant for either reaches both, and
 // each just tries again.
 const syncLockQueue = 1<<16 - 1
-
-// ParitySyncResult counts a parity sync's stripes and those whose parity
-// differed from their data (md's mismatch_cnt counts sectors instead).
-type ParitySyncResult struct {
-	Stripes, Mismatches uint64
-}
-
-// errParityDegraded refuses a parity sync while a member is not in sync:
-// the data of a lost member is known only through the parity itself.
-var errParityDegraded = errors.New("raid5/6 parity cannot be checked or resynced while a member is not in sync")
 
 // parityStripeLock is the array's stripe lock, made at first use.
 func (a *Array) parityStripeLock() *engine.StripeLock {
@@ -47,114 +36,80 @@ func (a *Array) parityStripeLock() *engine.StripeLock {
 	return a.stripeLock
 }
 
-// syncParityRegions checks (repair false) or resyncs (repair true) the
-// parity of every stripe whose sectors touch bitmap regions first..last,
-// and marks those regions resynced when repairing. Any goroutine but a
-// queue's; blocks while queues hold the stripes.
-func (a *Array) syncParityRegions(first, last int, repair bool) (ParitySyncResult, error) {
-	var res ParitySyncResult
-	g := a.Engine.Parity
-	if g == nil || a.Bitmap == nil {
-		return res, errors.New("not a raid5/6 array with a write-intent bitmap")
+// stripeBarrier is a parity array's resync.Barrier: Raise takes the
+// stripe lock of the stripes an array range touches (waiting for the
+// requests holding them), Lower releases them. One job at a time uses it
+// (the syncer runs one), so one range is held at a time.
+type stripeBarrier struct {
+	a           *Array
+	first, last uint64 // stripes held
+}
+
+func (b *stripeBarrier) Raise(ctx context.Context, sector, sectors uint64) error {
+	g := b.a.Engine.Parity
+	per := g.ChunkSectors * uint64(g.DataMembers())
+	lock := b.a.parityStripeLock()
+	first, last := sector/per, (sector+max(sectors, 1)-1)/per
+	token := engine.StripeToken(syncLockQueue, 0)
+	for {
+		ok, retry := lock.TryLock(first, last, token, syncLockQueue)
+		if ok {
+			b.first, b.last = first, last
+			return nil
+		}
+		if retry {
+			continue
+		}
+		select {
+		case <-b.a.syncWake:
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
+}
+
+func (b *stripeBarrier) Lower() {
+	b.a.stripeLock.Unlock(b.first, b.last, engine.StripeToken(syncLockQueue, 0))
+}
+
+// parityDegraded reports whether a parity array has a member out of
+// sync: its resync waits (the rebuild that ends it starts the resync:
+// nextJob), its check and repair are refused.
+func (a *Array) parityDegraded() bool {
+	if a.Engine.Parity == nil {
+		return false
 	}
 	for _, m := range a.Engine.State().Members {
 		if m.State != engine.MemberActive {
-			return res, errParityDegraded
+			return true
 		}
 	}
-	par, err := engine.NewParity(g.DataMembers(), g.Level == engine.Level6)
-	if err != nil {
-		return res, err
-	}
-	lock := a.parityStripeLock()
-	cb := int(g.ChunkSectors << 9)
-	buf, free, err := alignedBuf((g.Members + 2) * cb)
-	if err != nil {
-		return res, err
-	}
-	defer free()
-	chunk := func(i int) []byte { return buf[i*cb : (i+1)*cb : (i+1)*cb] }
-	newPar := [][]byte{chunk(g.Members), chunk(g.Members + 1)}[:par.Count()]
-	data := make([][]byte, g.DataMembers())
-	per := g.ChunkSectors * uint64(g.DataMembers())
-	rs := a.Bitmap.Geometry().RegionSectors
-	size := g.ArraySectors()
-	written := make([]bool, g.Members)
-	for r := first; r <= last; r++ {
-		lo, hi := uint64(r)*rs, min(uint64(r+1)*rs, size)
-		if lo >= hi {
-			continue
-		}
-		for s := lo / per; s <= (hi-1)/per; s++ {
-			differs, err := a.syncParityStripe(lock, par, s, chunk, data, newPar, repair, written)
-			if err != nil {
-				return res, fmt.Errorf("stripe %d: %w", s, err)
-			}
-			res.Stripes++
-			if differs {
-				res.Mismatches++
-			}
-		}
-		if repair {
-			// The parity written durable before the region may be
-			// cleared: a crash must not find it clean with old parity.
-			for i, w := range written {
-				if !w {
-					continue
-				}
-				if err := a.Members[i].Flush(); err != nil {
-					return res, fmt.Errorf("flush member %d: %w", i, err)
-				}
-				written[i] = false
-			}
-			a.Bitmap.ResyncDone(r, r)
-		}
-	}
-	return res, nil
+	return false
 }
 
-// syncParityStripe checks or resyncs stripe s under the stripe lock,
-// reporting whether its parity differed from its data.
-func (a *Array) syncParityStripe(lock *engine.StripeLock, par *engine.Parity, s uint64, chunk func(int) []byte,
-	data, newPar [][]byte, repair bool, written []bool) (bool, error) {
-	g := a.Engine.Parity
-	token := engine.StripeToken(syncLockQueue, 0)
-	for {
-		ok, retry := lock.TryLock(s, s, token, syncLockQueue)
-		if ok {
-			break
-		}
-		if !retry {
-			<-a.syncWake
+// checkParityJob refuses a check or repair of a parity array with a
+// member out of sync, as md does: a lost member's data lives only in the
+// parity a repair would rewrite.
+func (a *Array) checkParityJob(k resync.Kind) error {
+	if a.parityDegraded() {
+		return fmt.Errorf("cannot %s a degraded %s array: %w", k, a.Engine.Level(), resync.ErrDegraded)
+	}
+	return nil
+}
+
+// neededParityChecked is a parity check's Need: every region the stripes
+// of the range touch is trusted (written, no resync pending). Only then
+// is the parity meant to be right; elsewhere the pending resync (or the
+// first write) will recompute it.
+func (a *Array) neededParityChecked(sector, sectors uint64) bool {
+	if a.Bitmap == nil {
+		return true
+	}
+	first, last := a.Bitmap.Regions(sector, sectors)
+	for r := first; r <= last; r++ {
+		if !a.checkedRegion(r) {
+			return false
 		}
 	}
-	defer lock.Unlock(s, s, token)
-	m := g.Stripe(s)
-	off := int64(a.dataOffset + s*g.ChunkSectors<<9)
-	for i := range g.Members {
-		if err := a.Members[i].ReadAt(chunk(i), off); err != nil {
-			return false, fmt.Errorf("read member %d: %w", i, err)
-		}
-		if sl := m.Slot[i]; sl >= 0 {
-			data[sl] = chunk(i)
-		}
-	}
-	if err := par.Compute(data, newPar); err != nil {
-		return false, err
-	}
-	differs := false
-	pms := [2]int{m.P, m.Q}
-	for k, pm := range pms[:par.Count()] {
-		if bytes.Equal(newPar[k], chunk(pm)) {
-			continue
-		}
-		differs = true
-		if repair {
-			if err := a.Members[pm].WriteAt(newPar[k], off); err != nil {
-				return true, fmt.Errorf("write member %d: %w", pm, err)
-			}
-			written[pm] = true
-		}
-	}
-	return differs, nil
+	return true
 }

@@ -8,42 +8,42 @@ import (
 	"testing"
 	"time"
 
+	"github.com/ublk-raid/ublk-raid/bitmap"
 	"github.com/ublk-raid/ublk-raid/engine"
+	"github.com/ublk-raid/ublk-raid/resync"
 	"github.com/ublk-raid/ublk-raid/ublk"
 )
 
-// Parity check and resync of bitmap regions: check counts the stripes
-// whose parity is not that of their data and writes nothing; resync
-// rewrites them and makes the regions trusted (RMW from then on), all
-// while a queue serves writes to the same stripes under the stripe lock;
-// the data then survives a member's loss. A single corrupted P is found
-// and repaired; a degraded array is refused.
-func TestParitySyncRegions(t *testing.T) {
-	rng := rand.New(rand.NewSource(7))
-	paths := memberFiles(t, 5, 16<<20)
+// parityGarbageArray creates a parity array with the bitmap over members
+// full of garbage (as used devices are), serves writes over [0, span) in
+// full through a queue (first writes: the resync they kick runs
+// meanwhile) and returns it with its queue and the reference data.
+func parityGarbageArray(t *testing.T, rng *rand.Rand, level engine.Level, members int, span uint64) (*Array, []string, *queue, *pRing, []byte, *uint64) {
+	t.Helper()
+	paths := memberFiles(t, members, 16<<20)
 	for _, p := range paths {
 		b := make([]byte, 16<<20)
-		rng.Read(b[8192:]) // garbage: the never-written parity is wrong
+		rng.Read(b[8192:])
 		if err := os.WriteFile(p, b, 0o600); err != nil {
 			t.Fatal(err)
 		}
 	}
-	a, err := Open(paths, CreateSpec{Level: engine.Level5, ParityLayout: engine.LeftSymmetric, ChunkSectors: 16, RegionSectors: 128, serveParity: true}, true)
+	a, err := Open(paths, CreateSpec{Level: level, ParityLayout: engine.LeftSymmetric, ChunkSectors: 16, RegionSectors: 128, serveParity: true,
+		BitmapOptions: bitmap.Options{ClearDelay: 20 * time.Millisecond, MaxClearDelay: 20 * time.Millisecond}}, true)
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer a.Close()
-	g := *a.Engine.Parity
+	if err := a.SetClean(false); err != nil {
+		t.Fatal(err)
+	}
 	r := &pRing{done: map[uint16]error{}}
 	h := a.newQueue(r)
-	const span, checked = 2048, 4096
-	ref := make([]byte, g.ArraySectors()<<9)
-	var id uint64
-	// Written once in full: every read has one right answer.
+	ref := make([]byte, a.Engine.Parity.ArraySectors()<<9)
+	id := new(uint64)
 	for s := uint64(0); s < span; s += 64 {
-		id++
+		*id++
 		buf := pageBuf(64 << 9)
-		fillSectors(buf, id)
+		fillSectors(buf, *id)
 		delete(r.done, 0)
 		h.Handle(&ublk.Request{Tag: 0, Op: ublk.IOOpWrite, Sector: s, Sectors: 64, Buf: buf})
 		pServe(t, rng, h, r, []uint16{0})
@@ -52,11 +52,214 @@ func TestParitySyncRegions(t *testing.T) {
 		}
 		copy(ref[s<<9:], buf)
 	}
-	// A write holding stripe 0 (its member operations not delivered)
-	// keeps a resync of region 0 out until it completes.
+	return a, paths, h, r, ref, id
+}
+
+// pWhileSync runs batches on the queue until the background job (and
+// those it hands on to) ends.
+func pWhileSync(t *testing.T, rng *rand.Rand, a *Array, h *queue, r *pRing, ref []byte, span uint64, id *uint64) int {
+	t.Helper()
+	ended := make(chan struct{})
+	go func() { a.WaitSync(); close(ended) }()
+	for n := 0; ; n++ {
+		select {
+		case <-ended:
+			return n
+		default:
+		}
+		pBatch(t, rng, h, r, ref, span, id)
+	}
+}
+
+// pCorrupt flips a byte of the P chunk of stripe s on its member.
+func pCorrupt(t *testing.T, a *Array, s uint64, at uint64) {
+	t.Helper()
+	g := *a.Engine.Parity
+	b := pageBuf(512)
+	off := int64(a.dataOffset + (s*g.ChunkSectors+at/512)<<9)
+	m := a.Members[g.Stripe(s).P]
+	if err := m.ReadAt(b, off); err != nil {
+		t.Fatal(err)
+	}
+	b[at%512] ^= 0x40
+	if err := m.WriteAt(b, off); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// The syncer schedules a parity array's resync: the regions a first
+// write filled are resynced in the background while the queue writes to
+// the same stripes, then trusted; after a crash only the regions the
+// bitmap had dirty are resynced at assembly (a P made wrong there is
+// rewritten, one in a clean region is not, and a check then counts it);
+// the data reads back throughout.
+func TestParityResyncScheduled(t *testing.T) {
+	for _, level := range []engine.Level{engine.Level5, engine.Level6} {
+		t.Run(level.String(), func(t *testing.T) {
+			rng := rand.New(rand.NewSource(int64(level)))
+			const span = 4096
+			a, paths, h, r, ref, id := parityGarbageArray(t, rng, level, 5, span)
+			defer func() { a.Close() }()
+			batches := pWhileSync(t, rng, a, h, r, ref, span, id)
+			g := *a.Engine.Parity
+			rs := a.Bitmap.Geometry().RegionSectors
+			first, last := a.Bitmap.Regions(0, span)
+			if s := a.SyncStatus(); s.LastAction != "resync" || s.LastResult != "ok" || s.ResyncNeeded {
+				t.Fatalf("after the first writes (%d batches during the resync): %+v", batches, s)
+			}
+			for reg := first; reg <= last; reg++ {
+				if a.Bitmap.NeedsSync(reg) {
+					t.Fatalf("region %d still needs sync", reg)
+				}
+			}
+			pConsistent(t, a, uint64(last+1)*rs)
+			if a.parityUntrusted(0) {
+				t.Fatal("stripe 0 untrusted after the resync")
+			}
+			// A crash while regions 2-3 are dirty: a torn write left a
+			// P wrong there, and one in region 10 (clean) is wrong too.
+			per := g.ChunkSectors * uint64(g.DataMembers())
+			dirtyStripe, cleanStripe := 2*rs/per+1, 10*rs/per+1
+			for deadline := time.Now().Add(10 * time.Second); a.Bitmap.Dirty(10); time.Sleep(5 * time.Millisecond) {
+				if time.Now().After(deadline) {
+					t.Fatal("region 10 never cleared")
+				}
+			}
+			for !a.Bitmap.StartWrite(2, 3, 0) {
+				a.fl.do(func() {})
+			}
+			a.fl.do(func() {})
+			pCorrupt(t, a, dirtyStripe, 1000)
+			pCorrupt(t, a, cleanStripe, 3000)
+			a.Close() // the write never ended
+			a, err := Open(paths, CreateSpec{Level: -1, serveParity: true}, false)
+			if err != nil {
+				t.Fatal(err)
+			}
+			for reg := first; reg <= last; reg++ {
+				if (reg == 2 || reg == 3 || reg == 10) && a.Bitmap.NeedsSync(reg) != (reg != 10) {
+					t.Fatalf("assembled after the crash: region %d needs sync %v", reg, a.Bitmap.NeedsSync(reg))
+				}
+			}
+			r = &pRing{done: map[uint16]error{}}
+			h = a.newQueue(r)
+			a.StartBackground()
+			// (No writes meanwhile: they could rewrite the wrong P.)
+			a.WaitSync()
+			if s := a.SyncStatus(); s.LastAction != "resync" || s.LastResult != "ok" || s.ResyncNeeded {
+				t.Fatalf("after the crash's resync: %+v", s)
+			}
+			if a.parityUntrusted(dirtyStripe) {
+				t.Fatal("the dirty regions are not trusted after their resync")
+			}
+			pConsistent(t, a, 10*rs) // stripe 2*rs/per+1 rewritten
+			if err := a.Check(false); err != nil {
+				t.Fatal(err)
+			}
+			a.WaitSync()
+			if s := a.SyncStatus(); s.LastCheck != "check" || s.LastCheckResult != "ok" || s.MismatchCnt != 1 {
+				t.Fatalf("check after the crash's resync (the clean region's P wrong): %+v", s)
+			}
+			pReadAll(t, rng, h, r, ref, span)
+		})
+	}
+}
+
+// check and repair of a parity array: check counts the 4 KiB rows whose
+// parity is wrong (here one P row, and for raid6 one Q row) and writes
+// nothing, while the queue writes to the same stripes; repair rewrites
+// them; a check then finds none; never-written and untrusted stripes are
+// not checked (their parity is garbage by design); with a member lost
+// both are refused.
+func TestParityCheckRepair(t *testing.T) {
+	for _, level := range []engine.Level{engine.Level5, engine.Level6} {
+		t.Run(level.String(), func(t *testing.T) {
+			rng := rand.New(rand.NewSource(int64(level) + 10))
+			const span = 2048
+			a, paths, h, r, ref, id := parityGarbageArray(t, rng, level, 6, span)
+			defer a.Close()
+			pWhileSync(t, rng, a, h, r, ref, span, id)
+			if err := a.Check(false); err != nil {
+				t.Fatal(err)
+			}
+			pWhileSync(t, rng, a, h, r, ref, span, id)
+			if s := a.SyncStatus(); s.LastCheck != "check" || s.LastCheckResult != "ok" || s.MismatchCnt != 0 {
+				t.Fatalf("check of a resynced array, the garbage beyond %d sectors never written: %+v", span, s)
+			}
+			g := *a.Engine.Parity
+			want := uint64(1)
+			pCorrupt(t, a, 3, 100)
+			if level == engine.Level6 {
+				// Q of stripe 7, its second 4 KiB row.
+				b := pageBuf(512)
+				off := int64(a.dataOffset + (7*g.ChunkSectors+8)<<9)
+				m := a.Members[g.Stripe(7).Q]
+				if err := m.ReadAt(b, off); err != nil {
+					t.Fatal(err)
+				}
+				b[9] ^= 1
+				if err := m.WriteAt(b, off); err != nil {
+					t.Fatal(err)
+				}
+				want++
+			}
+			before := fileBytes(t, paths...)
+			if err := a.Check(false); err != nil {
+				t.Fatal(err)
+			}
+			a.WaitSync()
+			if s := a.SyncStatus(); s.LastCheck != "check" || s.MismatchCnt != want {
+				t.Fatalf("check of %d wrong rows: %+v", want, s)
+			}
+			for i, b := range fileBytes(t, paths...) {
+				if !bytes.Equal(b[a.dataOffset:], before[i][a.dataOffset:]) {
+					t.Fatalf("check wrote member %d", i)
+				}
+			}
+			if err := a.Check(true); err != nil {
+				t.Fatal(err)
+			}
+			a.WaitSync() // (writes meanwhile could rewrite the wrong rows first)
+			if s := a.SyncStatus(); s.LastCheck != "repair" || s.LastCheckResult != "ok" || s.MismatchCnt != want {
+				t.Fatalf("repair of %d wrong rows: %+v", want, s)
+			}
+			if err := a.Check(false); err != nil {
+				t.Fatal(err)
+			}
+			a.WaitSync()
+			if s := a.SyncStatus(); s.MismatchCnt != 0 {
+				t.Fatalf("check after repair: %+v", s)
+			}
+			pConsistent(t, a, span-span%(g.ChunkSectors*uint64(g.DataMembers())))
+			// A member lost: refused, as md does.
+			r.failOn = func(io engine.MemberIO) bool { return io.Member == 2 && io.Kind == engine.IOWrite }
+			for a.Engine.State().Members[2].State == engine.MemberActive {
+				pBatch(t, rng, h, r, ref, span, id)
+			}
+			r.failOn = nil
+			for _, repair := range []bool{false, true} {
+				if err := a.Check(repair); !errors.Is(err, resync.ErrDegraded) {
+					t.Fatalf("check (repair %v) of a degraded array: %v", repair, err)
+				}
+			}
+			pReadAll(t, rng, h, r, ref, span)
+		})
+	}
+}
+
+// A resync the queue's requests hold a stripe of waits for them: a write
+// whose member operations are not delivered keeps the resync out of its
+// stripe until it completes; the resync then takes it.
+func TestParityResyncWaitsForStripe(t *testing.T) {
+	rng := rand.New(rand.NewSource(5))
+	a, _, h, r, ref, id := parityGarbageArray(t, rng, engine.Level5, 4, 512)
+	defer a.Close()
+	pWhileSync(t, rng, a, h, r, ref, 512, id)
+	// Region 0 made to need a resync again (as a crash leaves it).
+	a.Bitmap.MarkNeedsSync(0, 0)
 	held := pageBuf(8 << 9)
-	id++
-	fillSectors(held, id)
+	*id++
+	fillSectors(held, *id)
 	delete(r.done, 0)
 	h.Handle(&ublk.Request{Tag: 0, Op: ublk.IOOpWrite, Sector: 8, Sectors: 8, Buf: held})
 	for deadline := time.Now().Add(5 * time.Second); len(r.pending) == 0; time.Sleep(time.Millisecond) {
@@ -67,109 +270,28 @@ func TestParitySyncRegions(t *testing.T) {
 			t.Fatal("the write never issued anything")
 		}
 	}
-	resynced := make(chan error, 1)
-	go func() {
-		_, err := a.syncParityRegions(0, 0, true)
-		resynced <- err
-	}()
-	select {
-	case err := <-resynced:
-		t.Fatalf("resync of a stripe a write holds went ahead (%v)", err)
-	case <-time.After(200 * time.Millisecond):
+	if !a.startResync() {
+		t.Fatal("no resync started")
+	}
+	time.Sleep(200 * time.Millisecond)
+	if s := a.SyncStatus(); s.Action != "resync" {
+		t.Fatalf("the resync of a stripe a write holds went ahead: %+v", s)
 	}
 	pServe(t, rng, h, r, []uint16{0})
 	if err := r.done[0]; err != nil {
 		t.Fatal(err)
 	}
 	copy(ref[8<<9:], held)
+	ended := make(chan struct{})
+	go func() { a.WaitSync(); close(ended) }()
 	select {
-	case err := <-resynced:
-		if err != nil {
-			t.Fatal(err)
-		}
+	case <-ended:
 	case <-time.After(5 * time.Second):
-		t.Fatal("resync never got the stripe the write released")
+		t.Fatal("the resync never got the stripe the write released")
 	}
-	first, last := a.Bitmap.Regions(0, checked)
-	before := fileBytes(t, paths...)
-	res, err := a.syncParityRegions(first, last, false)
-	if err != nil {
-		t.Fatal(err)
+	if s := a.SyncStatus(); s.LastResult != "ok" || a.Bitmap.NeedsSync(0) {
+		t.Fatalf("after the resync: %+v", s)
 	}
-	per := g.ChunkSectors * uint64(g.DataMembers())
-	if res.Stripes != (checked+per-1)/per || res.Mismatches == 0 {
-		t.Fatalf("check: %+v (garbage beyond %d sectors must mismatch)", res, span)
-	}
-	for i, b := range fileBytes(t, paths...) {
-		if !bytes.Equal(b, before[i]) {
-			t.Fatalf("check wrote member %d", i)
-		}
-	}
-	if !a.Bitmap.NeedsSync(first + 1) {
-		t.Fatal("check marked a region resynced")
-	}
-	// Resync while the queue writes and reads the same stripes.
-	done := make(chan error, 1)
-	var fixed ParitySyncResult
-	go func() {
-		var err error
-		fixed, err = a.syncParityRegions(first, last, true)
-		done <- err
-	}()
-	for running := true; running; {
-		pBatch(t, rng, h, r, ref, span, &id)
-		select {
-		case err := <-done:
-			if err != nil {
-				t.Fatal(err)
-			}
-			running = false
-		default:
-		}
-	}
-	if fixed.Mismatches == 0 || fixed.Mismatches > res.Mismatches {
-		t.Fatalf("resync fixed %d stripes, check found %d", fixed.Mismatches, res.Mismatches)
-	}
-	if res, err = a.syncParityRegions(first, last, false); err != nil || res.Mismatches != 0 {
-		t.Fatalf("check after resync: %+v, %v", res, err)
-	}
-	pConsistent(t, a, checked-checked%per)
-	for reg := first; reg <= last; reg++ {
-		if a.Bitmap.NeedsSync(reg) {
-			t.Fatalf("region %d still needs sync", reg)
-		}
-	}
-	if a.parityUntrusted(0) {
-		t.Fatal("stripe 0 untrusted after its region's resync")
-	}
-	// Trusted now: RMW. Writes, then a member lost: all reads right.
-	for range 20 {
-		pBatch(t, rng, h, r, ref, span, &id)
-	}
-	if res, err = a.syncParityRegions(first, last, false); err != nil || res.Mismatches != 0 {
-		t.Fatalf("check after RMW writes: %+v, %v", res, err)
-	}
-	// One P corrupted on the member: found, repaired.
-	m := g.Stripe(5)
-	junk := pageBuf(512)
-	rng.Read(junk)
-	if err := a.Members[m.P].WriteAt(junk, int64(a.dataOffset+(5*g.ChunkSectors+3)<<9)); err != nil {
-		t.Fatal(err)
-	}
-	if res, err = a.syncParityRegions(first, last, false); err != nil || res.Mismatches != 1 {
-		t.Fatalf("check of one corrupted P: %+v, %v", res, err)
-	}
-	if res, err = a.syncParityRegions(first, last, true); err != nil || res.Mismatches != 1 {
-		t.Fatalf("repair of one corrupted P: %+v, %v", res, err)
-	}
-	pConsistent(t, a, checked-checked%per)
-	r.failOn = func(io engine.MemberIO) bool { return io.Member == 3 && io.Kind == engine.IOWrite }
-	for range 20 {
-		pBatch(t, rng, h, r, ref, span, &id)
-	}
-	r.failOn = nil
-	if _, err := a.syncParityRegions(first, last, false); !errors.Is(err, errParityDegraded) {
-		t.Fatalf("check of a degraded array: %v", err)
-	}
-	pReadAll(t, rng, h, r, ref, span)
+	pConsistent(t, a, 512)
+	pReadAll(t, rng, h, r, ref, 512)
 }
