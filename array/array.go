@@ -643,6 +643,9 @@ func (a *Array) loadBitmap(fsb *engine.Superblock, roles []*Member, states []eng
 
 // geometryCovered reports whether every chunk has a readable copy.
 func geometryCovered(ea *engine.Array) bool {
+	if ea.Parity != nil {
+		return parityCovered(ea)
+	}
 	g := ea.Geo
 	st := ea.State()
 	var locs [engine.MaxCopies]engine.Location

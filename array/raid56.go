@@ -11,10 +11,11 @@ import (
 // raid5 and raid6 at the array level. The engine has their superblock,
 // assembly rules, geometry, planners and request executor; this file
 // builds a parity array's engine state and queue executors, and
-// sync_parity.go runs the syncer's parity jobs on it. It is not served to
-// users yet: management (fail, remove, re-add, replace, spares, grow)
-// does not all know parity, and member timeouts are not implemented,
-// so a parity array is refused, before anything is written, both when
+// sync_parity.go runs the syncer's parity jobs on it; management (fail,
+// remove, re-add, replace, spares) knows it, grow refuses it. It is not
+// served to users yet: it has not run through the kernel's ublk driver,
+// and member timeouts are not implemented for its requests, so a parity
+// array is refused, before anything is written, both when
 // asked to create one and when members carrying one are assembled
 // (docs/raid56.md, "Not done"), unless CreateSpec.serveParity is set,
 // which only this package's tests do.
@@ -32,8 +33,8 @@ func refuseParity(spec CreateSpec, level engine.Level, what string) error {
 	if !spec.serveParity {
 		return fmt.Errorf("%s is %s: %w; nothing was written", what, level, ErrParityNotServed)
 	}
-	if len(spec.Spares) > 0 || len(spec.WriteMostly) > 0 {
-		return fmt.Errorf("%s is %s: spares and write-mostly members are not supported for it", what, level)
+	if len(spec.WriteMostly) > 0 {
+		return fmt.Errorf("%s is %s: write-mostly members are not supported for it", what, level)
 	}
 	return nil
 }

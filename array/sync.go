@@ -1051,9 +1051,8 @@ func (a *Array) takeSpare(sp spareMember) bool {
 // some data), no background job running, m large enough and of the
 // array's block size. Reads only.
 func (a *Array) checkAdd(m *Member, role int, active bool) error {
-	g := a.Engine.Geo
-	if role < 0 || role >= g.Members {
-		return fmt.Errorf("role %d: the array has roles 0..%d", role, g.Members-1)
+	if n := a.Engine.MemberCount(); role < 0 || role >= n {
+		return fmt.Errorf("role %d: the array has roles 0..%d", role, n-1)
 	}
 	switch s := a.Engine.State().Members[role].State; {
 	case s == engine.MemberFaulty || s == engine.MemberMissing:
@@ -1069,7 +1068,7 @@ func (a *Array) checkAdd(m *Member, role int, active bool) error {
 		return fmt.Errorf("a %s is running: the new member can be added when it ends", k)
 	}
 	ref := a.refSB()
-	if need := ref.DataOffset + g.MemberSectors<<9; uint64(m.Size) < need {
+	if need := ref.DataOffset + a.Engine.MemberSectors()<<9; uint64(m.Size) < need {
 		return fmt.Errorf("%s is %d bytes; role %d needs at least %d", m.Path, m.Size, role, need)
 	}
 	if lb := a.logicalBlock(); lb != 0 && m.LogicalBlock != lb {
@@ -1125,7 +1124,7 @@ func (a *Array) addOpenPlan(m *Member, role int, re *readdPlan, uuid [16]byte) e
 	// does not grow the array by itself at the next assembly (the
 	// smallest data area of the members wins); `grow` does, on every
 	// member at once.
-	sb.DataSectors = a.Engine.Geo.MemberSectors
+	sb.DataSectors = a.Engine.MemberSectors()
 	a.preemptResync()
 	a.mu.Lock()
 	old := a.Members[role]
@@ -1157,7 +1156,7 @@ func (a *Array) addOpenPlan(m *Member, role int, re *readdPlan, uuid [16]byte) e
 		// cleared while the role is not in sync, so it covers every
 		// write the member missed, including those issued until it
 		// became writable (a snapshot taken before would miss them).
-		first, last := a.Bitmap.Regions(0, a.Engine.Geo.ArraySectors())
+		first, last := a.Bitmap.Regions(0, a.Engine.ArraySectors())
 		for r := first; r <= last; r++ {
 			if a.Bitmap.Dirty(r) {
 				regions++
@@ -1259,7 +1258,7 @@ func (a *Array) previousRole(m *Member) (readdPlan, error) {
 	}
 	sb, err := engine.ParseSuperblock(b)
 	cur := a.refSB()
-	if err != nil || sb.ArrayUUID != cur.ArrayUUID || sb.IsSpare() || int(sb.Role) >= a.Engine.Geo.Members {
+	if err != nil || sb.ArrayUUID != cur.ArrayUUID || sb.IsSpare() || int(sb.Role) >= a.Engine.MemberCount() {
 		return readdPlan{}, notMember
 	}
 	role := int(sb.Role)
