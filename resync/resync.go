@@ -248,9 +248,9 @@ type run struct {
 	unitBuf []byte   // one retry unit (readOne)
 	locs    [engine.MaxCopies]engine.Location
 	par     *parityRun // raid5/6 (parity.go); nil for copies
-	written uint64    // members written since the last flush
-	flushed time.Time // when
-	durable uint64    // position reached at the last flush
+	written uint64     // members written since the last flush
+	flushed time.Time  // when
+	durable uint64     // position reached at the last flush
 	thr     throttle
 	res     Result
 	// since is each rebuild target's MemberStatus.Since when the job
