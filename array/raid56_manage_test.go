@@ -15,7 +15,8 @@ import (
 // replace onto a new device rebuilds the role by reconstruction in the
 // background while the queue writes and reads (raid6: two roles, the
 // second re-added, rebuilt from the bitmap's dirty regions); a
-// spare takes a failed role by itself; after each rebuild the members'
+// spare takes a failed role by itself; replace swaps an active member
+// for a new device; after each rebuild the members'
 // parity is consistent and the data reads back, also with another member
 // failed (so read through the rebuilt chunks); it reassembles clean.
 func TestParityManage(t *testing.T) {
@@ -127,6 +128,17 @@ func TestParityManage(t *testing.T) {
 				t.Fatalf("status after the spare's rebuild: %+v", st)
 			}
 			pConsistent(t, a, uint64(last+1)*a.Bitmap.Geometry().RegionSectors)
+			// replace of an active member: failed once the new device
+			// passed every check, then rebuilt.
+			fresh = append(fresh, memberFiles(t, 1, 16<<20)[0])
+			if err := pDo(h, r, func() error { return a.ReplaceMember(3, fresh[2], false) }); err != nil {
+				t.Fatal(err)
+			}
+			pWhileSync(t, rng, a, h, r, ref, span, id)
+			if st := a.Status(); st.State != "active" || st.Members[3].Path != fresh[2] {
+				t.Fatalf("status after replacing an active member: %+v", st)
+			}
+			pConsistent(t, a, uint64(last+1)*a.Bitmap.Geometry().RegionSectors)
 			// Read through the rebuilt chunks: another member failed.
 			other := 0
 			if err := pDo(h, r, func() error { return a.Fail(other) }); err != nil {
@@ -144,6 +156,8 @@ func TestParityManage(t *testing.T) {
 					p = fresh[0]
 				case 2:
 					p = fresh[1]
+				case 3:
+					p = fresh[2]
 				case other:
 					continue
 				}
