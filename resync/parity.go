@@ -32,7 +32,9 @@ import (
 // Mismatches counts 4 KiB rows of a stripe (the same 4 KiB of every
 // member) whose P or Q differed, as md counts its 4 KiB stripe heads
 // (md's mismatch_cnt is that in sectors: 8 per row). Read errors are not
-// repaired from the parity (md does): the member fails and the job stops.
+// repaired from the parity (md does): the member fails; a resync, check
+// or repair then stops, a rebuild goes on around it while the parity
+// covers the members lost.
 
 // parityPieceSectors bounds the piece of a member's chunk one parity step
 // reads or writes at a time (256 KiB): the job's buffers are (members +
@@ -231,15 +233,26 @@ func (r *run) parityRebuildPiece(s, o uint64, want uint64) error {
 		return int(m.Slot[i])
 	}
 	lost := 0
+	var readErr error
 	for i := range g.Members {
 		k := shard(i)
+		pr.shards[k] = pr.bufs[i][:0] // missing: reconstructed into its buffer
 		if want&(1<<uint(i)) != 0 || !r.readableNow(st, i, end) {
-			pr.shards[k] = pr.bufs[i][:0] // missing: reconstructed into its buffer
 			lost++
 			continue
 		}
 		if err := r.members.ReadAt(i, pr.bufs[i], ms); err != nil {
-			return r.memberError(i, "read", ms, err)
+			// Failed (unless it is needed: then the job stops below),
+			// and rebuilt around while the parity covers it, as a
+			// user read is.
+			e := &MemberError{Role: i, Op: "read", Sector: ms, Err: err}
+			if r.job.OnMemberError != nil {
+				r.job.OnMemberError(i, e)
+			}
+			r.res.ReadErrors++
+			readErr = e
+			lost++
+			continue
 		}
 		if !r.unchanged(st, i) {
 			return fmt.Errorf("member %d was replaced during the read", i)
@@ -247,6 +260,9 @@ func (r *run) parityRebuildPiece(s, o uint64, want uint64) error {
 		pr.shards[k] = pr.bufs[i]
 	}
 	if lost > pr.p.Count() {
+		if readErr != nil {
+			return fmt.Errorf("%d members of the stripe cannot be read: %w: %w", lost, engine.ErrNoCopy, readErr)
+		}
 		return fmt.Errorf("%d members of the stripe cannot be read: %w", lost, engine.ErrNoCopy)
 	}
 	if err := pr.p.Reconstruct(pr.shards); err != nil {

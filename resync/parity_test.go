@@ -277,6 +277,38 @@ func TestParityRebuild(t *testing.T) {
 			}
 			finishRebuild(arr, 0)
 			copy(mem.cache[0], good[0])
+			// A source failing a read: failed, and rebuilt around while
+			// the parity covers it (raid6); raid5 stops with ErrNoCopy.
+			fillBytes(mem.cache[0], 98)
+			startRebuild(arr, 0)
+			var failed []int
+			onErr := func(role int, err error) {
+				failed = append(failed, role)
+				arr.Update(func(ms []engine.MemberStatus) { ms[role].State = engine.MemberFaulty })
+			}
+			mem.failRead = func(role int, sector, _ uint64) error {
+				if role == 2 && sector >= g.ChunkSectors {
+					return errors.New("EIO")
+				}
+				return nil
+			}
+			_, err = s.Run(ctx, Job{Kind: Rebuild, Targets: []int{0}, Progress: advance(arr, []int{0}, nil), OnMemberError: onErr})
+			mem.failRead = nil
+			if len(failed) != 1 || failed[0] != 2 {
+				t.Fatalf("members failed by the read error: %v", failed)
+			}
+			if g.Level == engine.Level5 {
+				if !errors.Is(err, engine.ErrNoCopy) {
+					t.Fatalf("raid5 rebuild with a source failing: %v", err)
+				}
+			} else if err != nil || !bytes.Equal(mem.cache[0][:used], good[0][:used]) {
+				t.Fatalf("raid6 rebuild with a source failing: %v, rebuilt right %v", err, bytes.Equal(mem.cache[0][:used], good[0][:used]))
+			}
+			arr.Update(func(ms []engine.MemberStatus) {
+				ms[0] = engine.MemberStatus{State: engine.MemberActive}
+				ms[2] = engine.MemberStatus{State: engine.MemberActive}
+			})
+			copy(mem.cache[0], good[0])
 			// More members lost than the parity covers.
 			lost := []int{1}
 			if g.Level == engine.Level6 {
