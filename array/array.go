@@ -159,9 +159,6 @@ func Open(paths []string, spec CreateSpec, create bool) (*Array, error) {
 		if err := refuseParity(spec, spec.Level, "the new array"); err != nil {
 			return nil, err
 		}
-		if err := checkParityCreate(spec); err != nil {
-			return nil, err
-		}
 	}
 	seen := map[string]bool{}
 	for _, p := range append(append([]string(nil), paths...), spec.Spares...) {
@@ -484,9 +481,6 @@ func geometryOf(sb *engine.Superblock, sbs []*engine.Superblock) engine.Geometry
 func assemble(ms []*Member, inputs []engine.MemberSB, asm *engine.Assembly, spec CreateSpec) (*Array, error) {
 	opts := spec.BitmapOptions
 	if err := refuseParity(spec, engine.Level(asm.Level), fmt.Sprintf("array %q", asm.Name)); err != nil {
-		return nil, err
-	}
-	if err := checkParityAssembly(asm); err != nil {
 		return nil, err
 	}
 	if asm.Failed {

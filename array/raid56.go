@@ -39,27 +39,13 @@ func refuseParity(spec CreateSpec, level engine.Level, what string) error {
 	return nil
 }
 
-// checkParityCreate refuses a new parity array without the write-intent
-// bitmap, unless its members are known zeroed (AssumeClean: the parity of
-// zeroes is zeroes): without the bitmap's never-written regions nothing
-// says which parity is garbage, and there is no initial parity build.
-func checkParityCreate(spec CreateSpec) error {
-	if engine.IsParityLevel(spec.Level) && spec.NoBitmap && !spec.AssumeClean {
-		return fmt.Errorf("a %s array without the write-intent bitmap needs its members zeroed and --assume-clean: there is no initial parity build yet", spec.Level)
-	}
-	return nil
-}
-
-// checkParityAssembly refuses a parity array without a bitmap that was
-// not stopped cleanly: only a full parity resync, which does not exist
-// yet, would make it consistent again.
-func checkParityAssembly(asm *engine.Assembly) error {
-	if engine.IsParityLevel(engine.Level(asm.Level)) && asm.Freshest.BitmapBytes == 0 && !asm.Clean {
-		return fmt.Errorf("array %q is %s without a write-intent bitmap and was not stopped cleanly: its parity needs a full resync, which is not implemented for it yet",
-			asm.Name, engine.Level(asm.Level))
-	}
-	return nil
-}
+// A parity array without the write-intent bitmap has its parity built
+// in full by the syncer's resync, as md does: when created (unless
+// AssumeClean: members known zeroed, whose parity is zeroes) and after an
+// unclean stop, from the position a stopped one had reached (initSync).
+// Until the resync passes a stripe its parity is untrusted
+// (parityUnsyncedStripe). A dirty degraded one is refused at assembly
+// (ErrDirtyDegraded), as with a bitmap.
 
 // engineArray is the engine array a superblock describes (levels 0, 1,
 // 10 and, for parity, NewParityArray), with the smallest member data size
@@ -121,6 +107,16 @@ func (a *Array) parityUntrusted(s uint64) bool {
 	return false
 }
 
+// parityUnsyncedStripe is the Untrusted of a parity array without a
+// bitmap: stripe s is not wholly below the full resync's position (the
+// parity may be garbage there, or stale after an unclean stop). Any
+// queue thread.
+func (a *Array) parityUnsyncedStripe(s uint64) bool {
+	g := a.Engine.Parity
+	per := g.ChunkSectors * uint64(g.DataMembers())
+	return (s+1)*per > a.sync.from.Load()
+}
+
 // parityRunner is a queue's raid5/6 executor.
 type parityRunner struct{ *engine.ParityExecutor }
 
@@ -138,6 +134,8 @@ func (a *Array) newParityRunner(h *queue, q ring) requestRunner {
 		e.Intent = bm
 		e.Token = uint32(q.ID())
 		e.Untrusted = a.parityUntrusted
+	} else if a.sync != nil {
+		e.Untrusted = a.parityUnsyncedStripe
 	}
 	return parityRunner{e}
 }

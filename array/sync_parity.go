@@ -98,12 +98,15 @@ func (a *Array) checkParityJob(k resync.Kind) error {
 }
 
 // neededParityChecked is a parity check's Need: every region the stripes
-// of the range touch is trusted (written, no resync pending). Only then
+// of the range touch is trusted (written, no resync pending); without a
+// bitmap, the range is below the full resync's position. Only then
 // is the parity meant to be right; elsewhere the pending resync (or the
 // first write) will recompute it.
 func (a *Array) neededParityChecked(sector, sectors uint64) bool {
 	if a.Bitmap == nil {
-		return true
+		// Below the full resync's position (all of it when none is
+		// pending).
+		return sector+sectors <= a.sync.from.Load()
 	}
 	first, last := a.Bitmap.Regions(sector, sectors)
 	for r := first; r <= last; r++ {

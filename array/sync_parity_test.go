@@ -302,3 +302,132 @@ func TestParityResyncWaitsForStripe(t *testing.T) {
 	pConsistent(t, a, 512)
 	pReadAll(t, rng, h, r, ref, 512)
 }
+
+// garbageFiles makes n member files full of garbage past their
+// superblock area.
+func garbageFiles(t *testing.T, rng *rand.Rand, n int) []string {
+	t.Helper()
+	paths := memberFiles(t, n, 16<<20)
+	for _, p := range paths {
+		b := make([]byte, 16<<20)
+		rng.Read(b[8192:])
+		if err := os.WriteFile(p, b, 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return paths
+}
+
+// A parity array without the write-intent bitmap has its parity built in
+// full, as md does: created over garbage, the initial resync runs while
+// the queue writes, then every stripe is consistent and a check finds
+// nothing; stopped uncleanly, the next assembly resyncs it in full again.
+// Before the resync passes a stripe its parity is untrusted: with the
+// syncer stopped (the resync never gets there), writes over garbage
+// parity and then a member lost still read back right (and do not
+// without the rule).
+func TestParityNoBitmapFullResync(t *testing.T) {
+	for _, level := range []engine.Level{engine.Level5, engine.Level6} {
+		t.Run(level.String(), func(t *testing.T) {
+			rng := rand.New(rand.NewSource(int64(level) + 20))
+			spec := CreateSpec{Level: level, ParityLayout: engine.RightSymmetric, ChunkSectors: 16, NoBitmap: true, serveParity: true,
+				SyncMinBytes: 1 << 30} // (no back-off for the queue: the test writes throughout)
+			const span = 2048
+			// The rule: no resync, writes, a member lost.
+			a, err := Open(garbageFiles(t, rng, 5), spec, true)
+			if err != nil {
+				t.Fatal(err)
+			}
+			a.StopSync()
+			r := &pRing{done: map[uint16]error{}}
+			h := a.newQueue(r)
+			ref := make([]byte, a.Engine.Parity.ArraySectors()<<9)
+			var id uint64
+			// Half a chunk at a time: over trusted parity each would be
+			// an RMW (one data chunk of three or four), carrying the
+			// garbage on.
+			pWriteSpan(t, rng, h, r, ref, span, 8, &id)
+			for range 20 {
+				pBatch(t, rng, h, r, ref, span, &id)
+			}
+			if !a.SyncStatus().ResyncNeeded {
+				t.Fatal("a new array without a bitmap does not need its parity built")
+			}
+			r.failOn = func(io engine.MemberIO) bool { return io.Member == 1 && io.Kind == engine.IOWrite }
+			for a.Engine.State().Members[1].State == engine.MemberActive {
+				pBatch(t, rng, h, r, ref, span, &id)
+			}
+			r.failOn = nil
+			pReadAll(t, rng, h, r, ref, span)
+			a.Close()
+
+			// The initial build, while the queue writes.
+			paths := garbageFiles(t, rng, 5)
+			a, err = Open(paths, spec, true)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer func() { a.Close() }()
+			if err := a.SetClean(false); err != nil {
+				t.Fatal(err)
+			}
+			r = &pRing{done: map[uint16]error{}}
+			h = a.newQueue(r)
+			a.StartBackground()
+			pWriteSpan(t, rng, h, r, ref, span, 64, &id)
+			pWhileSync(t, rng, a, h, r, ref, span, &id)
+			g := *a.Engine.Parity
+			if s := a.SyncStatus(); s.LastAction != "resync" || s.LastResult != "ok" || s.ResyncNeeded {
+				t.Fatalf("after the initial build: %+v", s)
+			}
+			pConsistent(t, a, g.ArraySectors())
+			if err := a.Check(false); err != nil {
+				t.Fatal(err)
+			}
+			a.WaitSync()
+			if s := a.SyncStatus(); s.LastCheckResult != "ok" || s.MismatchCnt != 0 {
+				t.Fatalf("check after the initial build: %+v", s)
+			}
+			// Stopped uncleanly with a P wrong: resynced in full.
+			for range 10 {
+				pBatch(t, rng, h, r, ref, span, &id)
+			}
+			pCorrupt(t, a, g.Stripes()-1, 5)
+			a.Close()
+			a, err = Open(paths, CreateSpec{Level: -1, serveParity: true}, false)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !a.SyncStatus().ResyncNeeded {
+				t.Fatal("assembled after an unclean stop: no resync needed")
+			}
+			r = &pRing{done: map[uint16]error{}}
+			h = a.newQueue(r)
+			a.StartBackground()
+			a.WaitSync()
+			if s := a.SyncStatus(); s.LastAction != "resync" || s.LastResult != "ok" || s.ResyncNeeded {
+				t.Fatalf("after the unclean stop's resync: %+v", s)
+			}
+			pConsistent(t, a, g.ArraySectors())
+			pReadAll(t, rng, h, r, ref, span)
+		})
+	}
+}
+
+// pWriteSpan writes [0, span) in full, in writes of n sectors, so that
+// every read there has one right answer.
+func pWriteSpan(t *testing.T, rng *rand.Rand, h *queue, r *pRing, ref []byte, span, n uint64, id *uint64) {
+	t.Helper()
+	for s := uint64(0); s < span; s += n {
+		*id++
+		buf := pageBuf(int(n) << 9)
+		fillSectors(buf, *id)
+		delete(r.done, 0)
+		h.Handle(&ublk.Request{Tag: 0, Op: ublk.IOOpWrite, Sector: s, Sectors: uint32(n), Buf: buf})
+		pServe(t, rng, h, r, []uint16{0})
+		if err := r.done[0]; err != nil {
+			t.Fatal(err)
+		}
+		copy(ref[s<<9:], buf)
+	}
+}
