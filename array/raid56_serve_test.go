@@ -381,7 +381,8 @@ func TestParityServe(t *testing.T) {
 				}
 				pConsistent(t, a, g.ArraySectors())
 				for reg := first; reg <= last; reg++ {
-					if !a.Bitmap.Written(reg) || a.Bitmap.NeedsSync(reg) {
+					// (Random writes may have missed a region.)
+					if a.Bitmap.NeedsSync(reg) {
 						t.Fatalf("region %d: written %v, needs sync %v: its resync must have trusted it", reg, a.Bitmap.Written(reg), a.Bitmap.NeedsSync(reg))
 					}
 				}
