@@ -126,6 +126,10 @@ type request struct {
 	// unsupported: a member refused WRITE_ZEROES (the request fails with
 	// EOPNOTSUPP, and the kernel falls back to writing zeroes).
 	lastCopy, unsupported bool
+	// refused: a member refused a DISCARD or WRITE_ZEROES (EOPNOTSUPP,
+	// EINVAL); applied: a member carried one out. Both: the copies may
+	// now differ over the range.
+	refused, applied bool
 }
 
 // Executor runs requests of one queue against an Array through a Backend.
@@ -470,12 +474,15 @@ func (e *Executor) Done(tag uint16, id OpID, res int32) {
 		// advisory (md ignores discard errors); a write-zeroes fails the
 		// request with EOPNOTSUPP, which makes the kernel write zeroes.
 		r.unsupported = r.unsupported || io.Kind == IOWriteZeroes
+		r.refused = true
 	} else if res != want {
 		r.failed[op] = true
 		if e.MemberError != nil {
 			e.MemberError(int(io.Member), io.Kind, res)
 		}
 		e.memberFailed(tag, r, io, res == -errnoAgain)
+	} else if io.Kind == IODiscard || io.Kind == IOWriteZeroes {
+		r.applied = true
 	} else if io.Kind == IORead && op >= r.planned && e.ReadRepair != nil {
 		// A retried read succeeded: the copies that failed need a rewrite.
 		if bad := (io.Avoid | io.Deprio) &^ (1 << uint(io.Member)); bad != 0 {
@@ -698,6 +705,16 @@ func (e *Executor) complete(tag uint16, r *request) {
 	}
 	if r.err == nil && r.unsupported {
 		r.err = ErrNotSupported
+	}
+	if r.refused && r.applied && e.Unsynced != nil && e.arr.Geo.Level != Level0 {
+		// Some copies were discarded or zeroed and others were not (all
+		// members advertised the command, one refused it anyway): the
+		// copies differ, and reads of the range must not depend on which
+		// copy answers. Marked while the request is still started in the
+		// bitmap, so a crash before the resync resyncs the range too. (A
+		// write-zeroes fails with EOPNOTSUPP and the kernel then writes
+		// zeroes to every copy; the resync is then only redundant.)
+		e.Unsynced(r.sector, r.sectors)
 	}
 	if r.needGen > e.persisted {
 		e.waiting = append(e.waiting, tag)
