@@ -129,16 +129,16 @@ func (a *Array) Fail(role int) error {
 		own = *a.SBs[role]
 	}
 	a.mu.Unlock()
-	var st *engine.ArrayState
-	changed, ok := false, true
-	if g.Level == engine.Level0 {
-		st, changed = a.Engine.Fail(role)
-	} else {
-		// The check and the change in one step: two Fails at once cannot
-		// both pass the check and fail the array between them.
-		st, changed, ok = a.Engine.FailRedundant(role)
-	}
+	// The check and the change in one step: two Fails at once cannot
+	// both pass the check and fail the array between them. A raid0
+	// member always holds the only copy of its chunks, so it is refused
+	// too (md answers EBUSY): recorded, the failure would leave an array
+	// that does not assemble, even with --force.
+	st, changed, ok := a.Engine.FailRedundant(role)
 	if !ok {
+		if g.Level == engine.Level0 {
+			return fmt.Errorf("role %d holds the only copy of its chunks: a raid0 array has no redundancy, failing it would fail the array", role)
+		}
 		return fmt.Errorf("role %d holds the last copy of some data: failing it would fail the array", role)
 	}
 	if !changed {

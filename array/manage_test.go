@@ -119,3 +119,31 @@ func TestSuperblockWriteFailureKeepsLastCopy(t *testing.T) {
 		t.Fatalf("role 2 took generation %d while the last in-sync copy stayed at %d", e2, e0)
 	}
 }
+
+// Failing a raid0 member by hand is refused with nothing written: every
+// member holds the only copy of its chunks (md answers EBUSY), and a
+// recorded failure would leave an array that no longer assembles.
+func TestFailRAID0MemberRefused(t *testing.T) {
+	paths := memberFiles(t, 2, 32<<20)
+	a, err := Open(paths, CreateSpec{Level: engine.Level0, ChunkSectors: 128}, true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := a.SetClean(true); err != nil {
+		t.Fatal(err)
+	}
+	before, events := contents(t, paths...), a.Status().Events
+	if err := a.Fail(1); err == nil {
+		t.Error("failing a raid0 member succeeded")
+	}
+	if st := a.Status(); st.State != "active" || st.ActiveDisks != 2 || st.Events != events {
+		t.Errorf("refused fail changed the array: %+v", st)
+	}
+	unchanged(t, "refused raid0 fail", paths, before)
+	a.Close()
+	b, err := Open(paths, CreateSpec{}, false)
+	if err != nil {
+		t.Fatalf("raid0 after a refused fail does not assemble: %v", err)
+	}
+	b.Close()
+}
