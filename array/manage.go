@@ -164,7 +164,14 @@ func (a *Array) Remove(role int) error {
 	if role < 0 || role >= g.Members {
 		return fmt.Errorf("role %d: the array has roles 0..%d", role, g.Members-1)
 	}
-	st := a.Engine.State() // a removal races nothing but another removal
+	// A spare activation (started by the failure being removed) puts the
+	// spare in the role and only then marks it rebuilding: checked
+	// between the two, the role would still look faulty, and the removal
+	// would mark it missing and close the spare. Serialised with it (and
+	// with addMember), the check sees the role as the activation left it.
+	a.spareMu.Lock()
+	defer a.spareMu.Unlock()
+	st := a.Engine.State()
 	switch st.Members[role].State {
 	case engine.MemberFaulty:
 	case engine.MemberMissing:

@@ -3,6 +3,7 @@ package array
 import (
 	"errors"
 	"testing"
+	"time"
 
 	"github.com/ublk-raid/ublk-raid/engine"
 )
@@ -146,4 +147,51 @@ func TestFailRAID0MemberRefused(t *testing.T) {
 		t.Fatalf("raid0 after a refused fail does not assemble: %v", err)
 	}
 	b.Close()
+}
+
+// A remove of a failed member races the spare activation its failure
+// started (`fail` then `remove` at once, as mdadm --fail --remove): the
+// removal must not take the role back from the spare once the spare holds
+// it. Here the activation is caught while the queues take up the spare
+// (its member swapped in, its state not yet rebuilding): a removal that
+// checked the role faulty then would mark it missing and close the spare.
+func TestRemoveDuringSpareActivation(t *testing.T) {
+	paths := memberFiles(t, 3, 16<<20)
+	a, err := Open(paths[:2], CreateSpec{Level: engine.Level1, NoBitmap: true, AssumeClean: true, Spares: paths[2:]}, true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer a.Close()
+	h := a.newQueue(&fakeRing{done: map[uint16]error{}})
+	h.syncFiles()
+	seen := a.filesEpoch.Load()
+	if err := a.Fail(1); err != nil {
+		t.Fatal(err)
+	}
+	// The activation swaps the spare in and waits for the queue.
+	waitFor(t, "the spare swapped in", func() bool { return a.filesEpoch.Load() > seen })
+	removed := make(chan error, 1)
+	go func() { removed <- a.Remove(1) }()
+	time.Sleep(100 * time.Millisecond)
+	stop := make(chan struct{})
+	defer close(stop)
+	go func() { // the queue thread takes up the files
+		for {
+			select {
+			case <-stop:
+				return
+			case <-time.After(time.Millisecond):
+				h.syncFiles()
+			}
+		}
+	}()
+	err = <-removed
+	a.WaitSync()
+	st := a.Status()
+	if st.Members[1].Path != paths[2] || st.Members[1].State != "active" || !heldOpen(t, paths[2]) {
+		t.Fatalf("remove during the spare's activation (err %v) left role 1 %+v, spare open %v", err, st.Members[1], heldOpen(t, paths[2]))
+	}
+	if sb := superblockOf(t, paths[0]); sb.Roles[1].State != engine.RoleActive {
+		t.Fatalf("superblock of role 0 says role 1 is %v", sb.Roles[1].State)
+	}
 }
