@@ -988,7 +988,14 @@ func (a *Array) addMember(path string, role int, readd, failActive, force bool) 
 			return err
 		}
 	}
-	// Every check passed: from here on the array changes.
+	// Every check passed. The new device's signatures go first: a device
+	// that cannot take that write must not cost the array the member it
+	// was to replace.
+	if err := wipeSignatures(m, wipe); err != nil {
+		drop()
+		return err
+	}
+	// From here on the array changes.
 	if failActive {
 		if s := a.Engine.State().Members[role].State; s == engine.MemberActive || s == engine.MemberRebuilding {
 			if err := a.Fail(role); err != nil {
@@ -1006,10 +1013,6 @@ func (a *Array) addMember(path string, role int, readd, failActive, force bool) 
 		if err != nil {
 			a.returnSpare(sp)
 		}
-		return err
-	}
-	if err := wipeSignatures(m, wipe); err != nil {
-		drop()
 		return err
 	}
 	return a.addOpenPlan(m, role, plan, uuid)
