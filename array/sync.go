@@ -995,6 +995,20 @@ func (a *Array) addMember(path string, role int, readd, failActive, force bool) 
 		drop()
 		return err
 	}
+	if failActive && spare == nil && !readd {
+		// Nor may a device that takes no write at all (read-only, dead):
+		// its superblock block written back as it is, durably, before the
+		// member it replaces is failed. (A spare took its superblock when
+		// it was added.)
+		b, err := m.ReadBlock(engine.SuperblockOffset, engine.SuperblockSize)
+		if err == nil {
+			err = m.WriteBlockSync(engine.SuperblockOffset, b)
+		}
+		if err != nil {
+			drop()
+			return fmt.Errorf("%s cannot be written: %w", m.Path, err)
+		}
+	}
 	// From here on the array changes.
 	if failActive {
 		if s := a.Engine.State().Members[role].State; s == engine.MemberActive || s == engine.MemberRebuilding {
