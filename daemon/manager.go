@@ -888,11 +888,17 @@ func (m *Manager) ReAdd(n int, member string) (Array, error) {
 	}
 	defer unlock()
 	path := member
-	if r, err := strconv.Atoi(member); err == nil {
-		if r < 0 || r >= len(s.a.Members) || s.a.Status().Members[r].Path == "" {
-			return Array{}, Invalid(fmt.Errorf("re-add %s: give the member's path", member))
+	if _, err := strconv.Atoi(member); err == nil {
+		// As the other operations: a role the array does not have is not
+		// found; one without a device (removed) is refused by the array's
+		// state, not bad usage.
+		r, err := role(s, member)
+		if err != nil {
+			return Array{}, err
 		}
-		path = s.a.Status().Members[r].Path
+		if path = s.a.Status().Members[r].Path; path == "" {
+			return Array{}, Refused(fmt.Errorf("re-add %s: role %d holds no device (removed): give the member's path", member, r))
+		}
 	}
 	path = known(s, path)
 	if err := s.a.ReAdd(path); err != nil {
