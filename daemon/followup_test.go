@@ -1,6 +1,7 @@
 package daemon
 
 import (
+	"errors"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -10,6 +11,7 @@ import (
 
 	"github.com/ublk-raid/ublk-raid/array"
 	"github.com/ublk-raid/ublk-raid/engine"
+	"github.com/ublk-raid/ublk-raid/ublk"
 )
 
 // symlink makes a symbolic link to target in a new directory.
@@ -147,4 +149,40 @@ func TestAddWriteMostlyWithoutRoleWritesNothing(t *testing.T) {
 		t.Errorf("add with a write-mostly member that holds no role: %d %q; want 409 naming it", code, msg)
 	}
 	sameHashes(t, "refused add", before, hashes(t, all...))
+}
+
+// writeFailDev fails every write.
+type writeFailDev struct{ array.Device }
+
+func (d writeFailDev) WriteAt(p []byte, off int64) error { return errors.New("injected write error") }
+
+// An add-spare of several devices that fails part-way (a write error on
+// the second, after every check passed) leaves the first a spare of the
+// array: the state file lists it too, so that a restarted daemon opens
+// it again.
+func TestAddSparePartialFailureRecordsTheSpareAdded(t *testing.T) {
+	const size = 8 << 20
+	paths := files(t, 4, size)
+	good, bad := paths[2], paths[3]
+	a, err := array.Open(paths[:2], array.CreateSpec{Level: engine.Level1, NoBitmap: true, OpenDevice: func(p string) (array.Device, error) {
+		d, err := ublk.OpenMember(p)
+		if err != nil || p != bad {
+			return d, err
+		}
+		return writeFailDev{d}, nil
+	}}, true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(a.Close)
+	m := NewManager(nil, ManagerOptions{})
+	s := &served{n: 0, a: a, entry: StateEntry{Members: paths[:2]}}
+	m.arrays[0] = s
+	code, msg := post(t, m, "/arrays/0/add-spare", map[string][]string{"members": {good, bad}})
+	if code == http.StatusOK {
+		t.Fatalf("add-spare with a device that fails every write: %d %q", code, msg)
+	}
+	if slices.Contains(a.Spares(), good) != slices.Contains(s.entry.Members, good) {
+		t.Fatalf("spares %v, state file members %v: they disagree on %s", a.Spares(), s.entry.Members, good)
+	}
 }

@@ -865,6 +865,14 @@ func (m *Manager) AddSpare(n int, members []string, force bool) (Array, error) {
 		paths[i] = known(s, p)
 	}
 	if err := s.a.AddSpares(paths, force); err != nil {
+		// An error after every check passed (a write error) may leave
+		// the devices before it added: the state file lists those, as
+		// the array holds them, so that a restart opens them again.
+		for _, p := range paths {
+			if slices.Contains(s.a.Spares(), p) || s.a.RoleOf(p) >= 0 {
+				m.addToState(s, p)
+			}
+		}
 		what := "add spare " + members[0]
 		if len(members) > 1 {
 			what = "add spares " + strings.Join(members, " ")
