@@ -7,6 +7,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"sync/atomic"
 	"testing"
 
 	"github.com/ublk-raid/ublk-raid/array"
@@ -184,5 +185,48 @@ func TestAddSparePartialFailureRecordsTheSpareAdded(t *testing.T) {
 	}
 	if slices.Contains(a.Spares(), good) != slices.Contains(s.entry.Members, good) {
 		t.Fatalf("spares %v, state file members %v: they disagree on %s", a.Spares(), s.entry.Members, good)
+	}
+}
+
+// switchFailDev fails every write while *fail is set.
+type switchFailDev struct {
+	array.Device
+	fail *atomic.Bool
+}
+
+func (d switchFailDev) WriteAt(p []byte, off int64) error {
+	if d.fail.Load() {
+		return errors.New("injected write error")
+	}
+	return d.Device.WriteAt(p, off)
+}
+
+// A remove of a spare whose superblock update fails still lets the spare
+// go (it is closed): the state file drops it too, or a restarted daemon
+// would open it again as a spare.
+func TestRemoveSpareWriteErrorDropsItFromState(t *testing.T) {
+	const size = 8 << 20
+	paths := files(t, 3, size)
+	var fail atomic.Bool
+	a, err := array.Open(paths[:2], array.CreateSpec{Level: engine.Level1, NoBitmap: true, Spares: paths[2:],
+		OpenDevice: func(p string) (array.Device, error) {
+			d, err := ublk.OpenMember(p)
+			if err != nil {
+				return d, err
+			}
+			return switchFailDev{d, &fail}, nil
+		}}, true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(a.Close)
+	m := NewManager(nil, ManagerOptions{})
+	s := &served{n: 0, a: a, entry: StateEntry{Members: paths}}
+	m.arrays[0] = s
+	fail.Store(true)
+	code, msg := post(t, m, "/arrays/0/remove", map[string]string{"member": paths[2]})
+	fail.Store(false)
+	if slices.Contains(a.Spares(), paths[2]) != slices.Contains(s.entry.Members, paths[2]) {
+		t.Fatalf("remove of the spare (%d %q): spares %v, state file members %v: they disagree", code, msg, a.Spares(), s.entry.Members)
 	}
 }

@@ -766,8 +766,16 @@ func (m *Manager) Remove(n int, member string) (Array, error) {
 	}
 	if sp := spareOf(s, member); sp != "" {
 		err := s.a.RemoveSpare(sp)
+		gone := !slices.Contains(s.a.Spares(), sp)
 		unlock()
 		if err != nil {
+			if gone {
+				// Let go (closed) although the members' role tables may
+				// still list it: a restart must not open it again (it
+				// may be reused by then, and a device without this
+				// array's superblock stops the assembly).
+				m.dropFromState(s, sp)
+			}
 			return Array{}, Refused(fmt.Errorf("remove %s: %w", member, err))
 		}
 		m.log.Info("spare removed", zap.String("device", DevicePath(n)), zap.String("member", sp))
