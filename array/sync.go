@@ -1261,6 +1261,19 @@ func (a *Array) previousRole(m *Member) (readdPlan, error) {
 	if err != nil || sb.ArrayUUID != cur.ArrayUUID || sb.IsSpare() || int(sb.Role) >= a.Engine.Geo.Members {
 		return readdPlan{}, notMember
 	}
+	// As at assembly: bounded by its device, and the data and bitmap
+	// where the array has them, in the array's geometry (none of these
+	// changes in an array's life). Otherwise its data is not where the
+	// array would take it to be.
+	if err := sb.CheckMemberSize(uint64(m.Size)); err != nil {
+		return readdPlan{}, fmt.Errorf("%s: %w", m.Path, err)
+	}
+	if sb.Level != cur.Level || sb.Layout != cur.Layout || sb.ChunkSectors != cur.ChunkSectors || sb.Members != cur.Members ||
+		sb.DataOffset != cur.DataOffset || sb.BitmapOffset != cur.BitmapOffset || sb.BitmapBytes != cur.BitmapBytes {
+		return readdPlan{}, fmt.Errorf("%s: its superblock (level %d, layout %#x, chunk %d, %d members, data at byte %d, bitmap at byte %d, %d bytes) disagrees with the array's (level %d, layout %#x, chunk %d, %d members, data at byte %d, bitmap at byte %d, %d bytes): corrupt or crafted superblock; replace --force puts the device in as a new one",
+			m.Path, sb.Level, sb.Layout, sb.ChunkSectors, sb.Members, sb.DataOffset, sb.BitmapOffset, sb.BitmapBytes,
+			cur.Level, cur.Layout, cur.ChunkSectors, cur.Members, cur.DataOffset, cur.BitmapOffset, cur.BitmapBytes)
+	}
 	role := int(sb.Role)
 	if engine.Diverged(sb, cur) {
 		return readdPlan{}, fmt.Errorf("%w: %s ran without this array's members (its superblock, events %d, records them failed or missing, and this array, events %d, records it gone): its data differs and a re-add would mix both sides; to keep this array's data, wipe it and put it in role %d with replace (a full rebuild)",
