@@ -230,3 +230,71 @@ func TestRemoveSpareWriteErrorDropsItFromState(t *testing.T) {
 		t.Fatalf("remove of the spare (%d %q): spares %v, state file members %v: they disagree", code, msg, a.Spares(), s.entry.Members)
 	}
 }
+
+// hookDev runs before (a write error when it says so) and after each
+// successful write.
+type hookDev struct {
+	array.Device
+	before func() error
+	after  func()
+}
+
+func (d hookDev) WriteAt(p []byte, off int64) error {
+	if d.before != nil {
+		if err := d.before(); err != nil {
+			return err
+		}
+	}
+	if err := d.Device.WriteAt(p, off); err != nil {
+		return err
+	}
+	if d.after != nil {
+		d.after()
+	}
+	return nil
+}
+
+// A replace that fails after the new device took the role (here: the
+// superblock update naming it fails on the last in-sync copy) has let
+// the old member go and holds the new one: the state file says so too,
+// or a restarted daemon would give the assembly a device the array no
+// longer holds (perhaps reused by then: it stops the assembly) and leave
+// out the one it does.
+func TestReplacePartialFailureKeepsStateInStep(t *testing.T) {
+	const size = 8 << 20
+	paths := files(t, 3, size)
+	var armed atomic.Bool
+	var writes atomic.Int32
+	open := func(p string) (array.Device, error) {
+		d, err := ublk.OpenMember(p)
+		if err != nil {
+			return d, err
+		}
+		switch p {
+		case paths[0]: // the first update after the new device's first write passes (the old member's failure), the next fails
+			return hookDev{Device: d, before: func() error {
+				if armed.Load() && writes.Add(1) >= 2 {
+					return errors.New("injected write error")
+				}
+				return nil
+			}}, nil
+		case paths[2]:
+			return hookDev{Device: d, after: func() { armed.Store(true) }}, nil
+		}
+		return d, nil
+	}
+	a, err := array.Open(paths[:2], array.CreateSpec{Level: engine.Level1, NoBitmap: true, AssumeClean: true, OpenDevice: open}, true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(a.Close)
+	m := NewManager(nil, ManagerOptions{})
+	s := &served{n: 0, a: a, entry: StateEntry{Members: paths[:2]}}
+	m.arrays[0] = s
+	code, msg := post(t, m, "/arrays/0/replace", map[string]string{"member": "1", "with": paths[2]})
+	for _, p := range []string{paths[1], paths[2]} {
+		if held := a.RoleOf(p) >= 0; held != slices.Contains(s.entry.Members, p) {
+			t.Errorf("replace (%d %q): %s held by the array %v, in the state file %v (%v)", code, msg, p, held, !held, s.entry.Members)
+		}
+	}
+}

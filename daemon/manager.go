@@ -949,6 +949,15 @@ func (m *Manager) Replace(n int, member, with string, force bool) (Array, error)
 	}
 	old := s.a.Status().Members[r]
 	if err := s.a.ReplaceMember(r, with, force); err != nil {
+		// An error after the array began to change (a write error) may
+		// have let the old member go and put the new one in: the state
+		// file follows what the array holds.
+		if old.Path != "" && s.a.RoleOf(old.Path) < 0 && !slices.Contains(s.a.Spares(), old.Path) {
+			m.dropFromState(s, old.Path)
+		}
+		if s.a.RoleOf(with) >= 0 {
+			m.addToState(s, with)
+		}
 		return Array{}, Refused(fmt.Errorf("replace %s with %s: %w", member, with, err))
 	}
 	m.log.Info("member replaced", zap.String("device", DevicePath(n)), zap.Int("role", r), zap.String("old", old.Path), zap.String("new", with))
