@@ -766,7 +766,7 @@ func (m *Manager) Remove(n int, member string) (Array, error) {
 	}
 	if sp := spareOf(s, member); sp != "" {
 		err := s.a.RemoveSpare(sp)
-		gone := !slices.Contains(s.a.Spares(), sp)
+		gone := !slices.Contains(s.a.Spares(), sp) && s.a.RoleOf(sp) < 0 // (not activated meanwhile)
 		unlock()
 		if err != nil {
 			if gone {
