@@ -298,3 +298,42 @@ func TestReplacePartialFailureKeepsStateInStep(t *testing.T) {
 		}
 	}
 }
+
+// After a restart, a failed member is not held by the array (assembly
+// leaves it closed) but the state file still lists it. Removing its role
+// (by number: the array has no path for it) must drop it from the state
+// file as a remove always does: otherwise, once the dead disk is pulled,
+// the next start cannot open it and the array stays down.
+func TestRemoveAfterRestartDropsTheFailedMemberFromState(t *testing.T) {
+	paths := files(t, 2, 8<<20)
+	a, err := array.Open(paths, array.CreateSpec{Level: engine.Level1, NoBitmap: true, AssumeClean: true}, true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := a.Fail(1); err != nil {
+		t.Fatal(err)
+	}
+	if err := a.SetClean(true); err != nil {
+		t.Fatal(err)
+	}
+	a.Close()
+	// The restart: assembled from the state file's paths.
+	b, err := array.Open(paths, array.CreateSpec{}, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(b.Close)
+	if st := b.Status(); st.Members[1].State != "faulty" || st.Members[1].Path != "" {
+		t.Fatalf("after the restart role 1 is %+v", st.Members[1])
+	}
+	m := NewManager(nil, ManagerOptions{})
+	s := &served{n: 0, a: b, entry: StateEntry{Members: paths}}
+	m.arrays[0] = s
+	post(t, m, "/arrays/0/remove", map[string]string{"member": "1"})
+	if st := b.Status(); st.Members[1].State != "missing" {
+		t.Fatalf("remove 1: role 1 is %+v", st.Members[1])
+	}
+	if slices.Contains(s.entry.Members, paths[1]) {
+		t.Fatalf("after remove of role 1 the state file still lists %s: %v", paths[1], s.entry.Members)
+	}
+}

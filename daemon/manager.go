@@ -794,8 +794,36 @@ func (m *Manager) Remove(n int, member string) (Array, error) {
 	}
 	unlock()
 	m.log.Info("member removed", zap.String("device", DevicePath(n)), zap.Int("role", r), zap.String("member", path))
-	m.dropFromState(s, path)
+	if path == "" {
+		// The role had no device in this run: its member failed before
+		// the array was assembled, which left it closed, and its path is
+		// one of the state file's the array does not hold. Those are
+		// dropped (stale members too: only re-add brings them back, and
+		// it records them again), so that the next start does not need
+		// the failed disk.
+		m.dropUnheld(s)
+	} else {
+		m.dropFromState(s, path)
+	}
 	return m.view(s), nil
+}
+
+// dropUnheld removes from s's members in the state file the paths its
+// array holds neither in a role nor as a spare.
+func (m *Manager) dropUnheld(s *served) {
+	held := memberPaths(s.a.Status())
+	m.mu.Lock()
+	var keep []string
+	for _, p := range s.entry.Members {
+		if slices.Contains(held, p) {
+			keep = append(keep, p)
+		}
+	}
+	s.entry.Members = keep
+	m.mu.Unlock()
+	if err := m.saveState(); err != nil {
+		m.log.Error("state file not written", zap.Error(err))
+	}
 }
 
 // spareOf is the spare of s that member names (any path to it), or "".
