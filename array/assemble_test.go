@@ -523,3 +523,52 @@ func TestOneRoleTablePerGeneration(t *testing.T) {
 	}
 	b.Close()
 }
+
+// A re-add reads the member's superblock: one that puts the data or the
+// bitmap elsewhere than the array does, or describes another geometry,
+// is refused as assembly refuses it (corrupt or crafted), and so is one
+// its device cannot hold. Accepted, its data would be taken to be where
+// the array's is, and with a bitmap only the dirty regions copied.
+func TestReAddRefusesSuperblockAtOddsWithTheArray(t *testing.T) {
+	paths := memberFiles(t, 2, 16<<20)
+	a := newRAID1(t, paths)
+	defer a.Close()
+	if err := a.Fail(1); err != nil {
+		t.Fatal(err)
+	}
+	if err := a.Remove(1); err != nil {
+		t.Fatal(err)
+	}
+	good := superblockOf(t, paths[1])
+	for _, tc := range []struct {
+		name  string
+		craft func(sb *engine.Superblock)
+	}{
+		{"data offset", func(sb *engine.Superblock) {
+			sb.DataOffset += engine.DataOffsetAlign
+			sb.DataSectors -= engine.DataOffsetAlign >> 9
+		}},
+		{"chunk", func(sb *engine.Superblock) { sb.ChunkSectors = 8 }},
+		{"data past the device", func(sb *engine.Superblock) { sb.DataSectors += 1 << 20 }},
+	} {
+		sb := *good
+		tc.craft(&sb)
+		putSuperblock(t, paths[1], &sb)
+		before, events := contents(t, paths...), a.Status().Events
+		if err := a.ReAdd(paths[1]); err == nil {
+			t.Errorf("%s: re-add of a member whose superblock is at odds with the array succeeded", tc.name)
+			a.WaitSync()
+			if err := a.Fail(1); err != nil {
+				t.Fatal(err)
+			}
+			if err := a.Remove(1); err != nil {
+				t.Fatal(err)
+			}
+			continue
+		}
+		if st := a.Status(); st.Events != events || st.Members[1].State != "missing" {
+			t.Errorf("%s: refused re-add changed the array: %+v", tc.name, st)
+		}
+		unchanged(t, tc.name+": refused re-add", paths, before)
+	}
+}

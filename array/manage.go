@@ -129,16 +129,16 @@ func (a *Array) Fail(role int) error {
 		own = *a.SBs[role]
 	}
 	a.mu.Unlock()
-	var st *engine.ArrayState
-	changed, ok := false, true
-	if g.Level == engine.Level0 {
-		st, changed = a.Engine.Fail(role)
-	} else {
-		// The check and the change in one step: two Fails at once cannot
-		// both pass the check and fail the array between them.
-		st, changed, ok = a.Engine.FailRedundant(role)
-	}
+	// The check and the change in one step: two Fails at once cannot
+	// both pass the check and fail the array between them. A raid0
+	// member always holds the only copy of its chunks, so it is refused
+	// too (md answers EBUSY): recorded, the failure would leave an array
+	// that does not assemble, even with --force.
+	st, changed, ok := a.Engine.FailRedundant(role)
 	if !ok {
+		if g.Level == engine.Level0 {
+			return fmt.Errorf("role %d holds the only copy of its chunks: a raid0 array has no redundancy, failing it would fail the array", role)
+		}
 		return fmt.Errorf("role %d holds the last copy of some data: failing it would fail the array", role)
 	}
 	if !changed {
@@ -164,7 +164,14 @@ func (a *Array) Remove(role int) error {
 	if role < 0 || role >= g.Members {
 		return fmt.Errorf("role %d: the array has roles 0..%d", role, g.Members-1)
 	}
-	st := a.Engine.State() // a removal races nothing but another removal
+	// A spare activation (started by the failure being removed) puts the
+	// spare in the role and only then marks it rebuilding: checked
+	// between the two, the role would still look faulty, and the removal
+	// would mark it missing and close the spare. Serialised with it (and
+	// with addMember), the check sees the role as the activation left it.
+	a.spareMu.Lock()
+	defer a.spareMu.Unlock()
+	st := a.Engine.State()
 	switch st.Members[role].State {
 	case engine.MemberFaulty:
 	case engine.MemberMissing:

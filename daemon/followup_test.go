@@ -1,15 +1,18 @@
 package daemon
 
 import (
+	"errors"
 	"net/http"
 	"os"
 	"path/filepath"
 	"slices"
 	"strings"
+	"sync/atomic"
 	"testing"
 
 	"github.com/ublk-raid/ublk-raid/array"
 	"github.com/ublk-raid/ublk-raid/engine"
+	"github.com/ublk-raid/ublk-raid/ublk"
 )
 
 // symlink makes a symbolic link to target in a new directory.
@@ -147,4 +150,190 @@ func TestAddWriteMostlyWithoutRoleWritesNothing(t *testing.T) {
 		t.Errorf("add with a write-mostly member that holds no role: %d %q; want 409 naming it", code, msg)
 	}
 	sameHashes(t, "refused add", before, hashes(t, all...))
+}
+
+// writeFailDev fails every write.
+type writeFailDev struct{ array.Device }
+
+func (d writeFailDev) WriteAt(p []byte, off int64) error { return errors.New("injected write error") }
+
+// An add-spare of several devices that fails part-way (a write error on
+// the second, after every check passed) leaves the first a spare of the
+// array: the state file lists it too, so that a restarted daemon opens
+// it again.
+func TestAddSparePartialFailureRecordsTheSpareAdded(t *testing.T) {
+	const size = 8 << 20
+	paths := files(t, 4, size)
+	good, bad := paths[2], paths[3]
+	a, err := array.Open(paths[:2], array.CreateSpec{Level: engine.Level1, NoBitmap: true, OpenDevice: func(p string) (array.Device, error) {
+		d, err := ublk.OpenMember(p)
+		if err != nil || p != bad {
+			return d, err
+		}
+		return writeFailDev{d}, nil
+	}}, true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(a.Close)
+	m := NewManager(nil, ManagerOptions{})
+	s := &served{n: 0, a: a, entry: StateEntry{Members: paths[:2]}}
+	m.arrays[0] = s
+	code, msg := post(t, m, "/arrays/0/add-spare", map[string][]string{"members": {good, bad}})
+	if code == http.StatusOK {
+		t.Fatalf("add-spare with a device that fails every write: %d %q", code, msg)
+	}
+	if slices.Contains(a.Spares(), good) != slices.Contains(s.entry.Members, good) {
+		t.Fatalf("spares %v, state file members %v: they disagree on %s", a.Spares(), s.entry.Members, good)
+	}
+}
+
+// switchFailDev fails every write while *fail is set.
+type switchFailDev struct {
+	array.Device
+	fail *atomic.Bool
+}
+
+func (d switchFailDev) WriteAt(p []byte, off int64) error {
+	if d.fail.Load() {
+		return errors.New("injected write error")
+	}
+	return d.Device.WriteAt(p, off)
+}
+
+// A remove of a spare whose superblock update fails still lets the spare
+// go (it is closed): the state file drops it too, or a restarted daemon
+// would open it again as a spare.
+func TestRemoveSpareWriteErrorDropsItFromState(t *testing.T) {
+	const size = 8 << 20
+	paths := files(t, 3, size)
+	var fail atomic.Bool
+	a, err := array.Open(paths[:2], array.CreateSpec{Level: engine.Level1, NoBitmap: true, Spares: paths[2:],
+		OpenDevice: func(p string) (array.Device, error) {
+			d, err := ublk.OpenMember(p)
+			if err != nil {
+				return d, err
+			}
+			return switchFailDev{d, &fail}, nil
+		}}, true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(a.Close)
+	m := NewManager(nil, ManagerOptions{})
+	s := &served{n: 0, a: a, entry: StateEntry{Members: paths}}
+	m.arrays[0] = s
+	fail.Store(true)
+	code, msg := post(t, m, "/arrays/0/remove", map[string]string{"member": paths[2]})
+	fail.Store(false)
+	if slices.Contains(a.Spares(), paths[2]) != slices.Contains(s.entry.Members, paths[2]) {
+		t.Fatalf("remove of the spare (%d %q): spares %v, state file members %v: they disagree", code, msg, a.Spares(), s.entry.Members)
+	}
+}
+
+// hookDev runs before (a write error when it says so) and after each
+// successful write.
+type hookDev struct {
+	array.Device
+	before func() error
+	after  func()
+}
+
+func (d hookDev) WriteAt(p []byte, off int64) error {
+	if d.before != nil {
+		if err := d.before(); err != nil {
+			return err
+		}
+	}
+	if err := d.Device.WriteAt(p, off); err != nil {
+		return err
+	}
+	if d.after != nil {
+		d.after()
+	}
+	return nil
+}
+
+// A replace that fails after the new device took the role (here: the
+// superblock update naming it fails on the last in-sync copy) has let
+// the old member go and holds the new one: the state file says so too,
+// or a restarted daemon would give the assembly a device the array no
+// longer holds (perhaps reused by then: it stops the assembly) and leave
+// out the one it does.
+func TestReplacePartialFailureKeepsStateInStep(t *testing.T) {
+	const size = 8 << 20
+	paths := files(t, 3, size)
+	var armed atomic.Bool
+	var writes atomic.Int32
+	open := func(p string) (array.Device, error) {
+		d, err := ublk.OpenMember(p)
+		if err != nil {
+			return d, err
+		}
+		switch p {
+		case paths[0]: // the first update after the new device's first write passes (the old member's failure), the next fails
+			return hookDev{Device: d, before: func() error {
+				if armed.Load() && writes.Add(1) >= 2 {
+					return errors.New("injected write error")
+				}
+				return nil
+			}}, nil
+		case paths[2]:
+			return hookDev{Device: d, after: func() { armed.Store(true) }}, nil
+		}
+		return d, nil
+	}
+	a, err := array.Open(paths[:2], array.CreateSpec{Level: engine.Level1, NoBitmap: true, AssumeClean: true, OpenDevice: open}, true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(a.Close)
+	m := NewManager(nil, ManagerOptions{})
+	s := &served{n: 0, a: a, entry: StateEntry{Members: paths[:2]}}
+	m.arrays[0] = s
+	code, msg := post(t, m, "/arrays/0/replace", map[string]string{"member": "1", "with": paths[2]})
+	for _, p := range []string{paths[1], paths[2]} {
+		if held := a.RoleOf(p) >= 0; held != slices.Contains(s.entry.Members, p) {
+			t.Errorf("replace (%d %q): %s held by the array %v, in the state file %v (%v)", code, msg, p, held, !held, s.entry.Members)
+		}
+	}
+}
+
+// After a restart, a failed member is not held by the array (assembly
+// leaves it closed) but the state file still lists it. Removing its role
+// (by number: the array has no path for it) must drop it from the state
+// file as a remove always does: otherwise, once the dead disk is pulled,
+// the next start cannot open it and the array stays down.
+func TestRemoveAfterRestartDropsTheFailedMemberFromState(t *testing.T) {
+	paths := files(t, 2, 8<<20)
+	a, err := array.Open(paths, array.CreateSpec{Level: engine.Level1, NoBitmap: true, AssumeClean: true}, true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := a.Fail(1); err != nil {
+		t.Fatal(err)
+	}
+	if err := a.SetClean(true); err != nil {
+		t.Fatal(err)
+	}
+	a.Close()
+	// The restart: assembled from the state file's paths.
+	b, err := array.Open(paths, array.CreateSpec{}, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(b.Close)
+	if st := b.Status(); st.Members[1].State != "faulty" || st.Members[1].Path != "" {
+		t.Fatalf("after the restart role 1 is %+v", st.Members[1])
+	}
+	m := NewManager(nil, ManagerOptions{})
+	s := &served{n: 0, a: b, entry: StateEntry{Members: paths}}
+	m.arrays[0] = s
+	post(t, m, "/arrays/0/remove", map[string]string{"member": "1"})
+	if st := b.Status(); st.Members[1].State != "missing" {
+		t.Fatalf("remove 1: role 1 is %+v", st.Members[1])
+	}
+	if slices.Contains(s.entry.Members, paths[1]) {
+		t.Fatalf("after remove of role 1 the state file still lists %s: %v", paths[1], s.entry.Members)
+	}
 }

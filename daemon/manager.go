@@ -766,8 +766,16 @@ func (m *Manager) Remove(n int, member string) (Array, error) {
 	}
 	if sp := spareOf(s, member); sp != "" {
 		err := s.a.RemoveSpare(sp)
+		gone := !slices.Contains(s.a.Spares(), sp) && s.a.RoleOf(sp) < 0 // (not activated meanwhile)
 		unlock()
 		if err != nil {
+			if gone {
+				// Let go (closed) although the members' role tables may
+				// still list it: a restart must not open it again (it
+				// may be reused by then, and a device without this
+				// array's superblock stops the assembly).
+				m.dropFromState(s, sp)
+			}
 			return Array{}, Refused(fmt.Errorf("remove %s: %w", member, err))
 		}
 		m.log.Info("spare removed", zap.String("device", DevicePath(n)), zap.String("member", sp))
@@ -786,8 +794,36 @@ func (m *Manager) Remove(n int, member string) (Array, error) {
 	}
 	unlock()
 	m.log.Info("member removed", zap.String("device", DevicePath(n)), zap.Int("role", r), zap.String("member", path))
-	m.dropFromState(s, path)
+	if path == "" {
+		// The role had no device in this run: its member failed before
+		// the array was assembled, which left it closed, and its path is
+		// one of the state file's the array does not hold. Those are
+		// dropped (stale members too: only re-add brings them back, and
+		// it records them again), so that the next start does not need
+		// the failed disk.
+		m.dropUnheld(s)
+	} else {
+		m.dropFromState(s, path)
+	}
 	return m.view(s), nil
+}
+
+// dropUnheld removes from s's members in the state file the paths its
+// array holds neither in a role nor as a spare.
+func (m *Manager) dropUnheld(s *served) {
+	held := memberPaths(s.a.Status())
+	m.mu.Lock()
+	var keep []string
+	for _, p := range s.entry.Members {
+		if slices.Contains(held, p) {
+			keep = append(keep, p)
+		}
+	}
+	s.entry.Members = keep
+	m.mu.Unlock()
+	if err := m.saveState(); err != nil {
+		m.log.Error("state file not written", zap.Error(err))
+	}
 }
 
 // spareOf is the spare of s that member names (any path to it), or "".
@@ -865,6 +901,14 @@ func (m *Manager) AddSpare(n int, members []string, force bool) (Array, error) {
 		paths[i] = known(s, p)
 	}
 	if err := s.a.AddSpares(paths, force); err != nil {
+		// An error after every check passed (a write error) may leave
+		// the devices before it added: the state file lists those, as
+		// the array holds them, so that a restart opens them again.
+		for _, p := range paths {
+			if slices.Contains(s.a.Spares(), p) || s.a.RoleOf(p) >= 0 {
+				m.addToState(s, p)
+			}
+		}
 		what := "add spare " + members[0]
 		if len(members) > 1 {
 			what = "add spares " + strings.Join(members, " ")
@@ -888,11 +932,17 @@ func (m *Manager) ReAdd(n int, member string) (Array, error) {
 	}
 	defer unlock()
 	path := member
-	if r, err := strconv.Atoi(member); err == nil {
-		if r < 0 || r >= len(s.a.Members) || s.a.Status().Members[r].Path == "" {
-			return Array{}, Invalid(fmt.Errorf("re-add %s: give the member's path", member))
+	if _, err := strconv.Atoi(member); err == nil {
+		// As the other operations: a role the array does not have is not
+		// found; one without a device (removed) is refused by the array's
+		// state, not bad usage.
+		r, err := role(s, member)
+		if err != nil {
+			return Array{}, err
 		}
-		path = s.a.Status().Members[r].Path
+		if path = s.a.Status().Members[r].Path; path == "" {
+			return Array{}, Refused(fmt.Errorf("re-add %s: role %d holds no device (removed): give the member's path", member, r))
+		}
 	}
 	path = known(s, path)
 	if err := s.a.ReAdd(path); err != nil {
@@ -927,6 +977,15 @@ func (m *Manager) Replace(n int, member, with string, force bool) (Array, error)
 	}
 	old := s.a.Status().Members[r]
 	if err := s.a.ReplaceMember(r, with, force); err != nil {
+		// An error after the array began to change (a write error) may
+		// have let the old member go and put the new one in: the state
+		// file follows what the array holds.
+		if old.Path != "" && s.a.RoleOf(old.Path) < 0 && !slices.Contains(s.a.Spares(), old.Path) {
+			m.dropFromState(s, old.Path)
+		}
+		if s.a.RoleOf(with) >= 0 {
+			m.addToState(s, with)
+		}
 		return Array{}, Refused(fmt.Errorf("replace %s with %s: %w", member, with, err))
 	}
 	m.log.Info("member replaced", zap.String("device", DevicePath(n)), zap.Int("role", r), zap.String("old", old.Path), zap.String("new", with))
