@@ -572,3 +572,61 @@ func TestReAddRefusesSuperblockAtOddsWithTheArray(t *testing.T) {
 		unchanged(t, tc.name+": refused re-add", paths, before)
 	}
 }
+
+// A failed member whose disk is gone (pulled before anyone removed it) no
+// longer keeps the array from starting: the superblocks present record it
+// failed, so the array assembles without it, as md's does. A member they
+// record active that is absent may hold the freshest data: the assembly is
+// refused with nothing written.
+func TestAbsentMemberLeftOutOnlyIfRecordedFailed(t *testing.T) {
+	paths := memberFiles(t, 3, 16<<20)
+	a := newRAID1(t, paths)
+	if err := a.SetClean(false); err != nil {
+		t.Fatal(err)
+	}
+	if err := a.Fail(2); err != nil {
+		t.Fatal(err)
+	}
+	userWrite(t, a, paths, 0, 4096, 0xcd)
+	stop(t, a)
+	if err := os.Remove(paths[2]); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := Open(paths, CreateSpec{}, false); err == nil {
+		t.Fatal("assembled with a member path absent, without SkipAbsent")
+	}
+	b, err := Open(paths, CreateSpec{SkipAbsent: true}, false)
+	if err != nil {
+		t.Fatalf("assembly without the absent failed member: %v", err)
+	}
+	if len(b.Absent) != 1 || b.Absent[0] != paths[2] {
+		t.Fatalf("Absent = %v, want [%s]", b.Absent, paths[2])
+	}
+	if st := b.Engine.State().Members; st[0].State != engine.MemberActive || st[1].State != engine.MemberActive || st[2].State == engine.MemberActive {
+		t.Fatalf("assembly without the failed member: %+v", st)
+	}
+	b.Close()
+
+	// All three active when stopped; one disk gone since.
+	paths = memberFiles(t, 3, 16<<20)
+	a = newRAID1(t, paths)
+	stop(t, a)
+	if err := os.Remove(paths[1]); err != nil {
+		t.Fatal(err)
+	}
+	before := fileBytes(t, paths[0], paths[2])
+	_, err = Open(paths, CreateSpec{SkipAbsent: true}, false)
+	if !errors.Is(err, ErrMemberAbsent) || !strings.Contains(err.Error(), paths[1]) || strings.Contains(err.Error(), "\n") {
+		t.Fatalf("assembly with an active member absent: %v, want ErrMemberAbsent naming %s in one line", err, paths[1])
+	}
+	if !slices2DEqual(before, fileBytes(t, paths[0], paths[2])) {
+		t.Fatal("the refused assembly wrote to the members present")
+	}
+	// None present.
+	for _, p := range paths {
+		os.Remove(p)
+	}
+	if _, err := Open(paths, CreateSpec{SkipAbsent: true}, false); !errors.Is(err, ErrMemberAbsent) {
+		t.Fatalf("assembly with every member absent: %v, want ErrMemberAbsent", err)
+	}
+}

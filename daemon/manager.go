@@ -196,7 +196,15 @@ func (m *Manager) restore(e StateEntry) (*served, error) {
 		}
 		exists = false
 	}
-	a, err := openRetry(e.Members, array.CreateSpec{SyncMinBytes: e.SyncMinBytes, SyncMaxBytes: e.SyncMaxBytes})
+	// Members absent (a failed disk pulled before it was removed) are
+	// left out when the superblocks present record them failed, missing
+	// or spare (array.CreateSpec.SkipAbsent): md starts such an array
+	// without them; an absent active member keeps the array pending.
+	a, err := openRetry(e.Members, array.CreateSpec{SyncMinBytes: e.SyncMinBytes, SyncMaxBytes: e.SyncMaxBytes, SkipAbsent: true})
+	if err == nil && len(a.Absent) > 0 {
+		m.log.Warn("members absent: the array starts without them (its superblocks record them failed, missing or spare)",
+			zap.String("device", DevicePath(e.Number)), zap.String("uuid", e.UUID), zap.Strings("absent", a.Absent))
+	}
 	if err != nil {
 		return nil, err
 	}
