@@ -1,6 +1,7 @@
 package array
 
 import (
+	"errors"
 	"fmt"
 
 	"github.com/ublk-raid/ublk-raid/engine"
@@ -179,15 +180,27 @@ func (a *Array) Remove(role int) error {
 	default:
 		return fmt.Errorf("role %d is %s: fail it first", role, st.Members[role].State)
 	}
-	if err := a.persist(a.Engine.Update(func(ms []engine.MemberStatus) {
+	prev := st.Members[role]
+	removed := a.Engine.Update(func(ms []engine.MemberStatus) {
 		ms[role] = engine.MemberStatus{State: engine.MemberMissing}
-	})); err != nil {
+	})
+	err := a.persist(removed)
+	if err != nil && a.durable.Load() < removed.Gen {
+		// Not recorded: the role is faulty again and its device stays,
+		// so that a retry removes it (not "already removed" with the
+		// device still open).
+		a.Engine.Update(func(ms []engine.MemberStatus) {
+			if ms[role].State == engine.MemberMissing {
+				ms[role] = prev
+			}
+		})
 		return err
 	}
+	// Recorded (err: some member did not take it, and was failed).
 	// Release the device: out of every queue's ring, then closed.
 	a.mu.Lock()
 	old := a.Members[role]
 	a.Members[role] = nil
 	a.mu.Unlock()
-	return a.swapFile(role, nil, old)
+	return errors.Join(err, a.swapFile(role, nil, old))
 }

@@ -797,7 +797,13 @@ func (m *Manager) Remove(n int, member string) (Array, error) {
 	}
 	path := s.a.Status().Members[r].Path
 	if err := s.a.Remove(r); err != nil {
+		// Recorded although a member did not take it: the device was let
+		// go, and the state file follows.
+		gone := path != "" && s.a.RoleOf(path) < 0 && s.a.Status().Members[r].State == "missing"
 		unlock()
+		if gone {
+			m.dropFromState(s, path)
+		}
 		return Array{}, Refused(fmt.Errorf("remove %s: %w", member, err))
 	}
 	unlock()
