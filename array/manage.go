@@ -170,14 +170,24 @@ func (a *Array) Remove(role int) error {
 	// between the two, the role would still look faulty, and the removal
 	// would mark it missing and close the spare. Serialised with it (and
 	// with addMember), the check sees the role as the activation left it.
+	a.mu.Lock()
+	was := a.Members[role]
+	a.mu.Unlock()
 	a.spareMu.Lock()
 	defer a.spareMu.Unlock()
+	a.mu.Lock()
+	now := a.Members[role]
+	a.mu.Unlock()
 	st := a.Engine.State()
 	switch st.Members[role].State {
 	case engine.MemberFaulty:
 	case engine.MemberMissing:
 		return fmt.Errorf("role %d is already removed", role)
 	default:
+		if now != was && now != nil {
+			// Not "fail it first": that would fail the spare.
+			return fmt.Errorf("a spare (%s) took role %d meanwhile: the member that held it is out of the array already", now.Path, role)
+		}
 		return fmt.Errorf("role %d is %s: fail it first", role, st.Members[role].State)
 	}
 	prev := st.Members[role]

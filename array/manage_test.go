@@ -2,6 +2,7 @@ package array
 
 import (
 	"errors"
+	"strings"
 	"testing"
 	"time"
 
@@ -228,5 +229,35 @@ func TestRemoveWriteFailureRetry(t *testing.T) {
 	}
 	if sb := superblockOf(t, paths[0]); sb.Roles[1].State != engine.RoleMissing {
 		t.Fatalf("superblock of role 0 says role 1 is %v", sb.Roles[1].State)
+	}
+}
+
+// A remove that waited for the spare activation its failure started finds
+// the spare in the role: it is refused, saying that the failed member is
+// out already, not advising to fail the role (which now is the spare).
+func TestRemoveAfterSpareTookTheRole(t *testing.T) {
+	paths := memberFiles(t, 3, 16<<20)
+	a, err := Open(paths[:2], CreateSpec{Level: engine.Level1, NoBitmap: true, AssumeClean: true, Spares: paths[2:]}, true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer a.Close()
+	a.spareMu.Lock() // the activation waits, and then the remove behind it
+	if err := a.Fail(1); err != nil {
+		a.spareMu.Unlock()
+		t.Fatal(err)
+	}
+	time.Sleep(100 * time.Millisecond)
+	removed := make(chan error, 1)
+	go func() { removed <- a.Remove(1) }()
+	time.Sleep(100 * time.Millisecond)
+	a.spareMu.Unlock()
+	err = <-removed
+	a.WaitSync()
+	if st := a.Status(); st.Members[1].Path != paths[2] {
+		t.Skipf("the remove ran before the activation (err %v): role 1 %+v", err, st.Members[1])
+	}
+	if err == nil || strings.Contains(err.Error(), "fail it first") || !strings.Contains(err.Error(), "out of the array already") {
+		t.Fatalf("remove after the spare took role 1: %v", err)
 	}
 }
