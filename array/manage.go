@@ -3,6 +3,7 @@ package array
 import (
 	"errors"
 	"fmt"
+	"os"
 
 	"github.com/ublk-raid/ublk-raid/engine"
 )
@@ -109,6 +110,36 @@ func (a *Array) RoleOf(p string) int {
 		}
 	}
 	return -1
+}
+
+// FailedRoleOf returns the faulty role, held by no device in this run,
+// whose member is the device at path (its superblock, read here, names
+// this array and that role, and the role table names its member UUID),
+// or -1. Assembly leaves a failed member closed: this finds its role by
+// the path it had.
+func (a *Array) FailedRoleOf(path string) int {
+	f, err := os.Open(path)
+	if err != nil {
+		return -1
+	}
+	defer f.Close()
+	b := make([]byte, engine.SuperblockSize)
+	if _, err := f.ReadAt(b, engine.SuperblockOffset); err != nil {
+		return -1
+	}
+	sb, err := engine.ParseSuperblock(b)
+	ref := a.refSB()
+	if err != nil || ref == nil || sb.ArrayUUID != ref.ArrayUUID || sb.IsSpare() || int(sb.Role) >= a.Engine.Geo.Members {
+		return -1
+	}
+	r := int(sb.Role)
+	a.mu.Lock()
+	held := a.Members[r] != nil
+	a.mu.Unlock()
+	if held || a.Engine.State().Members[r].State != engine.MemberFaulty || ref.Roles[r].Member != sb.MemberUUID {
+		return -1
+	}
+	return r
 }
 
 // Fail marks member role faulty (like mdadm --fail) and records it in the

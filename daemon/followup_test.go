@@ -337,3 +337,43 @@ func TestRemoveAfterRestartDropsTheFailedMemberFromState(t *testing.T) {
 		t.Fatalf("after remove of role 1 the state file still lists %s: %v", paths[1], s.entry.Members)
 	}
 }
+
+// After a restart, a failed member is not held by the array, but remove
+// by its path still finds its role (from its superblock) and drops it
+// from the state file, as remove by role number does; a path it cannot
+// tell answers 404 naming the role numbers to use.
+func TestRemoveAfterRestartByPath(t *testing.T) {
+	paths := files(t, 3, 8<<20)
+	a, err := array.Open(paths[:2], array.CreateSpec{Level: engine.Level1, NoBitmap: true, AssumeClean: true}, true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := a.Fail(1); err != nil {
+		t.Fatal(err)
+	}
+	if err := a.SetClean(true); err != nil {
+		t.Fatal(err)
+	}
+	a.Close()
+	b, err := array.Open(paths[:2], array.CreateSpec{}, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(b.Close)
+	m := NewManager(nil, ManagerOptions{})
+	s := &served{n: 0, a: b, entry: StateEntry{Members: paths[:2]}}
+	m.arrays[0] = s
+	code, msg := post(t, m, "/arrays/0/remove", map[string]string{"member": paths[2]})
+	if code != http.StatusNotFound || !strings.Contains(msg, "faulty roles without a device: 1") {
+		t.Fatalf("remove of a device never in the array: %d %q", code, msg)
+	}
+	if code, msg := post(t, m, "/arrays/0/remove", map[string]string{"member": paths[1]}); code != http.StatusOK {
+		t.Fatalf("remove of the failed member by path after a restart: %d %q", code, msg)
+	}
+	if st := b.Status(); st.Members[1].State != "missing" {
+		t.Fatalf("remove %s: role 1 is %+v", paths[1], st.Members[1])
+	}
+	if slices.Contains(s.entry.Members, paths[1]) {
+		t.Fatalf("after remove of %s the state file still lists it: %v", paths[1], s.entry.Members)
+	}
+}

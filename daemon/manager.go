@@ -791,6 +791,24 @@ func (m *Manager) Remove(n int, member string) (Array, error) {
 		return m.view(s), nil
 	}
 	r, err := role(s, member)
+	if _, numErr := strconv.Atoi(member); err != nil && numErr != nil {
+		// After a restart a failed member is not held (assembly leaves
+		// it closed): its role is found from its superblock.
+		if fr := s.a.FailedRoleOf(member); fr >= 0 {
+			r, err = fr, nil
+		} else {
+			var unheld []string
+			for _, mi := range s.a.Status().Members {
+				if mi.Path == "" && mi.State == "faulty" {
+					unheld = append(unheld, strconv.Itoa(mi.Role))
+				}
+			}
+			if len(unheld) > 0 {
+				err = fmt.Errorf("%s is not held by %s (a failed member is left closed when the array starts): give the role number (faulty roles without a device: %s): %w",
+					member, DevicePath(s.n), strings.Join(unheld, ", "), ErrNotFound)
+			}
+		}
+	}
 	if err != nil {
 		unlock()
 		return Array{}, err
