@@ -377,3 +377,26 @@ func TestRemoveAfterRestartByPath(t *testing.T) {
 		t.Fatalf("after remove of %s the state file still lists it: %v", paths[1], s.entry.Members)
 	}
 }
+
+// Write-mostly belongs to the role: the device a replace puts into a
+// write-mostly role is write-mostly in the state file too (it listed the
+// old path, so a restart left the new member read like any other).
+func TestReplaceKeepsWriteMostlyInState(t *testing.T) {
+	paths := files(t, 3, 8<<20)
+	a, err := array.Open(paths[:2], array.CreateSpec{Level: engine.Level1, NoBitmap: true, AssumeClean: true,
+		WriteMostly: paths[1:2]}, true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(a.Close)
+	m := NewManager(nil, ManagerOptions{})
+	s := &served{n: 0, a: a, entry: StateEntry{Members: paths[:2], WriteMostly: paths[1:2]}}
+	m.arrays[0] = s
+	if code, msg := post(t, m, "/arrays/0/replace", map[string]string{"member": "1", "with": paths[2]}); code != http.StatusOK {
+		t.Fatalf("replace: %d %q", code, msg)
+	}
+	a.WaitSync()
+	if a.WriteMostly != 1<<1 || !slices.Equal(s.entry.WriteMostly, paths[2:]) {
+		t.Fatalf("after replacing write-mostly role 1 with %s: mask %#x, state file write-mostly %v", paths[2], a.WriteMostly, s.entry.WriteMostly)
+	}
+}

@@ -314,9 +314,11 @@ func (m *Manager) start(a *array.Array, n int, cfg ublk.Config, recover bool) (*
 			return
 		}
 		m.log.Warn("spare activated", zap.String("device", dev), zap.Int("role", role), zap.String("member", path))
+		st := a.Status()
 		m.mu.Lock()
-		s.entry.Members = memberPaths(a.Status())
+		s.entry.Members = memberPaths(st)
 		m.mu.Unlock()
+		m.followWriteMostly(s, st)
 		if err := m.saveState(); err != nil {
 			m.log.Error("state file not written", zap.Error(err))
 		}
@@ -1012,6 +1014,7 @@ func (m *Manager) Replace(n int, member, with string, force bool) (Array, error)
 		// An error after the array began to change (a write error) may
 		// have let the old member go and put the new one in: the state
 		// file follows what the array holds.
+		m.followWriteMostly(s, s.a.Status())
 		if old.Path != "" && s.a.RoleOf(old.Path) < 0 && !slices.Contains(s.a.Spares(), old.Path) {
 			m.dropFromState(s, old.Path)
 		}
@@ -1021,9 +1024,29 @@ func (m *Manager) Replace(n int, member, with string, force bool) (Array, error)
 		return Array{}, Refused(fmt.Errorf("replace %s with %s: %w", member, with, err))
 	}
 	m.log.Info("member replaced", zap.String("device", DevicePath(n)), zap.Int("role", r), zap.String("old", old.Path), zap.String("new", with))
+	m.followWriteMostly(s, s.a.Status())
 	m.dropFromState(s, old.Path)
 	m.addToState(s, with)
 	return m.view(s), nil
+}
+
+// followWriteMostly records as s's write-mostly members the paths that
+// hold the roles its array reads write-mostly (Array.WriteMostly, a mask
+// of roles). Unlike md, where the flag belongs to the device (a
+// replacement has it only if added with --write-mostly), here it belongs
+// to the role: a device put into the role (replace, spare activation)
+// takes it over, in the state file too, so that a restart keeps it.
+// (Saved with the member list by the caller.)
+func (m *Manager) followWriteMostly(s *served, st array.Status) {
+	var wm []string
+	for _, mi := range st.Members {
+		if mi.Path != "" && s.a.WriteMostly&(1<<uint(mi.Role)) != 0 {
+			wm = append(wm, mi.Path)
+		}
+	}
+	m.mu.Lock()
+	s.entry.WriteMostly = wm
+	m.mu.Unlock()
 }
 
 // addToState records path among s's members in the state file.
