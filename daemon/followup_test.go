@@ -9,6 +9,7 @@ import (
 	"strings"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/ublk-raid/ublk-raid/array"
 	"github.com/ublk-raid/ublk-raid/engine"
@@ -398,5 +399,32 @@ func TestReplaceKeepsWriteMostlyInState(t *testing.T) {
 	a.WaitSync()
 	if a.WriteMostly != 1<<1 || !slices.Equal(s.entry.WriteMostly, paths[2:]) {
 		t.Fatalf("after replacing write-mostly role 1 with %s: mask %#x, state file write-mostly %v", paths[2], a.WriteMostly, s.entry.WriteMostly)
+	}
+}
+
+// del waits for the member operation under way on the array (it holds
+// the array's operation lock here): one that went on after the stop
+// marked the array clean would leave non-clean superblocks behind, and a
+// needless resync at the next start. (The lock is never released: the
+// device here is not a real one.)
+func TestDeleteWaitsForMemberOperation(t *testing.T) {
+	paths := files(t, 2, 8<<20)
+	a, err := array.Open(paths, array.CreateSpec{Level: engine.Level1, NoBitmap: true, AssumeClean: true}, true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(a.Close)
+	m := NewManager(nil, ManagerOptions{})
+	const n = 1000 // no /dev/ublkb1000: not in use
+	s := &served{n: n, a: a, d: &ublk.Device{}, entry: StateEntry{Members: paths}}
+	m.arrays[n] = s
+	s.opMu.Lock() // an operation under way
+	go m.Delete(n)
+	time.Sleep(200 * time.Millisecond)
+	m.mu.Lock()
+	still := m.arrays[n] == s
+	m.mu.Unlock()
+	if !still {
+		t.Fatal("del went on while a member operation held the array")
 	}
 }

@@ -632,6 +632,21 @@ func (m *Manager) Delete(n int) (DeleteResult, error) {
 		m.log.Info("state entry forgotten", zap.String("device", DevicePath(n)))
 		return DeleteResult{Deleted: []string{}, Forgotten: []int{n}}, m.saveState()
 	}
+	m.mu.Unlock()
+	// After the member operation under way (add-spare, re-add, replace,
+	// the start of a check: none waits for long; a grow's hand-over
+	// leaves another array here, taken again below): one that went on
+	// after the stop marked the array clean would write superblocks
+	// that say otherwise, and the next start would resync for nothing.
+	// Those waiting behind find the array gone (lockOp).
+	s.opMu.Lock()
+	m.mu.Lock()
+	if m.arrays[n] != s { // deleted, or assembled again, meanwhile
+		m.mu.Unlock()
+		s.opMu.Unlock()
+		return m.Delete(n)
+	}
+	defer s.opMu.Unlock()
 	inUseErr := Refused(fmt.Errorf("%s is in use (mounted, or held by another program): unmount it first", DevicePath(n)))
 	if s.d.Info().Flags&ublk.FlagSafeStopDev == 0 && InUse(n) {
 		m.mu.Unlock()
@@ -1262,7 +1277,6 @@ func (m *Manager) retryRecovery(n int) {
 // again). The Manager must not be used afterwards.
 func (m *Manager) Shutdown(keep bool) {
 	m.addMu.Lock()
-	defer m.addMu.Unlock()
 	m.closed = true
 	m.mu.Lock()
 	ss := make([]*served, 0, len(m.arrays))
@@ -1271,7 +1285,13 @@ func (m *Manager) Shutdown(keep bool) {
 	}
 	clear(m.arrays)
 	m.mu.Unlock()
+	// Released before the operation locks are taken: a grow holds its
+	// array's and then waits for addMu (it then finds the daemon closed).
+	m.addMu.Unlock()
 	for _, s := range ss {
+		// As Delete: after the member operation under way, so that none
+		// writes superblocks after the stop marked the array clean.
+		s.opMu.Lock()
 		switch {
 		case keep:
 			m.log.Info("leaving the device for the next daemon to recover", zap.String("device", s.d.BlockPath()))
@@ -1281,6 +1301,7 @@ func (m *Manager) Shutdown(keep bool) {
 			err := s.d.StopUnused()
 			if errors.Is(err, ublk.ErrInUse) || errors.Is(err, ublk.ErrNoSafeStop) && InUse(s.n) {
 				m.log.Warn("device in use: leaving it for the next daemon to recover", zap.String("device", s.d.BlockPath()))
+				s.opMu.Unlock()
 				continue
 			}
 			if errors.Is(err, ublk.ErrNoSafeStop) {
@@ -1290,6 +1311,7 @@ func (m *Manager) Shutdown(keep bool) {
 				m.log.Error("deleting the device", zap.String("device", s.d.BlockPath()), zap.Error(err))
 			}
 		}
+		s.opMu.Unlock()
 	}
 }
 
