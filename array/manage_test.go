@@ -2,6 +2,7 @@ package array
 
 import (
 	"errors"
+	"strings"
 	"testing"
 	"time"
 
@@ -193,5 +194,70 @@ func TestRemoveDuringSpareActivation(t *testing.T) {
 	}
 	if sb := superblockOf(t, paths[0]); sb.Roles[1].State != engine.RoleActive {
 		t.Fatalf("superblock of role 0 says role 1 is %v", sb.Roles[1].State)
+	}
+}
+
+// A remove whose superblock update no member took changes nothing: the
+// role stays faulty with its device open, and a retry removes it (it
+// said "already removed", the device still open, when the role was
+// marked missing before the write).
+func TestRemoveWriteFailureRetry(t *testing.T) {
+	paths := memberFiles(t, 2, 32<<20)
+	a, err := Open(paths, CreateSpec{Level: engine.Level1, AssumeClean: true}, true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer a.Close()
+	if err := a.Fail(1); err != nil {
+		t.Fatal(err)
+	}
+	orig := writeSuperblock
+	defer func() { writeSuperblock = orig }()
+	writeSuperblock = func(m *Member, b []byte) error { return errors.New("injected write error") }
+	if err := a.Remove(1); err == nil {
+		t.Fatal("a remove no superblock took succeeded")
+	}
+	if st := a.Status(); st.Members[1].State != "faulty" || st.Members[1].Path != paths[1] || !heldOpen(t, paths[1]) {
+		t.Fatalf("after a failed remove: role 1 %+v, open %v", st.Members[1], heldOpen(t, paths[1]))
+	}
+	writeSuperblock = orig
+	if err := a.Remove(1); err != nil {
+		t.Fatalf("retried remove: %v", err)
+	}
+	if st := a.Status(); st.Members[1].State != "missing" || st.Members[1].Path != "" || heldOpen(t, paths[1]) {
+		t.Fatalf("after the retried remove: role 1 %+v, open %v", st.Members[1], heldOpen(t, paths[1]))
+	}
+	if sb := superblockOf(t, paths[0]); sb.Roles[1].State != engine.RoleMissing {
+		t.Fatalf("superblock of role 0 says role 1 is %v", sb.Roles[1].State)
+	}
+}
+
+// A remove that waited for the spare activation its failure started finds
+// the spare in the role: it is refused, saying that the failed member is
+// out already, not advising to fail the role (which now is the spare).
+func TestRemoveAfterSpareTookTheRole(t *testing.T) {
+	paths := memberFiles(t, 3, 16<<20)
+	a, err := Open(paths[:2], CreateSpec{Level: engine.Level1, NoBitmap: true, AssumeClean: true, Spares: paths[2:]}, true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer a.Close()
+	a.spareMu.Lock() // the activation waits, and then the remove behind it
+	if err := a.Fail(1); err != nil {
+		a.spareMu.Unlock()
+		t.Fatal(err)
+	}
+	time.Sleep(100 * time.Millisecond)
+	removed := make(chan error, 1)
+	go func() { removed <- a.Remove(1) }()
+	time.Sleep(100 * time.Millisecond)
+	a.spareMu.Unlock()
+	err = <-removed
+	a.WaitSync()
+	if st := a.Status(); st.Members[1].Path != paths[2] {
+		t.Skipf("the remove ran before the activation (err %v): role 1 %+v", err, st.Members[1])
+	}
+	if err == nil || strings.Contains(err.Error(), "fail it first") || !strings.Contains(err.Error(), "out of the array already") {
+		t.Fatalf("remove after the spare took role 1: %v", err)
 	}
 }

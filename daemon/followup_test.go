@@ -9,6 +9,7 @@ import (
 	"strings"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/ublk-raid/ublk-raid/array"
 	"github.com/ublk-raid/ublk-raid/engine"
@@ -335,5 +336,95 @@ func TestRemoveAfterRestartDropsTheFailedMemberFromState(t *testing.T) {
 	}
 	if slices.Contains(s.entry.Members, paths[1]) {
 		t.Fatalf("after remove of role 1 the state file still lists %s: %v", paths[1], s.entry.Members)
+	}
+}
+
+// After a restart, a failed member is not held by the array, but remove
+// by its path still finds its role (from its superblock) and drops it
+// from the state file, as remove by role number does; a path it cannot
+// tell answers 404 naming the role numbers to use.
+func TestRemoveAfterRestartByPath(t *testing.T) {
+	paths := files(t, 3, 8<<20)
+	a, err := array.Open(paths[:2], array.CreateSpec{Level: engine.Level1, NoBitmap: true, AssumeClean: true}, true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := a.Fail(1); err != nil {
+		t.Fatal(err)
+	}
+	if err := a.SetClean(true); err != nil {
+		t.Fatal(err)
+	}
+	a.Close()
+	b, err := array.Open(paths[:2], array.CreateSpec{}, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(b.Close)
+	m := NewManager(nil, ManagerOptions{})
+	s := &served{n: 0, a: b, entry: StateEntry{Members: paths[:2]}}
+	m.arrays[0] = s
+	code, msg := post(t, m, "/arrays/0/remove", map[string]string{"member": paths[2]})
+	if code != http.StatusNotFound || !strings.Contains(msg, "faulty roles without a device: 1") {
+		t.Fatalf("remove of a device never in the array: %d %q", code, msg)
+	}
+	if code, msg := post(t, m, "/arrays/0/remove", map[string]string{"member": paths[1]}); code != http.StatusOK {
+		t.Fatalf("remove of the failed member by path after a restart: %d %q", code, msg)
+	}
+	if st := b.Status(); st.Members[1].State != "missing" {
+		t.Fatalf("remove %s: role 1 is %+v", paths[1], st.Members[1])
+	}
+	if slices.Contains(s.entry.Members, paths[1]) {
+		t.Fatalf("after remove of %s the state file still lists it: %v", paths[1], s.entry.Members)
+	}
+}
+
+// Write-mostly belongs to the role: the device a replace puts into a
+// write-mostly role is write-mostly in the state file too (it listed the
+// old path, so a restart left the new member read like any other).
+func TestReplaceKeepsWriteMostlyInState(t *testing.T) {
+	paths := files(t, 3, 8<<20)
+	a, err := array.Open(paths[:2], array.CreateSpec{Level: engine.Level1, NoBitmap: true, AssumeClean: true,
+		WriteMostly: paths[1:2]}, true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(a.Close)
+	m := NewManager(nil, ManagerOptions{})
+	s := &served{n: 0, a: a, entry: StateEntry{Members: paths[:2], WriteMostly: paths[1:2]}}
+	m.arrays[0] = s
+	if code, msg := post(t, m, "/arrays/0/replace", map[string]string{"member": "1", "with": paths[2]}); code != http.StatusOK {
+		t.Fatalf("replace: %d %q", code, msg)
+	}
+	a.WaitSync()
+	if a.WriteMostly != 1<<1 || !slices.Equal(s.entry.WriteMostly, paths[2:]) {
+		t.Fatalf("after replacing write-mostly role 1 with %s: mask %#x, state file write-mostly %v", paths[2], a.WriteMostly, s.entry.WriteMostly)
+	}
+}
+
+// del waits for the member operation under way on the array (it holds
+// the array's operation lock here): one that went on after the stop
+// marked the array clean would leave non-clean superblocks behind, and a
+// needless resync at the next start. (The lock is never released: the
+// device here is not a real one.)
+func TestDeleteWaitsForMemberOperation(t *testing.T) {
+	paths := files(t, 2, 8<<20)
+	a, err := array.Open(paths, array.CreateSpec{Level: engine.Level1, NoBitmap: true, AssumeClean: true}, true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(a.Close)
+	m := NewManager(nil, ManagerOptions{})
+	const n = 1000 // no /dev/ublkb1000: not in use
+	s := &served{n: n, a: a, d: &ublk.Device{}, entry: StateEntry{Members: paths}}
+	m.arrays[n] = s
+	s.opMu.Lock() // an operation under way
+	go m.Delete(n)
+	time.Sleep(200 * time.Millisecond)
+	m.mu.Lock()
+	still := m.arrays[n] == s
+	m.mu.Unlock()
+	if !still {
+		t.Fatal("del went on while a member operation held the array")
 	}
 }

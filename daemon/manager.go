@@ -314,9 +314,11 @@ func (m *Manager) start(a *array.Array, n int, cfg ublk.Config, recover bool) (*
 			return
 		}
 		m.log.Warn("spare activated", zap.String("device", dev), zap.Int("role", role), zap.String("member", path))
+		st := a.Status()
 		m.mu.Lock()
-		s.entry.Members = memberPaths(a.Status())
+		s.entry.Members = memberPaths(st)
 		m.mu.Unlock()
+		m.followWriteMostly(s, st)
 		if err := m.saveState(); err != nil {
 			m.log.Error("state file not written", zap.Error(err))
 		}
@@ -630,6 +632,21 @@ func (m *Manager) Delete(n int) (DeleteResult, error) {
 		m.log.Info("state entry forgotten", zap.String("device", DevicePath(n)))
 		return DeleteResult{Deleted: []string{}, Forgotten: []int{n}}, m.saveState()
 	}
+	m.mu.Unlock()
+	// After the member operation under way (add-spare, re-add, replace,
+	// the start of a check: none waits for long; a grow's hand-over
+	// leaves another array here, taken again below): one that went on
+	// after the stop marked the array clean would write superblocks
+	// that say otherwise, and the next start would resync for nothing.
+	// Those waiting behind find the array gone (lockOp).
+	s.opMu.Lock()
+	m.mu.Lock()
+	if m.arrays[n] != s { // deleted, or assembled again, meanwhile
+		m.mu.Unlock()
+		s.opMu.Unlock()
+		return m.Delete(n)
+	}
+	defer s.opMu.Unlock()
 	inUseErr := Refused(fmt.Errorf("%s is in use (mounted, or held by another program): unmount it first", DevicePath(n)))
 	if s.d.Info().Flags&ublk.FlagSafeStopDev == 0 && InUse(n) {
 		m.mu.Unlock()
@@ -791,13 +808,37 @@ func (m *Manager) Remove(n int, member string) (Array, error) {
 		return m.view(s), nil
 	}
 	r, err := role(s, member)
+	if _, numErr := strconv.Atoi(member); err != nil && numErr != nil {
+		// After a restart a failed member is not held (assembly leaves
+		// it closed): its role is found from its superblock.
+		if fr := s.a.FailedRoleOf(member); fr >= 0 {
+			r, err = fr, nil
+		} else {
+			var unheld []string
+			for _, mi := range s.a.Status().Members {
+				if mi.Path == "" && mi.State == "faulty" {
+					unheld = append(unheld, strconv.Itoa(mi.Role))
+				}
+			}
+			if len(unheld) > 0 {
+				err = fmt.Errorf("%s is not held by %s (a failed member is left closed when the array starts): give the role number (faulty roles without a device: %s): %w",
+					member, DevicePath(s.n), strings.Join(unheld, ", "), ErrNotFound)
+			}
+		}
+	}
 	if err != nil {
 		unlock()
 		return Array{}, err
 	}
 	path := s.a.Status().Members[r].Path
 	if err := s.a.Remove(r); err != nil {
+		// Recorded although a member did not take it: the device was let
+		// go, and the state file follows.
+		gone := path != "" && s.a.RoleOf(path) < 0 && s.a.Status().Members[r].State == "missing"
 		unlock()
+		if gone {
+			m.dropFromState(s, path)
+		}
 		return Array{}, Refused(fmt.Errorf("remove %s: %w", member, err))
 	}
 	unlock()
@@ -988,6 +1029,7 @@ func (m *Manager) Replace(n int, member, with string, force bool) (Array, error)
 		// An error after the array began to change (a write error) may
 		// have let the old member go and put the new one in: the state
 		// file follows what the array holds.
+		m.followWriteMostly(s, s.a.Status())
 		if old.Path != "" && s.a.RoleOf(old.Path) < 0 && !slices.Contains(s.a.Spares(), old.Path) {
 			m.dropFromState(s, old.Path)
 		}
@@ -997,9 +1039,29 @@ func (m *Manager) Replace(n int, member, with string, force bool) (Array, error)
 		return Array{}, Refused(fmt.Errorf("replace %s with %s: %w", member, with, err))
 	}
 	m.log.Info("member replaced", zap.String("device", DevicePath(n)), zap.Int("role", r), zap.String("old", old.Path), zap.String("new", with))
+	m.followWriteMostly(s, s.a.Status())
 	m.dropFromState(s, old.Path)
 	m.addToState(s, with)
 	return m.view(s), nil
+}
+
+// followWriteMostly records as s's write-mostly members the paths that
+// hold the roles its array reads write-mostly (Array.WriteMostly, a mask
+// of roles). Unlike md, where the flag belongs to the device (a
+// replacement has it only if added with --write-mostly), here it belongs
+// to the role: a device put into the role (replace, spare activation)
+// takes it over, in the state file too, so that a restart keeps it.
+// (Saved with the member list by the caller.)
+func (m *Manager) followWriteMostly(s *served, st array.Status) {
+	var wm []string
+	for _, mi := range st.Members {
+		if mi.Path != "" && s.a.WriteMostly&(1<<uint(mi.Role)) != 0 {
+			wm = append(wm, mi.Path)
+		}
+	}
+	m.mu.Lock()
+	s.entry.WriteMostly = wm
+	m.mu.Unlock()
 }
 
 // addToState records path among s's members in the state file.
@@ -1215,7 +1277,6 @@ func (m *Manager) retryRecovery(n int) {
 // again). The Manager must not be used afterwards.
 func (m *Manager) Shutdown(keep bool) {
 	m.addMu.Lock()
-	defer m.addMu.Unlock()
 	m.closed = true
 	m.mu.Lock()
 	ss := make([]*served, 0, len(m.arrays))
@@ -1224,7 +1285,13 @@ func (m *Manager) Shutdown(keep bool) {
 	}
 	clear(m.arrays)
 	m.mu.Unlock()
+	// Released before the operation locks are taken: a grow holds its
+	// array's and then waits for addMu (it then finds the daemon closed).
+	m.addMu.Unlock()
 	for _, s := range ss {
+		// As Delete: after the member operation under way, so that none
+		// writes superblocks after the stop marked the array clean.
+		s.opMu.Lock()
 		switch {
 		case keep:
 			m.log.Info("leaving the device for the next daemon to recover", zap.String("device", s.d.BlockPath()))
@@ -1234,6 +1301,7 @@ func (m *Manager) Shutdown(keep bool) {
 			err := s.d.StopUnused()
 			if errors.Is(err, ublk.ErrInUse) || errors.Is(err, ublk.ErrNoSafeStop) && InUse(s.n) {
 				m.log.Warn("device in use: leaving it for the next daemon to recover", zap.String("device", s.d.BlockPath()))
+				s.opMu.Unlock()
 				continue
 			}
 			if errors.Is(err, ublk.ErrNoSafeStop) {
@@ -1243,6 +1311,7 @@ func (m *Manager) Shutdown(keep bool) {
 				m.log.Error("deleting the device", zap.String("device", s.d.BlockPath()), zap.Error(err))
 			}
 		}
+		s.opMu.Unlock()
 	}
 }
 
