@@ -92,12 +92,7 @@ func TestReAddAfterRoleRefilledRebuildsAll(t *testing.T) {
 	paths := memberFiles(t, 3, 16<<20)
 	a := newRAID1(t, paths[:2])
 	defer a.Close()
-	if err := a.Fail(1); err != nil {
-		t.Fatal(err)
-	}
-	if err := a.Remove(1); err != nil {
-		t.Fatal(err)
-	}
+	failAndRemove(t, a, 1)
 	userWrite(t, a, paths, 2<<20, 4096, 0x5a) // B misses it
 	if err := a.Replace(1, paths[2]); err != nil {
 		t.Fatal(err)
@@ -116,12 +111,7 @@ func TestReAddAfterRoleRefilledRebuildsAll(t *testing.T) {
 	if r, _ := a.Bitmap.Regions(4096, 8); a.Bitmap.Dirty(r) {
 		t.Fatal("the written region is still dirty after a clean stop")
 	}
-	if err := a.Fail(1); err != nil {
-		t.Fatal(err)
-	}
-	if err := a.Remove(1); err != nil {
-		t.Fatal(err)
-	}
+	failAndRemove(t, a, 1)
 	userWrite(t, a, paths, 8<<20, 4096, 0x66)
 	if err := a.ReAdd(paths[1]); err != nil {
 		t.Fatal(err)
@@ -151,12 +141,7 @@ func TestReAddCopiesWriteRacingReAdd(t *testing.T) {
 	paths := memberFiles(t, 2, 16<<20)
 	a := newRAID1(t, paths)
 	defer a.Close()
-	if err := a.Fail(1); err != nil {
-		t.Fatal(err)
-	}
-	if err := a.Remove(1); err != nil {
-		t.Fatal(err)
-	}
+	failAndRemove(t, a, 1)
 	userWrite(t, a, paths, 1<<20, 4096, 0x11)
 	orig := writeSuperblock
 	defer func() { writeSuperblock = orig }()
@@ -458,12 +443,7 @@ func TestReAddOldCopyRebuildsAll(t *testing.T) {
 	if err := a.SetClean(false); err != nil {
 		t.Fatal(err)
 	}
-	if err := a.Fail(1); err != nil {
-		t.Fatal(err)
-	}
-	if err := a.Remove(1); err != nil {
-		t.Fatal(err)
-	}
+	failAndRemove(t, a, 1)
 	if err := os.WriteFile(paths[1], image, 0o600); err != nil {
 		t.Fatal(err)
 	}
@@ -533,12 +513,7 @@ func TestReAddRefusesSuperblockAtOddsWithTheArray(t *testing.T) {
 	paths := memberFiles(t, 2, 16<<20)
 	a := newRAID1(t, paths)
 	defer a.Close()
-	if err := a.Fail(1); err != nil {
-		t.Fatal(err)
-	}
-	if err := a.Remove(1); err != nil {
-		t.Fatal(err)
-	}
+	failAndRemove(t, a, 1)
 	good := superblockOf(t, paths[1])
 	for _, tc := range []struct {
 		name  string
@@ -628,5 +603,17 @@ func TestAbsentMemberLeftOutOnlyIfRecordedFailed(t *testing.T) {
 	}
 	if _, err := Open(paths, CreateSpec{SkipAbsent: true}, false); !errors.Is(err, ErrMemberAbsent) {
 		t.Fatalf("assembly with every member absent: %v, want ErrMemberAbsent", err)
+	}
+}
+
+// failAndRemove fails role and removes its member, as `fail` then
+// `remove` do.
+func failAndRemove(t *testing.T, a *Array, role int) {
+	t.Helper()
+	if err := a.Fail(role); err != nil {
+		t.Fatal(err)
+	}
+	if err := a.Remove(role); err != nil {
+		t.Fatal(err)
 	}
 }

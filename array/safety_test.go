@@ -313,59 +313,39 @@ func (d writeFailDev) WriteAtDurable(p []byte, off int64) error {
 	return errors.New("injected write error")
 }
 
-// A forced replace whose new device cannot be written (its signatures
-// cannot be erased) fails before the member it replaces is failed: the
-// array keeps both copies, as for any refused replace.
-func TestReplaceNewDeviceWriteErrorKeepsMember(t *testing.T) {
-	paths := memberFiles(t, 3, 16<<20)
-	probetest.Write(t, paths[2], "ext4")
-	spec := CreateSpec{Level: engine.Level1, NoBitmap: true, AssumeClean: true, OpenDevice: func(p string) (Device, error) {
-		d, err := openFile(p)
-		if err != nil || p != paths[2] {
-			return d, err
-		}
-		return writeFailDev{d}, nil
-	}}
-	a, err := Open(paths[:2], spec, true)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer a.Close()
-	before, events := contents(t, paths[:2]...), a.Status().Events
-	if err := a.ReplaceMember(1, paths[2], true); err == nil {
-		t.Fatal("replace onto a device that fails every write succeeded")
-	}
-	if st := a.Status(); st.Events != events || st.ActiveDisks != 2 || st.Members[1].Path != paths[1] {
-		t.Fatalf("a replace that could not write its new device degraded the array: %+v", st)
-	}
-	unchanged(t, "failed replace", paths[:2], before)
-}
-
-// Without signatures to erase too: a replace onto a device that takes no
-// write is refused before the member it replaces is failed (it used to
+// A replace onto a device that takes no write fails before the member it
+// replaces is failed: the array keeps both copies, as for any refused
+// replace. Forced over signatures, their erasure is the first write (it
+// used to come after the old member was failed); without signatures to
+// erase, the superblock block is written back first (the replace used to
 // answer success, with the old member failed and the new one failed at
 // its first superblock write: the array degraded, nothing replaced).
-func TestReplaceUnwritableDeviceKeepsMember(t *testing.T) {
-	paths := memberFiles(t, 3, 16<<20)
-	spec := CreateSpec{Level: engine.Level1, NoBitmap: true, AssumeClean: true, OpenDevice: func(p string) (Device, error) {
-		d, err := openFile(p)
-		if err != nil || p != paths[2] {
-			return d, err
+func TestReplaceOntoUnwritableDeviceKeepsMember(t *testing.T) {
+	for _, signatures := range []bool{true, false} {
+		paths := memberFiles(t, 3, 16<<20)
+		if signatures {
+			probetest.Write(t, paths[2], "ext4")
 		}
-		return writeFailDev{d}, nil
-	}}
-	a, err := Open(paths[:2], spec, true)
-	if err != nil {
-		t.Fatal(err)
+		spec := CreateSpec{Level: engine.Level1, NoBitmap: true, AssumeClean: true, OpenDevice: func(p string) (Device, error) {
+			d, err := openFile(p)
+			if err != nil || p != paths[2] {
+				return d, err
+			}
+			return writeFailDev{d}, nil
+		}}
+		a, err := Open(paths[:2], spec, true)
+		if err != nil {
+			t.Fatal(err)
+		}
+		before, events := contents(t, paths...), a.Status().Events
+		if err := a.ReplaceMember(1, paths[2], signatures); err == nil {
+			t.Errorf("signatures %v: replace onto a device that fails every write succeeded", signatures)
+		}
+		a.WaitSync()
+		if st := a.Status(); st.Events != events || st.ActiveDisks != 2 || st.Members[1].Path != paths[1] {
+			t.Fatalf("signatures %v: a replace onto an unwritable device degraded the array: %+v", signatures, st)
+		}
+		unchanged(t, "refused replace", paths, before)
+		a.Close()
 	}
-	defer a.Close()
-	before, events := contents(t, paths...), a.Status().Events
-	if err := a.ReplaceMember(1, paths[2], false); err == nil {
-		t.Error("replace onto a device that fails every write succeeded")
-	}
-	a.WaitSync()
-	if st := a.Status(); st.Events != events || st.ActiveDisks != 2 || st.Members[1].Path != paths[1] {
-		t.Fatalf("a replace onto an unwritable device degraded the array: %+v", st)
-	}
-	unchanged(t, "refused replace", paths, before)
 }

@@ -130,17 +130,7 @@ func TestAddSpareSeveralAllOrNothing(t *testing.T) {
 func TestAddWriteMostlyWithoutRoleWritesNothing(t *testing.T) {
 	const size = 8 << 20
 	paths := files(t, 2, size)
-	a, err := array.Open(paths, array.CreateSpec{Level: engine.Level1}, true)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := a.Fail(1); err != nil {
-		t.Fatal(err)
-	}
-	if err := a.SetClean(true); err != nil {
-		t.Fatal(err)
-	}
-	a.Close()
+	stoppedWithFailedRole1(t, paths, array.CreateSpec{})
 	blank := files(t, 1, size)[0]
 	all := append(paths, blank)
 	before := hashes(t, all...)
@@ -307,17 +297,7 @@ func TestReplacePartialFailureKeepsStateInStep(t *testing.T) {
 // the next start cannot open it and the array stays down.
 func TestRemoveAfterRestartDropsTheFailedMemberFromState(t *testing.T) {
 	paths := files(t, 2, 8<<20)
-	a, err := array.Open(paths, array.CreateSpec{Level: engine.Level1, NoBitmap: true, AssumeClean: true}, true)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := a.Fail(1); err != nil {
-		t.Fatal(err)
-	}
-	if err := a.SetClean(true); err != nil {
-		t.Fatal(err)
-	}
-	a.Close()
+	stoppedWithFailedRole1(t, paths, array.CreateSpec{NoBitmap: true, AssumeClean: true})
 	// The restart: assembled from the state file's paths.
 	b, err := array.Open(paths, array.CreateSpec{}, false)
 	if err != nil {
@@ -345,17 +325,7 @@ func TestRemoveAfterRestartDropsTheFailedMemberFromState(t *testing.T) {
 // tell answers 404 naming the role numbers to use.
 func TestRemoveAfterRestartByPath(t *testing.T) {
 	paths := files(t, 3, 8<<20)
-	a, err := array.Open(paths[:2], array.CreateSpec{Level: engine.Level1, NoBitmap: true, AssumeClean: true}, true)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := a.Fail(1); err != nil {
-		t.Fatal(err)
-	}
-	if err := a.SetClean(true); err != nil {
-		t.Fatal(err)
-	}
-	a.Close()
+	stoppedWithFailedRole1(t, paths[:2], array.CreateSpec{NoBitmap: true, AssumeClean: true})
 	b, err := array.Open(paths[:2], array.CreateSpec{}, false)
 	if err != nil {
 		t.Fatal(err)
@@ -427,4 +397,23 @@ func TestDeleteWaitsForMemberOperation(t *testing.T) {
 	if !still {
 		t.Fatal("del went on while a member operation held the array")
 	}
+}
+
+// stoppedWithFailedRole1 creates a raid1 over paths with spec, fails role
+// 1 (recorded in the superblocks) and stops the array cleanly: a failed
+// member as a restart finds it.
+func stoppedWithFailedRole1(t *testing.T, paths []string, spec array.CreateSpec) {
+	t.Helper()
+	spec.Level = engine.Level1
+	a, err := array.Open(paths, spec, true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := a.Fail(1); err != nil {
+		t.Fatal(err)
+	}
+	if err := a.SetClean(true); err != nil {
+		t.Fatal(err)
+	}
+	a.Close()
 }
