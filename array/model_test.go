@@ -180,7 +180,7 @@ func (c *coverage) String() string {
 }
 
 const (
-	modelWindow   = 512     // array sectors under test (4 bitmap regions)
+	modelWindow = 512 // array sectors under test (4 bitmap regions)
 	// modelHigh: a second window of array sectors, from modelHighBack
 	// sectors before the created array's end on (the old end, and the
 	// space a grow adds after it)
@@ -189,7 +189,7 @@ const (
 	// modelBigDisk: the size of disks grown for a bitmap region size
 	// doubling (the area of one 4 KiB data block holds 4080 regions of
 	// 64 KiB: 255 MiB of array)
-	modelBigDisk = 264 << 20
+	modelBigDisk  = 264 << 20
 	modelRegion   = 128     // bitmap region, sectors
 	modelDisk     = 4 << 20 // bytes
 	modelQueues   = 2

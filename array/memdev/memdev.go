@@ -67,9 +67,9 @@ type Disk struct {
 	stable    map[int64][]byte
 	leftovers []leftover
 	cache     map[int64][]byte // sector -> its newest unflushed data
-	faults []Fault
-	hang   chan struct{} // non-nil: operations wait for it to close
-	open   bool          // open by the current process
+	faults    []Fault
+	hang      chan struct{} // non-nil: operations wait for it to close
+	open      bool          // open by the current process
 }
 
 // AddDisk adds a disk of size bytes (a multiple of 4096) at path.
