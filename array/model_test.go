@@ -1602,6 +1602,11 @@ func (m *arrayModel) grow(t *rapid.T) {
 	}
 	clear(m.hung)
 	clear(m.devHung)
+	// As assemble: faults are healed (a member whose superblock cannot be
+	// read makes the assembly fail, and the daemon retries it).
+	for _, d := range disks {
+		m.rack.SetFaults(m.rack.Disk(d))
+	}
 	m.staleKnown = false
 	// As after a kill: the copies of a range awaiting resync may differ
 	// (see sectorRef.crash).
