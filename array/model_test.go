@@ -393,7 +393,9 @@ type arrayModel struct {
 	e0, hiBase uint64
 	// diskSize: each disk's size (disks grow in place)
 	diskSize map[string]int64
-	grew     bool // a grow succeeded
+	// grownTo: the array size the last grow that succeeded gave (its
+	// superblocks durable on every member): no assembly is smaller
+	grownTo uint64
 	// growWatch: the goroutine calling GrowCheck or a refused Grow (0:
 	// none); the device I/O it or goroutines it starts make is counted
 	// in growIO (dead arrays' is not: their devices answer ErrKilled)
@@ -1670,6 +1672,9 @@ func (m *arrayModel) grow(t *rapid.T) {
 		}
 		m.fail("availability: assembly for grow of %v failed: %v\n  superblocks: %s", disks, err, m.superblocks(disks))
 	}
+	if got := na.Engine.Geo.ArraySectors(); got < m.grownTo {
+		m.fail("availability: the array was grown to %d sectors, assembled for grow at %d", m.grownTo, got)
+	}
 	old := na.Bitmap.Geometry()
 	written := make([]bool, old.Regions)
 	dirty := make([]bool, old.Regions)
@@ -1682,7 +1687,7 @@ func (m *arrayModel) grow(t *rapid.T) {
 	switch {
 	case err == nil:
 		m.count("grow: grown")
-		m.grew = true
+		m.grownTo = gp.NewArraySectors
 		if got := na.Engine.Geo.ArraySectors(); got != gp.NewArraySectors || na.Bitmap.Geometry().ArraySectors != got {
 			m.fail("grown array: %d sectors, its bitmap %d; the plan %+v", got, na.Bitmap.Geometry().ArraySectors, gp)
 		}
@@ -1806,6 +1811,10 @@ func (m *arrayModel) assemble(t *rapid.T, all bool) {
 		return
 	}
 	m.count("assembled")
+	if got := a.Engine.Geo.ArraySectors(); got < m.grownTo {
+		a.Close()
+		m.fail("availability: the array was grown to %d sectors, assembled at %d\n  superblocks: %s", m.grownTo, got, m.superblocks(give))
+	}
 	st := a.Engine.State()
 	for r, ms := range st.Members {
 		if ms.State != engine.MemberActive || a.Members[r] == nil {
