@@ -1443,7 +1443,11 @@ func (m *arrayModel) readAll() {
 
 // del stops the array as the daemon's del does, and assembles it again
 // from some of its disks, in some order.
-func (m *arrayModel) del(t *rapid.T) {
+func (m *arrayModel) del(t *rapid.T) { m.stopAssemble(t, false) }
+
+// stopAssemble stops the array as del does and assembles it again (all:
+// from every disk).
+func (m *arrayModel) stopAssemble(t *rapid.T, all bool) {
 	m.quiesce()
 	a := m.a
 	err := m.blocking(func() error {
@@ -1467,7 +1471,7 @@ func (m *arrayModel) del(t *rapid.T) {
 	}
 	clear(m.hung)
 	clear(m.devHung)
-	m.assemble(t, false)
+	m.assemble(t, all)
 }
 
 // reboot: the process ended (kill -9 or power cut); a new one assembles
@@ -1570,6 +1574,14 @@ func (m *arrayModel) grow(t *rapid.T) {
 	case 3:
 		for _, p := range m.disks {
 			m.growDisk(p, max(m.diskSize[p], modelBigDisk))
+		}
+	}
+	if rapid.IntRange(0, 3).Draw(t, "restart before grow") == 0 {
+		// Stopped and started again (or idle long enough for the
+		// bitmap to clear its regions): clean regions go into the grow.
+		m.stopAssemble(t, true)
+		if m.over || m.a == nil || (m.cutArmed && !m.rack.Armed()) {
+			return
 		}
 	}
 	if rapid.Bool().Draw(t, "wait before grow") {
@@ -1720,6 +1732,12 @@ func (m *arrayModel) checkGrownBitmap(a *Array, old bitmap.Geometry, written, di
 			anyWritten = anyWritten || written[o]
 			anyDirty = anyDirty || dirty[o]
 			anyNever = anyNever || !written[o]
+		}
+		if anyWritten && anyNever {
+			m.count("grow: a written region takes never-written space")
+			if !anyDirty {
+				m.count("grow: a clean written region takes never-written space")
+			}
 		}
 		if a.Bitmap.Written(r) != anyWritten {
 			m.fail("grown bitmap: region %d (of %d sectors) written %v; its old regions (of %d sectors) %v", r, ng.RegionSectors, a.Bitmap.Written(r), old.RegionSectors, written[r*k:min((r+1)*k, old.Regions)])
