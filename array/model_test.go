@@ -325,6 +325,12 @@ func (r *modelRing) SwapBuffer(tag uint16, spare, n int) int {
 	return old
 }
 func (r *modelRing) ReleaseBuffer(b int) { r.spares = append(r.spares, b) }
+func (r *modelRing) Buffer(tag uint16) []byte {
+	if r.m.zeroCopy {
+		r.m.fail("zero copy: a request's buffer was asked for (Rebuffer)")
+	}
+	return r.bufs[r.bufIdx[tag]]
+}
 func (r *modelRing) SubmitMember(ud uint64, tag uint16, m *Member, fixed bool, io engine.MemberIO, off uint64, data []byte) error {
 	if r.m.zeroCopy && (io.Kind == engine.IORead || io.Kind == engine.IOWrite) {
 		// A zero-copy request's pages go one way only: the kernel
