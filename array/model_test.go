@@ -329,6 +329,7 @@ func (r *modelRing) Buffer(tag uint16) []byte {
 	if r.m.zeroCopy {
 		r.m.fail("zero copy: a request's buffer was asked for (Rebuffer)")
 	}
+	r.m.count("read given up: the request reads on in another buffer")
 	return r.bufs[r.bufIdx[tag]]
 }
 func (r *modelRing) SubmitMember(ud uint64, tag uint16, m *Member, fixed bool, io engine.MemberIO, off uint64, data []byte) error {
