@@ -70,8 +70,8 @@ type Backend interface {
 	// current one copied in, and returns it; the request's later member
 	// operations use it, and the request completes with it (or with one
 	// from a later Rebuffer or Complete). The old buffer is kept until the
-	// operations given up on it have come back (Stale) and the request
-	// has completed. It cannot fail: Abandon reserved the buffer.
+	// request has completed and its operations given up have all come
+	// back (Stale). It cannot fail: Abandon reserved the buffer.
 	// Operations still out in an old buffer that was not given up are
 	// copied into the current one by the executor as they complete.
 	Rebuffer(tag uint16) []byte
