@@ -35,6 +35,11 @@ type memBackend struct {
 	// abandonment (timeouts)
 	refuseAbandon    bool
 	abandoned, stale []memOp
+	// Rebuffer: exec is the executor (whose request buffer is copied);
+	// rebuffered holds each tag's buffer since, and old the ones left.
+	exec       *Executor
+	rebuffered map[uint16][]byte
+	old        [][]byte
 }
 
 func (b *memBackend) Submit(tag uint16, op OpID, io MemberIO, data []byte) {
@@ -416,6 +421,28 @@ func (b *memBackend) Abandon(tag uint16, op OpID, io MemberIO) bool {
 	}
 	b.abandoned = append(b.abandoned, memOp{tag: tag, op: op, io: io})
 	return true
+}
+
+// Rebuffer implements Backend: a new buffer with the request's data.
+func (b *memBackend) Rebuffer(tag uint16) []byte {
+	cur := b.exec.reqs[tag].buf
+	nb := make([]byte, len(cur))
+	copy(nb, cur)
+	if b.rebuffered == nil {
+		b.rebuffered = map[uint16][]byte{}
+	}
+	b.rebuffered[tag] = nb
+	b.old = append(b.old, cur)
+	return nb
+}
+
+// buf is tag's buffer now: orig, the one its request started with,
+// unless it was given another (Rebuffer).
+func (b *memBackend) buf(tag uint16, orig []byte) []byte {
+	if nb, ok := b.rebuffered[tag]; ok {
+		return nb
+	}
+	return orig
 }
 
 // Stale implements Backend.

@@ -87,6 +87,7 @@ func (b pBackend) Complete(tag uint16, err error) {
 
 func (b pBackend) Persist(st *ArrayState)              { b.w.asked = max(b.w.asked, st.Gen) }
 func (b pBackend) Abandon(uint16, OpID, MemberIO) bool { return false }
+func (b pBackend) Rebuffer(uint16) []byte              { panic("no abandonment") }
 func (b pBackend) Stale(uint16, OpID)                  { b.w.stale++ }
 
 func newPWorld(t fataler, g ParityGeometry, queues, depth, maxBytes int) *pWorld {
@@ -704,6 +705,7 @@ func (b *pSync) Complete(_ uint16, err error) {
 
 func (b *pSync) Persist(*ArrayState)                 {}
 func (b *pSync) Abandon(uint16, OpID, MemberIO) bool { return false }
+func (b *pSync) Rebuffer(uint16) []byte              { panic("no abandonment") }
 func (b *pSync) Stale(uint16, OpID)                  {}
 
 func TestRaid56ExecutorNoAllocs(t *testing.T) {
@@ -892,6 +894,7 @@ func (b *pInline) Submit(tag uint16, op OpID, io MemberIO, data []byte) {
 func (b *pInline) Complete(_ uint16, err error)        { b.err = err; b.n++ }
 func (b *pInline) Persist(st *ArrayState)              { b.e.Persisted(st.Gen) }
 func (b *pInline) Abandon(uint16, OpID, MemberIO) bool { return false }
+func (b *pInline) Rebuffer(uint16) []byte              { panic("no abandonment") }
 func (b *pInline) Stale(uint16, OpID)                  {}
 
 // TestRaid56ExecutorInlineBackend: a backend may complete operations, and

@@ -189,9 +189,11 @@ type request struct {
 	// alive: per sector (reads), some copy could serve it at some point.
 	alive []bool
 	// Abandoned reads: the tag holds a spare buffer; outstanding late
-	// results; the old buffer waits for them.
+	// results; the old buffers (swaps of them: Rebuffer, Complete) wait
+	// for them.
 	spare       bool
 	outstanding int
+	swaps       int
 	quarantined bool
 	done        bool
 	err         error
@@ -685,8 +687,13 @@ func (w *world) Complete(tag uint16, err error) {
 		// The spare becomes the tag's buffer (the request's data is copied
 		// into it: r.buf is checked now); the old one waits for the late
 		// reads that may still land in it.
+		r.spare = false
+		r.swaps++
+	}
+	if r.swaps > 0 {
 		if r.outstanding == 0 {
-			w.spares++
+			w.spares += r.swaps
+			r.swaps = 0
 		} else {
 			r.quarantined = true
 		}
@@ -725,6 +732,19 @@ func (w *world) Abandon(tag uint16, op engine.OpID, io engine.MemberIO) bool {
 	m.count("abandoned " + o.io.Kind.String())
 	m.logf("  abandoned %v op %d: %v member %d %d+%d", o.r, o.op.Index(), o.io.Kind, o.io.Member, o.io.Sector, o.io.Sectors)
 	return true
+}
+
+// Rebuffer implements engine.Backend: the spare reserved becomes the
+// request's buffer, with its data; late reads land in the old one.
+func (w *world) Rebuffer(tag uint16) []byte {
+	r := w.reqs[tag]
+	if r == nil || !r.spare {
+		w.m.fatalf("Rebuffer of tag %d without a reserved spare", tag)
+	}
+	r.spare = false
+	r.swaps++
+	r.buf = slices.Clone(r.buf)
+	return r.buf
 }
 
 func (w *world) Stale(tag uint16, op engine.OpID) {
@@ -1088,7 +1108,8 @@ func (m *model) deliverLate(i int) {
 		r.outstanding--
 		if r.quarantined && r.outstanding == 0 {
 			r.quarantined = false
-			w.spares++
+			w.spares += r.swaps
+			r.swaps = 0
 		}
 	}
 }
