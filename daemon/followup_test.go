@@ -167,9 +167,7 @@ func TestAddSparePartialFailureRecordsTheSpareAdded(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(a.Close)
-	m := NewManager(nil, ManagerOptions{})
-	s := &served{n: 0, a: a, entry: StateEntry{Members: paths[:2]}}
-	m.arrays[0] = s
+	m, s := serving(a, StateEntry{Members: paths[:2]})
 	code, msg := post(t, m, "/arrays/0/add-spare", map[string][]string{"members": {good, bad}})
 	if code == http.StatusOK {
 		t.Fatalf("add-spare with a device that fails every write: %d %q", code, msg)
@@ -211,9 +209,7 @@ func TestRemoveSpareWriteErrorDropsItFromState(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(a.Close)
-	m := NewManager(nil, ManagerOptions{})
-	s := &served{n: 0, a: a, entry: StateEntry{Members: paths}}
-	m.arrays[0] = s
+	m, s := serving(a, StateEntry{Members: paths})
 	fail.Store(true)
 	code, msg := post(t, m, "/arrays/0/remove", map[string]string{"member": paths[2]})
 	fail.Store(false)
@@ -279,9 +275,7 @@ func TestReplacePartialFailureKeepsStateInStep(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(a.Close)
-	m := NewManager(nil, ManagerOptions{})
-	s := &served{n: 0, a: a, entry: StateEntry{Members: paths[:2]}}
-	m.arrays[0] = s
+	m, s := serving(a, StateEntry{Members: paths[:2]})
 	code, msg := post(t, m, "/arrays/0/replace", map[string]string{"member": "1", "with": paths[2]})
 	for _, p := range []string{paths[1], paths[2]} {
 		if held := a.RoleOf(p) >= 0; held != slices.Contains(s.entry.Members, p) {
@@ -307,9 +301,7 @@ func TestRemoveAfterRestartDropsTheFailedMemberFromState(t *testing.T) {
 	if st := b.Status(); st.Members[1].State != "faulty" || st.Members[1].Path != "" {
 		t.Fatalf("after the restart role 1 is %+v", st.Members[1])
 	}
-	m := NewManager(nil, ManagerOptions{})
-	s := &served{n: 0, a: b, entry: StateEntry{Members: paths}}
-	m.arrays[0] = s
+	m, s := serving(b, StateEntry{Members: paths})
 	post(t, m, "/arrays/0/remove", map[string]string{"member": "1"})
 	if st := b.Status(); st.Members[1].State != "missing" {
 		t.Fatalf("remove 1: role 1 is %+v", st.Members[1])
@@ -331,9 +323,7 @@ func TestRemoveAfterRestartByPath(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(b.Close)
-	m := NewManager(nil, ManagerOptions{})
-	s := &served{n: 0, a: b, entry: StateEntry{Members: paths[:2]}}
-	m.arrays[0] = s
+	m, s := serving(b, StateEntry{Members: paths[:2]})
 	code, msg := post(t, m, "/arrays/0/remove", map[string]string{"member": paths[2]})
 	if code != http.StatusNotFound || !strings.Contains(msg, "faulty roles without a device: 1") {
 		t.Fatalf("remove of a device never in the array: %d %q", code, msg)
@@ -360,9 +350,7 @@ func TestReplaceKeepsWriteMostlyInState(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(a.Close)
-	m := NewManager(nil, ManagerOptions{})
-	s := &served{n: 0, a: a, entry: StateEntry{Members: paths[:2], WriteMostly: paths[1:2]}}
-	m.arrays[0] = s
+	m, s := serving(a, StateEntry{Members: paths[:2], WriteMostly: paths[1:2]})
 	if code, msg := post(t, m, "/arrays/0/replace", map[string]string{"member": "1", "with": paths[2]}); code != http.StatusOK {
 		t.Fatalf("replace: %d %q", code, msg)
 	}
@@ -416,4 +404,12 @@ func stoppedWithFailedRole1(t *testing.T, paths []string, spec array.CreateSpec)
 		t.Fatal(err)
 	}
 	a.Close()
+}
+
+// serving is a manager serving a as array 0 (no device) with state entry e.
+func serving(a *array.Array, e StateEntry) (*Manager, *served) {
+	m := NewManager(nil, ManagerOptions{})
+	s := &served{n: 0, a: a, entry: e}
+	m.arrays[0] = s
+	return m, s
 }
