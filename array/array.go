@@ -70,18 +70,19 @@ type CreateSpec struct {
 	// member present: an absent device can then only be a failed, missing,
 	// replaced, rebuilding or spare one, which md's assembly does without
 	// too. A role recorded active whose member is absent refuses the
-	// assembly (ErrMemberAbsent): that member may hold the freshest data. Array.Absent lists what was left out. The
-	// daemon's restart uses it.
+	// assembly (ErrMemberAbsent): that member may hold the freshest data.
+	// Array.Absent lists what was left out. The daemon's restart uses it.
 	SkipAbsent bool
 }
 
 // ErrMemberAbsent refuses an assembly with SkipAbsent: a role the freshest
-// superblock present records in use has its member among the absent paths.
+// superblock present records active has its member among the absent paths
+// (or no member at all is present).
 var ErrMemberAbsent = errors.New("a member in use is absent")
 
 // absent reports whether err says a member's device is not there.
 func absent(err error) bool {
-	return errors.Is(err, os.ErrNotExist) || errors.Is(err, unix.ENOENT) || errors.Is(err, unix.ENXIO) ||
+	return errors.Is(err, os.ErrNotExist) || errors.Is(err, unix.ENXIO) ||
 		errors.Is(err, unix.ENODEV) || errors.Is(err, unix.ENOMEDIUM)
 }
 
