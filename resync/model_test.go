@@ -329,6 +329,8 @@ type world struct {
 	exits    int // requests and member operations finished: barrier counts may have dropped
 	// Stale must come exactly for late results.
 	expectStale, sawStale bool
+	// delivering: the operation whose result Done is being given
+	delivering *memOp
 }
 
 func newModel(t *rapid.T, g engine.Geometry, dir string) *model {
@@ -704,6 +706,20 @@ func (w *world) Complete(tag uint16, err error) {
 
 func (w *world) Persist(*engine.ArrayState) { w.m.persist() }
 
+// Departed implements engine.Backend: the operation went to a device
+// that no longer holds its role (replaced by a fresh one since).
+func (w *world) Departed(tag uint16, op engine.OpID, io engine.MemberIO) bool {
+	o := w.delivering
+	if o == nil || o.tag != tag || o.op != op {
+		i := slices.IndexFunc(w.pending, func(o *memOp) bool { return o.tag == tag && o.op == op })
+		if i < 0 {
+			return false // refused in Submit: it went nowhere
+		}
+		o = w.pending[i]
+	}
+	return o.dev != w.m.devs[io.Member]
+}
+
 func (w *world) Abandon(tag uint16, op engine.OpID, io engine.MemberIO) bool {
 	m := w.m
 	read := io.Kind == engine.IORead
@@ -1066,7 +1082,9 @@ func (m *model) deliver(i int) {
 	res := o.execute()
 	m.logf("  %v op %d: %v member %d %d+%d -> %d", o.r, o.op.Index(), o.io.Kind, o.io.Member, o.io.Sector, o.io.Sectors, res)
 	w.exits++ // a repair write leaves the barrier when it ends
+	w.delivering = o
 	w.ex.Done(o.tag, o.op, res)
+	w.delivering = nil
 }
 
 // carryOut carries pending operation i out without completing it: its
@@ -1098,7 +1116,9 @@ func (m *model) deliverLate(i int) {
 	m.logf("  late %v op %d: %v member %d -> %d", o.r, o.op.Index(), o.io.Kind, o.io.Member, res)
 	m.count(fmt.Sprintf("late %v (request done %v)", o.io.Kind, o.r.done))
 	w.expectStale, w.sawStale = true, false
+	w.delivering = o
 	w.ex.Done(o.tag, o.op, res)
+	w.delivering = nil
 	if !w.sawStale {
 		m.fatalf("the late result of an abandoned operation was not reported stale")
 	}
@@ -1450,7 +1470,8 @@ func (m *model) handleSync(c *coSync, e *coEvent) coReply {
 		return coReply{}
 	case cMemberErr:
 		m.logf("  sync member error: member %d: %v", e.role, e.err)
-		if _, changed := w.arr.Fail(e.role); changed {
+		// As the array's (array/sync.go): the last in-sync copy is kept.
+		if _, changed, _ := w.arr.FailRedundant(e.role); changed {
 			m.persist()
 		}
 		return coReply{}
