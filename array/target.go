@@ -232,6 +232,10 @@ func (a *Array) newQueue(q ring) *queue {
 	h.bytes = make([]int, q.Depth())
 	h.seq = make([]uint16, q.Depth())
 	h.open = make([]bool, q.Depth())
+	h.sent = make([][]*Member, q.Depth())
+	for i := range h.sent {
+		h.sent[i] = make([]*Member, 0, 8)
+	}
 	a.qmu.Lock()
 	if a.queues == nil {
 		a.queues = map[int]*queue{}
@@ -273,6 +277,9 @@ type queue struct {
 	// an operation; open: it left buffers in held.
 	seq  []uint16
 	open []bool
+	// sent[tag][i]: the member operation i of tag's request was submitted
+	// to (Departed, Abandon: the role may have another device since).
+	sent [][]*Member
 
 	// Bitmap tokens released by the flusher: inbox is filled under mu by
 	// the flusher, swapped with work by the queue thread on wake-up.
@@ -373,6 +380,12 @@ func (h *queue) Handle(req *ublk.Request) {
 // Submit implements engine.Backend: one SQE per member operation.
 func (h *queue) Submit(tag uint16, op engine.OpID, io engine.MemberIO, data []byte) {
 	m := h.a.current[io.Member].Load()
+	s := h.sent[tag]
+	for len(s) <= op.Index() {
+		s = append(s, nil) // grows once per tag to its largest plan
+	}
+	s[op.Index()] = m
+	h.sent[tag] = s
 	if m == nil {
 		// Removed after this operation was planned: the engine plans
 		// none for a faulty member, so only a race with remove gets here.
@@ -517,7 +530,8 @@ func (h *queue) Abandon(tag uint16, op engine.OpID, io engine.MemberIO) bool {
 		h.spare[tag] = sp
 	}
 	h.seq[tag] = op.Seq()
-	m := h.a.current[io.Member].Load()
+	// The device it went to, which the role may no longer hold.
+	m := h.sentTo(tag, op, io)
 	key := lateBegin(m)
 	var lw *Member
 	if m != nil && io.Kind != engine.IORead && io.Kind != engine.IOFlush {
@@ -526,6 +540,20 @@ func (h *queue) Abandon(tag uint16, op engine.OpID, io engine.MemberIO) bool {
 	}
 	h.quarantine = append(h.quarantine, quarantined{tag: tag, op: op, late: key, lateWrite: lw})
 	return true
+}
+
+// sentTo is the member operation op of request tag was submitted to.
+func (h *queue) sentTo(tag uint16, op engine.OpID, io engine.MemberIO) *Member {
+	if s := h.sent[tag]; op.Index() < len(s) {
+		return s[op.Index()]
+	}
+	return h.a.current[io.Member].Load() // not submitted (not reached)
+}
+
+// Departed implements engine.Backend: the operation went to a device its
+// role no longer holds (replaced, removed or re-added since).
+func (h *queue) Departed(tag uint16, op engine.OpID, io engine.MemberIO) bool {
+	return h.sentTo(tag, op, io) != h.a.current[io.Member].Load()
 }
 
 // Stale implements engine.Backend: an abandoned operation came back; the

@@ -77,6 +77,15 @@ type Backend interface {
 	Rebuffer(tag uint16) []byte
 	// Stale delivers the late result of an abandoned operation.
 	Stale(tag uint16, op OpID)
+	// Departed reports whether operation op of request tag (io) went to
+	// a device that no longer holds its role: the role was given to
+	// another device (replace, a spare, re-add) or emptied (remove) since
+	// it was submitted. Its error or timeout then says nothing of the
+	// role's device, which is not failed for it (md ties each bio to its
+	// rdev, not to the slot); a read is retried elsewhere, and a write
+	// counts for no copy, whatever its result (md counts none on a
+	// device no longer in sync).
+	Departed(tag uint16, op OpID, io MemberIO) bool
 }
 
 // OpID identifies a member operation: the request's sequence number in
@@ -500,7 +509,14 @@ func (e *Executor) Done(tag uint16, id OpID, res int32) {
 	if io.Kind == IORead && res == want && e.Now != nil && op < r.planned {
 		e.bal.Complete(int(io.Member), io.Sectors, r.sent, e.Now())
 	}
-	if res != want && (io.Kind == IODiscard || io.Kind == IOWriteZeroes) && (res == -errnoNotSupp || res == -errnoInval) {
+	if io.Kind != IORead && e.be.Departed(tag, id, io) {
+		// Its device left the role while it ran: no copy, no blame.
+		r.failed[op] = true
+	} else if res != want && io.Kind == IORead && e.be.Departed(tag, id, io) {
+		r.failed[op] = true
+		io.Avoid |= 1 << uint(io.Member)
+		e.retryRead(tag, r, io, false)
+	} else if res != want && (io.Kind == IODiscard || io.Kind == IOWriteZeroes) && (res == -errnoNotSupp || res == -errnoInval) {
 		// The member cannot do it: no member failure. A discard is
 		// advisory (md ignores discard errors); a write-zeroes fails the
 		// request with EOPNOTSUPP, which makes the kernel write zeroes.
@@ -553,8 +569,9 @@ func (e *Executor) Tick() {
 				continue
 			}
 			io := r.ios[i]
+			departed := e.be.Departed(uint16(t), opID(r.seq, i), io)
 			if !e.be.Abandon(uint16(t), opID(r.seq, i), io) {
-				if io.Kind == IORead && !r.hung[i] && e.arr.Geo.Level != Level0 {
+				if io.Kind == IORead && !r.hung[i] && e.arr.Geo.Level != Level0 && !departed {
 					// It is waited for (the backend cannot give it up:
 					// a zero-copy request's pages, or no spare buffer),
 					// but its member is failed now, as for one given up,
@@ -574,6 +591,20 @@ func (e *Executor) Tick() {
 				r.rebuffer = true
 			}
 			e.bal.Inflight[io.Member] -= int64(io.Sectors)
+			if departed {
+				// Its device left the role: given up without blaming the
+				// role's device (see Backend.Departed).
+				if io.Kind == IORead {
+					io.Avoid |= 1 << uint(io.Member)
+					e.retryRead(uint16(t), r, io, false)
+				}
+				r.pending--
+				if r.pending == 0 {
+					e.complete(uint16(t), r)
+					break
+				}
+				continue
+			}
 			if e.MemberError != nil {
 				e.MemberError(int(io.Member), io.Kind, -int32(errnoTimedOut))
 			}

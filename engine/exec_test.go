@@ -35,6 +35,9 @@ type memBackend struct {
 	// abandonment (timeouts)
 	refuseAbandon    bool
 	abandoned, stale []memOp
+	// departed: members (bits) whose operations out now went to a device
+	// that left the role since (Departed)
+	departed uint64
 	// Rebuffer: exec is the executor (whose request buffer is copied);
 	// rebuffered holds each tag's buffer since, and old the ones left.
 	exec       *Executor
@@ -447,6 +450,12 @@ func (b *memBackend) buf(tag uint16, orig []byte) []byte {
 
 // Stale implements Backend.
 func (b *memBackend) Stale(tag uint16, op OpID) { b.stale = append(b.stale, memOp{tag: tag, op: op}) }
+
+// Departed implements Backend: the operations on a member in departed
+// (its device left the role after they were submitted).
+func (b *memBackend) Departed(tag uint16, op OpID, io MemberIO) bool {
+	return b.departed&(1<<uint(io.Member)) != 0
+}
 
 // A write planned without a member whose failure is not durable yet (failed
 // by another request, by a read timeout, by the bitmap flusher or a sync

@@ -89,6 +89,7 @@ func (b pBackend) Persist(st *ArrayState)              { b.w.asked = max(b.w.ask
 func (b pBackend) Abandon(uint16, OpID, MemberIO) bool { return false }
 func (b pBackend) Rebuffer(uint16) []byte              { panic("no abandonment") }
 func (b pBackend) Stale(uint16, OpID)                  { b.w.stale++ }
+func (b pBackend) Departed(uint16, OpID, MemberIO) bool { return false }
 
 func newPWorld(t fataler, g ParityGeometry, queues, depth, maxBytes int) *pWorld {
 	arr, err := NewParityArray(g)
@@ -707,6 +708,7 @@ func (b *pSync) Persist(*ArrayState)                 {}
 func (b *pSync) Abandon(uint16, OpID, MemberIO) bool { return false }
 func (b *pSync) Rebuffer(uint16) []byte              { panic("no abandonment") }
 func (b *pSync) Stale(uint16, OpID)                  {}
+func (b *pSync) Departed(uint16, OpID, MemberIO) bool { return false }
 
 func TestRaid56ExecutorNoAllocs(t *testing.T) {
 	for _, level := range []Level{Level5, Level6} {
@@ -896,6 +898,7 @@ func (b *pInline) Persist(st *ArrayState)              { b.e.Persisted(st.Gen) }
 func (b *pInline) Abandon(uint16, OpID, MemberIO) bool { return false }
 func (b *pInline) Rebuffer(uint16) []byte              { panic("no abandonment") }
 func (b *pInline) Stale(uint16, OpID)                  {}
+func (b *pInline) Departed(uint16, OpID, MemberIO) bool { return false }
 
 // TestRaid56ExecutorInlineBackend: a backend may complete operations, and
 // persist, from within the executor's calls; a member dying midway is
