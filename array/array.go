@@ -3,7 +3,9 @@ package array
 import (
 	"errors"
 	"fmt"
+	"os"
 	"slices"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -11,6 +13,7 @@ import (
 	"github.com/ublk-raid/ublk-raid/bitmap"
 	"github.com/ublk-raid/ublk-raid/engine"
 	"github.com/ublk-raid/ublk-raid/metrics"
+	"golang.org/x/sys/unix"
 )
 
 // CreateSpec describes a new array. It is ignored when the members
@@ -66,6 +69,28 @@ type CreateSpec struct {
 	// management (re-add, replace, add spares); nil: files and block
 	// devices (ublk.OpenMember). Tests give in-memory devices.
 	OpenDevice OpenDevice
+	// SkipAbsent (assembly only) leaves out the members and spares whose
+	// path is absent (it does not exist, or its device is gone: ENOENT,
+	// ENXIO, ENODEV, ENOMEDIUM), such as a failed disk pulled before it
+	// was removed from the array. The array then starts without them only
+	// if every role the freshest superblock present records active has its
+	// member present: an absent device can then only be a failed, missing,
+	// replaced, rebuilding or spare one, which md's assembly does without
+	// too. A role recorded active whose member is absent refuses the
+	// assembly (ErrMemberAbsent): that member may hold the freshest data.
+	// Array.Absent lists what was left out. The daemon's restart uses it.
+	SkipAbsent bool
+}
+
+// ErrMemberAbsent refuses an assembly with SkipAbsent: a role the freshest
+// superblock present records active has its member among the absent paths
+// (or no member at all is present).
+var ErrMemberAbsent = errors.New("a member in use is absent")
+
+// absent reports whether err says a member's device is not there.
+func absent(err error) bool {
+	return errors.Is(err, os.ErrNotExist) || errors.Is(err, unix.ENXIO) ||
+		errors.Is(err, unix.ENODEV) || errors.Is(err, unix.ENOMEDIUM)
 }
 
 // Array is an open RAID array.
@@ -74,6 +99,8 @@ type Array struct {
 	Members []*Member // by role; nil when missing
 	SBs     []*engine.Superblock
 	Created bool // this Open created it
+	// Absent are the paths CreateSpec.SkipAbsent left out.
+	Absent []string
 	// Warnings are what Open found worth telling but not refusing (a
 	// member much larger than the array uses), one line each.
 	Warnings []string
@@ -178,13 +205,21 @@ func Open(paths []string, spec CreateSpec, create bool) (*Array, error) {
 			m.Close()
 		}
 	}
+	var absentPaths []string
 	for _, p := range paths {
 		m, err := openMember(spec.OpenDevice, p)
+		if err != nil && spec.SkipAbsent && !create && absent(err) {
+			absentPaths = append(absentPaths, p)
+			continue
+		}
 		if err != nil {
 			closeAll()
 			return nil, err
 		}
 		ms = append(ms, m)
+	}
+	if len(ms) == 0 {
+		return nil, fmt.Errorf("no member is present (%s): %w", strings.Join(absentPaths, ", "), ErrMemberAbsent)
 	}
 	for _, m := range ms[1:] {
 		if m.LogicalBlock != ms[0].LogicalBlock {
@@ -207,6 +242,10 @@ func Open(paths []string, spec CreateSpec, create bool) (*Array, error) {
 	}
 	for _, p := range spec.Spares {
 		m, err := openMember(spec.OpenDevice, p)
+		if err != nil && spec.SkipAbsent && !create && absent(err) {
+			absentPaths = append(absentPaths, p)
+			continue
+		}
 		if err != nil {
 			closeAll()
 			closeSpares()
@@ -271,6 +310,9 @@ func Open(paths []string, spec CreateSpec, create bool) (*Array, error) {
 		a.start()
 		return a, nil
 	}
+	if err == nil && len(absentPaths) > 0 {
+		err = checkAbsent(asm, absentPaths)
+	}
 	if err != nil {
 		closeAll()
 		closeSpares()
@@ -309,6 +351,7 @@ func Open(paths []string, spec CreateSpec, create bool) (*Array, error) {
 		}
 		return nil, err
 	}
+	a.Absent = absentPaths
 	a.open = spec.OpenDevice
 	a.initSync(spec)
 	a.start()
@@ -1129,4 +1172,23 @@ func (a *Array) Close() {
 	for _, s := range spares {
 		s.m.Close()
 	}
+}
+
+// checkAbsent allows an assembly without the absent paths only if every
+// role the freshest superblock records active is held by a member given,
+// trusted or stale: the absent devices are then failed, missing, replaced,
+// rebuilding (never the only copy of anything) or spare members, which
+// md's assembly starts without too.
+func checkAbsent(asm *engine.Assembly, absentPaths []string) error {
+	for i, r := range asm.Roles {
+		if i >= len(asm.Freshest.Roles) {
+			break
+		}
+		rec := asm.Freshest.Roles[i].State
+		if rec == engine.RoleActive && r.Path == "" && r.StalePath == "" {
+			return fmt.Errorf("%w: role %d is %s in the freshest superblock present, and its member is not present (absent: %s); it may hold the freshest data: bring it back, or assemble by hand from the members present (add MEMBER...)",
+				ErrMemberAbsent, i, rec, strings.Join(absentPaths, ", "))
+		}
+	}
+	return nil
 }

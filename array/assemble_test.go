@@ -92,12 +92,7 @@ func TestReAddAfterRoleRefilledRebuildsAll(t *testing.T) {
 	paths := memberFiles(t, 3, 16<<20)
 	a := newRAID1(t, paths[:2])
 	defer a.Close()
-	if err := a.Fail(1); err != nil {
-		t.Fatal(err)
-	}
-	if err := a.Remove(1); err != nil {
-		t.Fatal(err)
-	}
+	failAndRemove(t, a, 1)
 	userWrite(t, a, paths, 2<<20, 4096, 0x5a) // B misses it
 	if err := a.Replace(1, paths[2]); err != nil {
 		t.Fatal(err)
@@ -116,12 +111,7 @@ func TestReAddAfterRoleRefilledRebuildsAll(t *testing.T) {
 	if r, _ := a.Bitmap.Regions(4096, 8); a.Bitmap.Dirty(r) {
 		t.Fatal("the written region is still dirty after a clean stop")
 	}
-	if err := a.Fail(1); err != nil {
-		t.Fatal(err)
-	}
-	if err := a.Remove(1); err != nil {
-		t.Fatal(err)
-	}
+	failAndRemove(t, a, 1)
 	userWrite(t, a, paths, 8<<20, 4096, 0x66)
 	if err := a.ReAdd(paths[1]); err != nil {
 		t.Fatal(err)
@@ -151,12 +141,7 @@ func TestReAddCopiesWriteRacingReAdd(t *testing.T) {
 	paths := memberFiles(t, 2, 16<<20)
 	a := newRAID1(t, paths)
 	defer a.Close()
-	if err := a.Fail(1); err != nil {
-		t.Fatal(err)
-	}
-	if err := a.Remove(1); err != nil {
-		t.Fatal(err)
-	}
+	failAndRemove(t, a, 1)
 	userWrite(t, a, paths, 1<<20, 4096, 0x11)
 	orig := writeSuperblock
 	defer func() { writeSuperblock = orig }()
@@ -458,12 +443,7 @@ func TestReAddOldCopyRebuildsAll(t *testing.T) {
 	if err := a.SetClean(false); err != nil {
 		t.Fatal(err)
 	}
-	if err := a.Fail(1); err != nil {
-		t.Fatal(err)
-	}
-	if err := a.Remove(1); err != nil {
-		t.Fatal(err)
-	}
+	failAndRemove(t, a, 1)
 	if err := os.WriteFile(paths[1], image, 0o600); err != nil {
 		t.Fatal(err)
 	}
@@ -522,4 +502,118 @@ func TestOneRoleTablePerGeneration(t *testing.T) {
 		t.Fatalf("assembly after that: %v", err)
 	}
 	b.Close()
+}
+
+// A re-add reads the member's superblock: one that puts the data or the
+// bitmap elsewhere than the array does, or describes another geometry,
+// is refused as assembly refuses it (corrupt or crafted), and so is one
+// its device cannot hold. Accepted, its data would be taken to be where
+// the array's is, and with a bitmap only the dirty regions copied.
+func TestReAddRefusesSuperblockAtOddsWithTheArray(t *testing.T) {
+	paths := memberFiles(t, 2, 16<<20)
+	a := newRAID1(t, paths)
+	defer a.Close()
+	failAndRemove(t, a, 1)
+	good := superblockOf(t, paths[1])
+	for _, tc := range []struct {
+		name  string
+		craft func(sb *engine.Superblock)
+	}{
+		{"data offset", func(sb *engine.Superblock) {
+			sb.DataOffset += engine.DataOffsetAlign
+			sb.DataSectors -= engine.DataOffsetAlign >> 9
+		}},
+		{"chunk", func(sb *engine.Superblock) { sb.ChunkSectors = 8 }},
+		{"data past the device", func(sb *engine.Superblock) { sb.DataSectors += 1 << 20 }},
+	} {
+		sb := *good
+		tc.craft(&sb)
+		putSuperblock(t, paths[1], &sb)
+		before, events := contents(t, paths...), a.Status().Events
+		if err := a.ReAdd(paths[1]); err == nil {
+			t.Errorf("%s: re-add of a member whose superblock is at odds with the array succeeded", tc.name)
+			a.WaitSync()
+			if err := a.Fail(1); err != nil {
+				t.Fatal(err)
+			}
+			if err := a.Remove(1); err != nil {
+				t.Fatal(err)
+			}
+			continue
+		}
+		if st := a.Status(); st.Events != events || st.Members[1].State != "missing" {
+			t.Errorf("%s: refused re-add changed the array: %+v", tc.name, st)
+		}
+		unchanged(t, tc.name+": refused re-add", paths, before)
+	}
+}
+
+// A failed member whose disk is gone (pulled before anyone removed it) no
+// longer keeps the array from starting: the superblocks present record it
+// failed, so the array assembles without it, as md's does. A member they
+// record active that is absent may hold the freshest data: the assembly is
+// refused with nothing written.
+func TestAbsentMemberLeftOutOnlyIfRecordedFailed(t *testing.T) {
+	paths := memberFiles(t, 3, 16<<20)
+	a := newRAID1(t, paths)
+	if err := a.SetClean(false); err != nil {
+		t.Fatal(err)
+	}
+	if err := a.Fail(2); err != nil {
+		t.Fatal(err)
+	}
+	userWrite(t, a, paths, 0, 4096, 0xcd)
+	stop(t, a)
+	if err := os.Remove(paths[2]); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := Open(paths, CreateSpec{}, false); err == nil {
+		t.Fatal("assembled with a member path absent, without SkipAbsent")
+	}
+	b, err := Open(paths, CreateSpec{SkipAbsent: true}, false)
+	if err != nil {
+		t.Fatalf("assembly without the absent failed member: %v", err)
+	}
+	if len(b.Absent) != 1 || b.Absent[0] != paths[2] {
+		t.Fatalf("Absent = %v, want [%s]", b.Absent, paths[2])
+	}
+	if st := b.Engine.State().Members; st[0].State != engine.MemberActive || st[1].State != engine.MemberActive || st[2].State == engine.MemberActive {
+		t.Fatalf("assembly without the failed member: %+v", st)
+	}
+	b.Close()
+
+	// All three active when stopped; one disk gone since.
+	paths = memberFiles(t, 3, 16<<20)
+	a = newRAID1(t, paths)
+	stop(t, a)
+	if err := os.Remove(paths[1]); err != nil {
+		t.Fatal(err)
+	}
+	before := fileBytes(t, paths[0], paths[2])
+	_, err = Open(paths, CreateSpec{SkipAbsent: true}, false)
+	if !errors.Is(err, ErrMemberAbsent) || !strings.Contains(err.Error(), paths[1]) || strings.Contains(err.Error(), "\n") {
+		t.Fatalf("assembly with an active member absent: %v, want ErrMemberAbsent naming %s in one line", err, paths[1])
+	}
+	if !slices2DEqual(before, fileBytes(t, paths[0], paths[2])) {
+		t.Fatal("the refused assembly wrote to the members present")
+	}
+	// None present.
+	for _, p := range paths {
+		os.Remove(p)
+	}
+	if _, err := Open(paths, CreateSpec{SkipAbsent: true}, false); !errors.Is(err, ErrMemberAbsent) {
+		t.Fatalf("assembly with every member absent: %v, want ErrMemberAbsent", err)
+	}
+}
+
+// failAndRemove fails role and removes its member, as `fail` then
+// `remove` do.
+func failAndRemove(t *testing.T, a *Array, role int) {
+	t.Helper()
+	if err := a.Fail(role); err != nil {
+		t.Fatal(err)
+	}
+	if err := a.Remove(role); err != nil {
+		t.Fatal(err)
+	}
 }

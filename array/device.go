@@ -62,6 +62,11 @@ type Member struct {
 	// but not flushed): the member may hold that generation or the one
 	// before. Under the array lock.
 	sbPending *pendingSuperblock
+	// key is its device's key for late I/O (late.go), taken when it was
+	// opened (keyOK): operations given up on it still count on the device
+	// once the member is closed (replaced while they were out).
+	key   lateKey
+	keyOK bool
 }
 
 // pendingSuperblock is a superblock and its block, as written.
@@ -71,7 +76,11 @@ type pendingSuperblock struct {
 }
 
 // newMember wraps d.
-func newMember(d Device) *Member { return &Member{MemberProps: *d.Props(), Device: d} }
+func newMember(d Device) *Member {
+	m := &Member{MemberProps: *d.Props(), Device: d}
+	m.key, m.keyOK = deviceKey(m)
+	return m
+}
 
 // OpenDevice opens a member device by path (CreateSpec.OpenDevice).
 type OpenDevice func(path string) (Device, error)

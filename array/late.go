@@ -27,10 +27,19 @@ type lateIO struct {
 
 var late lateIO // devices are shared by every array of the process
 
+// keyOf is m's device key: the one taken when it was opened, if any.
 func keyOf(m *Member) (lateKey, bool) {
 	if m == nil {
 		return lateKey{}, false
 	}
+	if m.keyOK {
+		return m.key, true
+	}
+	return deviceKey(m)
+}
+
+// deviceKey is the key of the device m's descriptor reaches.
+func deviceKey(m *Member) (lateKey, bool) {
 	if m.Fd() < 0 {
 		return lateKey{d: m.Device}, true
 	}

@@ -21,6 +21,7 @@ type fakeOp struct {
 	ud   uint64
 	io   engine.MemberIO
 	data []byte
+	m    *Member // the member it went to
 }
 
 func (r *fakeRing) ID() int                       { return 0 }
@@ -39,8 +40,9 @@ func (r *fakeRing) ReserveBuffer() (int, bool) {
 }
 func (r *fakeRing) SwapBuffer(tag uint16, spare, n int) int { return spare }
 func (r *fakeRing) ReleaseBuffer(b int)                     {}
+func (r *fakeRing) Buffer(tag uint16) []byte                { return r.bufs[len(r.bufs)-1] }
 func (r *fakeRing) SubmitMember(ud uint64, tag uint16, m *Member, fixed bool, io engine.MemberIO, off uint64, data []byte) error {
-	r.pending = append(r.pending, fakeOp{ud, io, data})
+	r.pending = append(r.pending, fakeOp{ud, io, data, m})
 	return nil
 }
 

@@ -1,7 +1,9 @@
 package array
 
 import (
+	"errors"
 	"fmt"
+	"os"
 
 	"github.com/ublk-raid/ublk-raid/engine"
 )
@@ -113,6 +115,36 @@ func (a *Array) RoleOf(p string) int {
 	return -1
 }
 
+// FailedRoleOf returns the faulty role, held by no device in this run,
+// whose member is the device at path (its superblock, read here, names
+// this array and that role, and the role table names its member UUID),
+// or -1. Assembly leaves a failed member closed: this finds its role by
+// the path it had.
+func (a *Array) FailedRoleOf(path string) int {
+	f, err := os.Open(path)
+	if err != nil {
+		return -1
+	}
+	defer f.Close()
+	b := make([]byte, engine.SuperblockSize)
+	if _, err := f.ReadAt(b, engine.SuperblockOffset); err != nil {
+		return -1
+	}
+	sb, err := engine.ParseSuperblock(b)
+	ref := a.refSB()
+	if err != nil || ref == nil || sb.ArrayUUID != ref.ArrayUUID || sb.IsSpare() || int(sb.Role) >= a.Engine.Geo.Members {
+		return -1
+	}
+	r := int(sb.Role)
+	a.mu.Lock()
+	held := a.Members[r] != nil
+	a.mu.Unlock()
+	if held || a.Engine.State().Members[r].State != engine.MemberFaulty || ref.Roles[r].Member != sb.MemberUUID {
+		return -1
+	}
+	return r
+}
+
 // Fail marks member role faulty (like mdadm --fail) and records it in the
 // surviving members' superblocks before returning. Failing the last copy
 // of some data is refused: the array would lose data.
@@ -131,16 +163,16 @@ func (a *Array) Fail(role int) error {
 		own = *a.SBs[role]
 	}
 	a.mu.Unlock()
-	var st *engine.ArrayState
-	changed, ok := false, true
-	if a.Engine.Level() == engine.Level0 {
-		st, changed = a.Engine.Fail(role)
-	} else {
-		// The check and the change in one step: two Fails at once cannot
-		// both pass the check and fail the array between them.
-		st, changed, ok = a.Engine.FailRedundant(role)
-	}
+	// The check and the change in one step: two Fails at once cannot
+	// both pass the check and fail the array between them. A raid0
+	// member always holds the only copy of its chunks, so it is refused
+	// too (md answers EBUSY): recorded, the failure would leave an array
+	// that does not assemble, even with --force.
+	st, changed, ok := a.Engine.FailRedundant(role)
 	if !ok {
+		if a.Engine.Level() == engine.Level0 {
+			return fmt.Errorf("role %d holds the only copy of its chunks: a raid0 array has no redundancy, failing it would fail the array", role)
+		}
 		return fmt.Errorf("role %d holds the last copy of some data: failing it would fail the array", role)
 	}
 	if !changed {
@@ -165,23 +197,52 @@ func (a *Array) Remove(role int) error {
 	if n := a.Engine.MemberCount(); role < 0 || role >= n {
 		return fmt.Errorf("role %d: the array has roles 0..%d", role, n-1)
 	}
-	st := a.Engine.State() // a removal races nothing but another removal
+	// A spare activation (started by the failure being removed) puts the
+	// spare in the role and only then marks it rebuilding: checked
+	// between the two, the role would still look faulty, and the removal
+	// would mark it missing and close the spare. Serialised with it (and
+	// with addMember), the check sees the role as the activation left it.
+	a.mu.Lock()
+	was := a.Members[role]
+	a.mu.Unlock()
+	a.spareMu.Lock()
+	defer a.spareMu.Unlock()
+	a.mu.Lock()
+	now := a.Members[role]
+	a.mu.Unlock()
+	st := a.Engine.State()
 	switch st.Members[role].State {
 	case engine.MemberFaulty:
 	case engine.MemberMissing:
 		return fmt.Errorf("role %d is already removed", role)
 	default:
+		if now != was && now != nil {
+			// Not "fail it first": that would fail the spare.
+			return fmt.Errorf("a spare (%s) took role %d meanwhile: the member that held it is out of the array already", now.Path, role)
+		}
 		return fmt.Errorf("role %d is %s: fail it first", role, st.Members[role].State)
 	}
-	if err := a.persist(a.Engine.Update(func(ms []engine.MemberStatus) {
+	prev := st.Members[role]
+	removed := a.Engine.Update(func(ms []engine.MemberStatus) {
 		ms[role] = engine.MemberStatus{State: engine.MemberMissing}
-	})); err != nil {
+	})
+	err := a.persist(removed)
+	if err != nil && a.durable.Load() < removed.Gen {
+		// Not recorded: the role is faulty again and its device stays,
+		// so that a retry removes it (not "already removed" with the
+		// device still open).
+		a.Engine.Update(func(ms []engine.MemberStatus) {
+			if ms[role].State == engine.MemberMissing {
+				ms[role] = prev
+			}
+		})
 		return err
 	}
+	// Recorded (err: some member did not take it, and was failed).
 	// Release the device: out of every queue's ring, then closed.
 	a.mu.Lock()
 	old := a.Members[role]
 	a.Members[role] = nil
 	a.mu.Unlock()
-	return a.swapFile(role, nil, old)
+	return errors.Join(err, a.swapFile(role, nil, old))
 }

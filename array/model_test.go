@@ -21,6 +21,7 @@ import (
 	"pgregory.net/rapid"
 
 	"github.com/ublk-raid/ublk-raid/array/memdev"
+	"github.com/ublk-raid/ublk-raid/bitmap"
 	"github.com/ublk-raid/ublk-raid/engine"
 	"github.com/ublk-raid/ublk-raid/ublk"
 )
@@ -44,9 +45,14 @@ import (
 // kill -9 and restart (the caches stay); power cuts (each member keeps any
 // subset of its cached sectors), at once or in the middle of a later
 // member write (that write torn: superblock and bitmap writes too), and
-// reboot.
+// reboot; online grow (disks grown in place, each with its own leftovers
+// in the added space, to a little more or past what the bitmap area holds
+// at its region size, which doubles it; then the daemon's sequence:
+// GrowCheck on the serving array, the hand-over, assembly, Grow, possibly
+// cut by a power cut, and the array served again).
 //
-// The reference is per array sector (in a window of the array): the
+// The reference is per array sector (in two windows of the array: its
+// start, and its end at creation with the space a grow adds after it): the
 // values a read may return now, and the values a power cut may leave
 // (the last write acknowledged before a completed FLUSH, or written with
 // FUA, and anything written after). Checked after every step:
@@ -58,7 +64,12 @@ import (
 // differ); (d) availability: assembly of every member that holds a role
 // succeeds (a power cut tears at most one superblock write), and no
 // member the array had failed or left out comes back in sync without a
-// rebuild; (e) liveness: no panic, every request completes (a bound on
+// rebuild; (f) grow: a refusal does no I/O (raid10 far and offset are
+// always refused), a grow gives the planned size to the array and its
+// bitmap, and the grown bitmap keeps each region written and dirty where
+// a region it merges was, and dirty where written data shares it with
+// never-written space; (a) to (d) hold over the grown size;
+// (e) liveness: no panic, every request completes (a bound on
 // the model's own waits, far above any legitimate time), every job ends.
 //
 // Determinism: the queue handlers run on the test's goroutine, their
@@ -72,7 +83,9 @@ import (
 // Levels: raid1 (2 or 3 members) and raid10 (n2, f2, o2 on 2 to 4
 // members, 8 KiB chunks), drawn; -array.level=1 or 10 draws one only. Not modelled: raid0, split brains (two
 // daemons), the daemon and its state file, the kernel's re-issue of
-// requests in flight at a kill -9 (they count as failed writes), bitmap
+// requests in flight at a kill -9 (they count as failed writes) and at a
+// grow's hand-over (they complete before it), the state file's record of
+// a grow (GrowFromSectors) and UPDATE_SIZE, bitmap
 // regions cleared by the idle timer (cleared on clean stops only),
 // hangs of the synchronous metadata and sync I/O are bounded by a real
 // member timeout (time passes, but the outcome does not depend on it).
@@ -167,9 +180,18 @@ func (c *coverage) String() string {
 }
 
 const (
-	modelWindow   = 512     // array sectors under test (4 bitmap regions)
-	modelRegion   = 128     // bitmap region, sectors
-	modelDisk     = 4 << 20 // bytes
+	modelWindow = 512 // array sectors under test (4 bitmap regions)
+	// modelHigh: a second window of array sectors, from modelHighBack
+	// sectors before the created array's end on (the old end, and the
+	// space a grow adds after it)
+	modelHigh     = 256
+	modelHighBack = 64
+	// modelBigDisk: the size of disks grown for a bitmap region size
+	// doubling (the area of one 4 KiB data block holds 4080 regions of
+	// 64 KiB: 255 MiB of array)
+	modelBigDisk  = 264 << 20
+	modelRegion   = 128           // bitmap region, sectors
+	modelDisk     = 4<<20 + 8<<10 // bytes (the array ends inside a bitmap region)
 	modelQueues   = 2
 	modelDepth    = 6
 	modelMaxIO    = 16 << 9
@@ -303,6 +325,13 @@ func (r *modelRing) SwapBuffer(tag uint16, spare, n int) int {
 	return old
 }
 func (r *modelRing) ReleaseBuffer(b int) { r.spares = append(r.spares, b) }
+func (r *modelRing) Buffer(tag uint16) []byte {
+	if r.m.zeroCopy {
+		r.m.fail("zero copy: a request's buffer was asked for (Rebuffer)")
+	}
+	r.m.count("read given up: the request reads on in another buffer")
+	return r.bufs[r.bufIdx[tag]]
+}
 func (r *modelRing) SubmitMember(ud uint64, tag uint16, m *Member, fixed bool, io engine.MemberIO, off uint64, data []byte) error {
 	if r.m.zeroCopy && (io.Kind == engine.IORead || io.Kind == engine.IOWrite) {
 		// A zero-copy request's pages go one way only: the kernel
@@ -366,6 +395,19 @@ type arrayModel struct {
 	lost, lostBefore, over bool
 	logMu                  sync.Mutex
 	log                    []string
+	// e0: the array's size at its creation; the reference's sectors from
+	// modelWindow on are the array's from hiBase on
+	e0, hiBase uint64
+	// diskSize: each disk's size (disks grow in place)
+	diskSize map[string]int64
+	// grownTo: the array size the last grow that succeeded gave (its
+	// superblocks durable on every member): no assembly is smaller
+	grownTo uint64
+	// growWatch: the goroutine calling GrowCheck or a refused Grow (0:
+	// none); the device I/O it or goroutines it starts make is counted
+	// in growIO (dead arrays' is not: their devices answer ErrKilled)
+	growWatch atomic.Int64
+	growIO    atomic.Int64
 }
 
 func newArrayModel(t *rapid.T) *arrayModel {
@@ -398,10 +440,12 @@ func newArrayModel(t *rapid.T) *arrayModel {
 	} else {
 		m.n = rapid.IntRange(2, 3).Draw(t, "members")
 	}
+	m.diskSize = map[string]int64{}
 	for i := range m.n + 2 {
 		p := fmt.Sprintf("/m%d", i)
 		m.rack.AddDisk(p, modelDisk)
 		m.disks = append(m.disks, p)
+		m.diskSize[p] = modelDisk
 	}
 	m.zeroCopy = rapid.Bool().Draw(t, "zero copy")
 	// Disks that held data before, different on each: never-written data
@@ -416,7 +460,7 @@ func newArrayModel(t *rapid.T) *arrayModel {
 			m.rack.Preload(m.rack.Disk(p), 0, g)
 		}
 	}
-	m.ref = make([]sectorRef, modelWindow)
+	m.ref = make([]sectorRef, modelWindow+modelHigh)
 	for i := range m.ref {
 		m.ref[i].cur = map[uint64]bool{0: true}
 		m.ref[i].dur = []durVal{{0, 0}}
@@ -431,9 +475,27 @@ func newArrayModel(t *rapid.T) *arrayModel {
 	if err != nil {
 		t.Fatalf("create: %v", err)
 	}
+	m.e0 = a.Engine.Geo.ArraySectors()
+	m.hiBase = m.e0 - modelHighBack
 	m.start(a)
 	return m
 }
+
+// arr is the array sector of the reference's sector i.
+func (m *arrayModel) arr(i uint64) uint64 {
+	if i < modelWindow {
+		return i
+	}
+	return m.hiBase + i - modelWindow
+}
+
+// size is the array's size now (sectors).
+func (m *arrayModel) size() uint64 { return m.a.Engine.Geo.ArraySectors() }
+
+// leftovers reports whether reference sector i may read as what the
+// devices held before (never written): disks that held data, or space a
+// grow added (each disk's holds its own leftovers).
+func (m *arrayModel) leftovers(i uint64) bool { return m.garbage || m.arr(i) >= m.e0 }
 
 func (m *arrayModel) spec() CreateSpec {
 	open := m.rack.Opener() // this process's: a dead array opens nothing
@@ -453,6 +515,10 @@ type loggedDev struct {
 }
 
 func (d loggedDev) note(what string, off int64, err error) error {
+	if g := d.m.growWatch.Load(); g != 0 && !errors.Is(err, memdev.ErrKilled) && byGoroutine(g) {
+		d.m.growIO.Add(1)
+		d.m.logf("grow code: %s %s at %d", what, d.Props().Path, off)
+	}
 	if err != nil {
 		d.m.logf("%s %s at %d: %v", what, d.Props().Path, off, err)
 	}
@@ -469,6 +535,31 @@ func (d loggedDev) WriteAtDurable(p []byte, off int64) error {
 	return d.note("durable write", off, d.Dev.WriteAtDurable(p, off))
 }
 func (d loggedDev) Flush() error { return d.note("flush", 0, d.Dev.Flush()) }
+func (d loggedDev) Discard(off, n int64) error {
+	return d.note("discard", off, d.Dev.Discard(off, n))
+}
+func (d loggedDev) WriteZeroes(off, n int64) error {
+	return d.note("write zeroes", off, d.Dev.WriteZeroes(off, n))
+}
+
+// goroutineIDs are the calling goroutine's id and its creator's (from
+// its stack trace: the array writes to the members from goroutines of
+// its own).
+func goroutineIDs() (id, creator int64) {
+	buf := make([]byte, 64<<10)
+	st := string(buf[:runtime.Stack(buf, false)])
+	fmt.Sscanf(st, "goroutine %d ", &id)
+	if i := strings.LastIndex(st, " in goroutine "); i >= 0 {
+		fmt.Sscanf(st[i:], " in goroutine %d", &creator)
+	}
+	return id, creator
+}
+
+// byGoroutine reports whether the caller is goroutine g or one g created.
+func byGoroutine(g int64) bool {
+	id, creator := goroutineIDs()
+	return id == g || creator == g
+}
 
 func (m *arrayModel) logf(format string, args ...any) {
 	s := fmt.Sprintf(format, args...)
@@ -617,7 +708,7 @@ func (m *arrayModel) step(t *rapid.T) {
 	kind := rapid.SampledFrom([]string{
 		"io", "io", "io", "io", "io", "deliver", "deliver", "deliver", "deliver", "deliver", "deliver",
 		"tick", "quiesce", "fault", "stall", "stall", "hang", "release", "fail", "remove", "readd", "replace", "spare",
-		"check", "waitsync", "del", "kill", "powercut", "cutlater",
+		"check", "waitsync", "del", "kill", "powercut", "cutlater", "grow",
 	}).Draw(t, "step")
 	switch kind {
 	case "io":
@@ -719,6 +810,8 @@ func (m *arrayModel) step(t *rapid.T) {
 		}
 	case "waitsync":
 		m.waitSync()
+	case "grow":
+		m.grow(t)
 	case "del":
 		m.del(t)
 	case "kill":
@@ -818,6 +911,13 @@ func (m *arrayModel) submit(t *rapid.T) {
 		ublk.IOOpFlush, ublk.IOOpDiscard, ublk.IOOpWriteZeroes}).Draw(t, "op")
 	sectors := uint32(rapid.IntRange(1, modelMaxIO>>9).Draw(t, "sectors"))
 	sector := uint64(rapid.IntRange(0, modelWindow-int(sectors)).Draw(t, "sector"))
+	if rapid.IntRange(0, 3).Draw(t, "high") == 0 {
+		// The high window: the old end, and the grown space once there.
+		sector = uint64(rapid.IntRange(modelWindow, modelWindow+modelHigh-int(sectors)).Draw(t, "high sector"))
+		if m.arr(sector+uint64(sectors)) > m.size() {
+			return
+		}
+	}
 	req := &modelReq{q: q, tag: uint16(tag), op: op, sector: sector, sectors: sectors}
 	if op == ublk.IOOpFlush {
 		req.sector, req.sectors = 0, 0
@@ -840,10 +940,10 @@ func (m *arrayModel) submit(t *rapid.T) {
 		m.ids++
 		req.id = m.ids
 		for i := range sectors {
-			fillSector(buf[i<<9:(i+1)<<9], req.id, sector+uint64(i))
+			fillSector(buf[i<<9:(i+1)<<9], req.id, m.arr(sector+uint64(i)))
 		}
 	case ublk.IOOpFlush:
-		req.snap = make([]map[uint64]bool, modelWindow)
+		req.snap = make([]map[uint64]bool, len(m.ref))
 		for s := range m.ref {
 			// A write in flight is not covered by the flush but may land.
 			req.snap[s] = maps.Clone(m.ref[s].cur)
@@ -886,7 +986,7 @@ func (m *arrayModel) submit(t *rapid.T) {
 	}
 	m.count(fmt.Sprintf("submit op %d fua %v", op, req.fua))
 	m.logf("submit q%d t%d op %d id %d %d+%d fua %v seq %d", q, tag, op, req.id, req.sector, req.sectors, req.fua, req.seq)
-	r.h.Handle(&ublk.Request{Tag: uint16(tag), Op: op, Flags: flags, Sector: req.sector, Sectors: req.sectors, Buf: r.reqBuf(tag)})
+	r.h.Handle(&ublk.Request{Tag: uint16(tag), Op: op, Flags: flags, Sector: m.arr(req.sector), Sectors: req.sectors, Buf: r.reqBuf(tag)})
 }
 
 // fillSector fills b with write id's data for array sector s (id 0:
@@ -1072,10 +1172,10 @@ func (m *arrayModel) completed(req *modelReq, buf []byte, err error) {
 			if ref.unknown {
 				continue
 			}
-			id, ok := sectorID(buf[i<<9:(i+1)<<9], s)
+			id, ok := sectorID(buf[i<<9:(i+1)<<9], m.arr(s))
 			garbage := false
 			if !ok {
-				if !m.garbage {
+				if !m.leftovers(s) {
 					m.fail("read of sector %d returned data of no write (%x...)", s, buf[i<<9:i<<9+16])
 				}
 				// What the devices held: allowed where id 0 is, and,
@@ -1293,16 +1393,17 @@ func (m *arrayModel) checkConvergence() {
 	}
 	var locs [engine.MaxCopies]engine.Location
 	differ := ""
-	for s := range uint64(modelWindow) {
-		if m.ref[s].unknown {
+	rs := m.a.Bitmap.Geometry().RegionSectors
+	for s := range uint64(len(m.ref)) {
+		if m.ref[s].unknown || m.arr(s) >= g.ArraySectors() {
 			continue
 		}
-		if m.garbage && !m.a.Bitmap.Written(int(s/modelRegion)) {
+		if m.leftovers(s) && !m.a.Bitmap.Written(int(m.arr(s)/rs)) {
 			continue // never written: the copies hold what the devices held
 		}
 		var first []byte
 		var who string
-		for _, l := range g.Locate(s, locs[:0]) {
+		for _, l := range g.Locate(m.arr(s), locs[:0]) {
 			if st.Members[l.Member].State != engine.MemberActive || late[l.Member] || paths[l.Member] == "" {
 				// (A given-up write still out: nothing reads it. No path: a
 				// spare is taking the role on another goroutine, after the
@@ -1313,7 +1414,7 @@ func (m *arrayModel) checkConvergence() {
 			if first == nil {
 				first, who = b, paths[l.Member]
 			} else if !bytes.Equal(first, b) && differ == "" {
-				differ = fmt.Sprintf("convergence: array sector %d differs between %s and %s (in sync, no job needed)", s, who, paths[l.Member])
+				differ = fmt.Sprintf("convergence: array sector %d differs between %s and %s (in sync, no job needed)", m.arr(s), who, paths[l.Member])
 			}
 		}
 	}
@@ -1332,21 +1433,28 @@ func (m *arrayModel) checkConvergence() {
 // readAll reads the whole window back through a queue.
 func (m *arrayModel) readAll() {
 	r := m.rings[0]
-	for s := uint64(0); s < modelWindow; s += modelMaxIO >> 9 {
+	for s := uint64(0); s < uint64(len(m.ref)); s += modelMaxIO >> 9 {
+		if m.arr(s+modelMaxIO>>9) > m.size() {
+			continue
+		}
 		req := &modelReq{q: 0, tag: 0, op: ublk.IOOpRead, sector: s, sectors: modelMaxIO >> 9}
 		m.seq++
 		req.seq = m.seq
 		r.served[0] = true
 		m.reqs[[2]int{0, 0}] = req
 		clear(r.bufs[r.bufIdx[0]])
-		r.h.Handle(&ublk.Request{Tag: 0, Op: ublk.IOOpRead, Sector: s, Sectors: req.sectors, Buf: r.reqBuf(0)})
+		r.h.Handle(&ublk.Request{Tag: 0, Op: ublk.IOOpRead, Sector: m.arr(s), Sectors: req.sectors, Buf: r.reqBuf(0)})
 		m.quiesce()
 	}
 }
 
 // del stops the array as the daemon's del does, and assembles it again
 // from some of its disks, in some order.
-func (m *arrayModel) del(t *rapid.T) {
+func (m *arrayModel) del(t *rapid.T) { m.stopAssemble(t, false) }
+
+// stopAssemble stops the array as del does and assembles it again (all:
+// from every disk).
+func (m *arrayModel) stopAssemble(t *rapid.T, all bool) {
 	m.quiesce()
 	a := m.a
 	err := m.blocking(func() error {
@@ -1370,7 +1478,7 @@ func (m *arrayModel) del(t *rapid.T) {
 	}
 	clear(m.hung)
 	clear(m.devHung)
-	m.assemble(t, false)
+	m.assemble(t, all)
 }
 
 // reboot: the process ended (kill -9 or power cut); a new one assembles
@@ -1405,7 +1513,9 @@ func (m *arrayModel) reboot(power bool) {
 		}
 		r.done = nil
 	}
-	closeLater(old)
+	if old != nil { // (nil: a cut ended a grow's re-assembly)
+		closeLater(old)
+	}
 	m.staleKnown = false
 	if power {
 		for s := range m.ref {
@@ -1429,6 +1539,219 @@ func (m *arrayModel) reboot(power bool) {
 	m.inSyncAtCrash = nil
 	if m.a != nil {
 		m.inSyncAtCrash = m.inSync()
+	}
+}
+
+// growDisk grows disk p in place to size bytes; the added space holds
+// the disk's own leftovers.
+func (m *arrayModel) growDisk(p string, size int64) {
+	if size <= m.diskSize[p] {
+		return
+	}
+	i := slices.Index(m.disks, p)
+	m.rack.Grow(m.rack.Disk(p), size, func(off int64, b []byte) {
+		for j := range b {
+			o := off + int64(j)
+			b[j] = byte(i*37+101) ^ byte(o>>9) ^ byte(o*7)
+		}
+	})
+	m.diskSize[p] = size
+	m.logf("disk %s grown to %d bytes", p, size)
+}
+
+// grow: disks grown in place (the members, one disk, which replace or
+// spare may bring in later, or every disk past what the bitmap area
+// holds at its region size), then the daemon's grow: GrowCheck on the
+// serving array (a refusal does no I/O: raid10 far and offset layouts
+// are always refused), the hand-over (requests complete, the array
+// closed without a clean stop), assembly again, Grow (a power cut may
+// be armed in it) and the array served again. The bitmap of the
+// re-assembled array must keep its regions' states through Grow,
+// merged when the region size doubles.
+func (m *arrayModel) grow(t *rapid.T) {
+	switch rapid.IntRange(0, 3).Draw(t, "grow disks") {
+	case 1:
+		add := int64(rapid.IntRange(1, 2).Draw(t, "grow MiB")) << 20
+		for p := range m.held() {
+			m.growDisk(p, m.diskSize[p]+add)
+		}
+	case 2:
+		p := rapid.SampledFrom(m.disks).Draw(t, "disk")
+		m.growDisk(p, m.diskSize[p]+1<<20)
+	case 3:
+		for _, p := range m.disks {
+			m.growDisk(p, max(m.diskSize[p], modelBigDisk))
+		}
+	}
+	if rapid.IntRange(0, 3).Draw(t, "restart before grow") == 0 {
+		// Stopped and started again (or idle long enough for the
+		// bitmap to clear its regions): clean regions go into the grow.
+		m.stopAssemble(t, true)
+		if m.over || m.a == nil || (m.cutArmed && !m.rack.Armed()) {
+			return
+		}
+	}
+	if rapid.Bool().Draw(t, "wait before grow") {
+		m.waitSync()
+	}
+	g := m.a.Engine.Geo
+	want := uint64(0) // max
+	switch rapid.IntRange(0, 3).Draw(t, "grow size") {
+	case 1:
+		want = g.MemberSectors + 2048
+	case 2:
+		want = g.MemberSectors - 8 // a shrink: refused
+	}
+	m.quiesce()
+	m.growIO.Store(0)
+	id, _ := goroutineIDs()
+	m.growWatch.Store(id)
+	p, err := m.a.GrowCheck(want, true)
+	farOrOffset := g.Level == engine.Level10 && g.Layout.Far > 1
+	if farOrOffset && err == nil {
+		m.fail("grow of raid10 %s: GrowCheck passed (%+v)", g.Layout, p)
+	}
+	if farOrOffset {
+		// Grow itself refuses too, before any I/O.
+		if _, gerr := m.a.Grow(want); gerr == nil {
+			m.fail("grow of raid10 %s: Grow passed", g.Layout)
+		}
+	}
+	m.growWatch.Store(0)
+	if n := m.growIO.Load(); n != 0 {
+		// GrowCheck reads and writes nothing; a refused Grow neither.
+		m.fail("GrowCheck (and Grow, refused) did %d device operations: %v", n, err)
+	}
+	if err != nil {
+		m.logf("grow to %d sectors per member: refused: %v", want, err)
+		switch {
+		case errors.Is(err, ErrGrowNoChange):
+			m.count("grow: no change")
+		case farOrOffset:
+			m.count("grow: refused (raid10 far or offset)")
+		default:
+			why := err.Error()
+			if i := strings.IndexAny(why, ":;("); i > 0 {
+				why = why[:i]
+			}
+			if strings.HasPrefix(why, "role ") || strings.HasPrefix(why, "spare ") || strings.HasPrefix(why, "/m") {
+				why = why[:strings.IndexByte(why, ' ')+1] + "..."
+			}
+			m.count("grow: refused: " + why)
+		}
+		return
+	}
+	m.logf("grow: %+v", p)
+	// The hand-over, as the daemon's: the device lets go of its requests
+	// (here they complete first), the array closes without a clean stop
+	// and is assembled again from its disks.
+	var disks []string
+	for _, d := range m.disks {
+		if m.held()[d] {
+			disks = append(disks, d)
+		}
+	}
+	a := m.a
+	m.blocking(func() error { a.StopSync(); a.Close(); return nil })
+	m.a = nil
+	m.count("grow: hand-over")
+	for d := range m.devHung {
+		m.rack.Release(m.rack.Disk(d))
+	}
+	clear(m.hung)
+	clear(m.devHung)
+	// As assemble: faults are healed (a member whose superblock cannot be
+	// read makes the assembly fail, and the daemon retries it).
+	for _, d := range disks {
+		m.rack.SetFaults(m.rack.Disk(d))
+	}
+	m.staleKnown = false
+	// As after a kill: the copies of a range awaiting resync may differ
+	// (see sectorRef.crash).
+	m.copyLost = m.copyLost || m.copyLostSinceCrash()
+	for s := range m.ref {
+		ref := &m.ref[s]
+		if ref.crash == nil {
+			ref.crash = map[uint64]bool{}
+		}
+		maps.Copy(ref.crash, ref.cur)
+	}
+	m.inSyncAtCrash = nil
+	if rapid.IntRange(0, 2).Draw(t, "cut in grow") == 0 && !m.cutArmed {
+		n := rapid.IntRange(1, 4*m.n).Draw(t, "grow cutafter")
+		m.rack.CutAfter(n)
+		m.cutArmed = true
+		m.logf("power cut armed after %d writes", n)
+	}
+	na, err := Open(disks, m.spec(), false)
+	m.logf("assemble %v for grow: %v", disks, err)
+	if err != nil {
+		if m.cutArmed && !m.rack.Armed() {
+			return // the reboot follows the step
+		}
+		m.fail("availability: assembly for grow of %v failed: %v\n  superblocks: %s", disks, err, m.superblocks(disks))
+	}
+	if got := na.Engine.Geo.ArraySectors(); got < m.grownTo {
+		m.fail("availability: the array was grown to %d sectors, assembled for grow at %d", m.grownTo, got)
+	}
+	old := na.Bitmap.Geometry()
+	written := make([]bool, old.Regions)
+	dirty := make([]bool, old.Regions)
+	for r := range old.Regions {
+		written[r], dirty[r] = na.Bitmap.Written(r), na.Bitmap.Dirty(r)
+	}
+	gp, err := na.Grow(p.NewMemberSectors)
+	m.logf("grow to %d sectors per member: %v", p.NewMemberSectors, err)
+	cut := m.cutArmed && !m.rack.Armed()
+	switch {
+	case err == nil:
+		m.count("grow: grown")
+		m.grownTo = gp.NewArraySectors
+		if got := na.Engine.Geo.ArraySectors(); got != gp.NewArraySectors || na.Bitmap.Geometry().ArraySectors != got {
+			m.fail("grown array: %d sectors, its bitmap %d; the plan %+v", got, na.Bitmap.Geometry().ArraySectors, gp)
+		}
+		m.checkGrownBitmap(na, old, written, dirty)
+	case cut:
+		m.count("grow: cut")
+	default:
+		m.count("grow: failed after the hand-over")
+	}
+	m.start(na)
+	m.markStale()
+	if !cut {
+		m.inSyncAtCrash = m.inSync()
+	}
+}
+
+// checkGrownBitmap: every region of a's grown bitmap is written if one of
+// the old regions it holds was, and dirty where one of them was dirty, or
+// where written data and never-written space (a never-written old region,
+// space the grow added) share it.
+func (m *arrayModel) checkGrownBitmap(a *Array, old bitmap.Geometry, written, dirty []bool) {
+	ng := a.Bitmap.Geometry()
+	if ng.RegionSectors != old.RegionSectors {
+		m.count("grow: bitmap region size doubled")
+	}
+	k := int(ng.RegionSectors / old.RegionSectors)
+	for r := range ng.Regions {
+		anyWritten, anyDirty, anyNever := false, false, uint64(r+1)*ng.RegionSectors > old.ArraySectors
+		for o := r * k; o < (r+1)*k && o < old.Regions; o++ {
+			anyWritten = anyWritten || written[o]
+			anyDirty = anyDirty || dirty[o]
+			anyNever = anyNever || !written[o]
+		}
+		if anyWritten && anyNever {
+			m.count("grow: a written region takes never-written space")
+			if !anyDirty {
+				m.count("grow: a clean written region takes never-written space")
+			}
+		}
+		if a.Bitmap.Written(r) != anyWritten {
+			m.fail("grown bitmap: region %d (of %d sectors) written %v; its old regions (of %d sectors) %v", r, ng.RegionSectors, a.Bitmap.Written(r), old.RegionSectors, written[r*k:min((r+1)*k, old.Regions)])
+		}
+		if anyWritten && (anyDirty || anyNever) && !a.Bitmap.Dirty(r) {
+			m.fail("grown bitmap: region %d (of %d sectors) is not dirty; its old regions (of %d sectors) written %v dirty %v, never-written space in it %v", r, ng.RegionSectors, old.RegionSectors, written[r*k:min((r+1)*k, old.Regions)], dirty[r*k:min((r+1)*k, old.Regions)], anyNever)
+		}
 	}
 }
 
@@ -1513,6 +1836,10 @@ func (m *arrayModel) assemble(t *rapid.T, all bool) {
 		return
 	}
 	m.count("assembled")
+	if got := a.Engine.Geo.ArraySectors(); got < m.grownTo {
+		a.Close()
+		m.fail("availability: the array was grown to %d sectors, assembled at %d\n  superblocks: %s", m.grownTo, got, m.superblocks(give))
+	}
 	st := a.Engine.State()
 	for r, ms := range st.Members {
 		if ms.State != engine.MemberActive || a.Members[r] == nil {

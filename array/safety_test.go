@@ -304,3 +304,48 @@ func TestCreateOverAnotherArraysMember(t *testing.T) {
 		t.Fatalf("forced create: created %v %+v", a.Created, st)
 	}
 }
+
+// writeFailDev fails every write: a new device that cannot be written.
+type writeFailDev struct{ Device }
+
+func (d writeFailDev) WriteAt(p []byte, off int64) error { return errors.New("injected write error") }
+func (d writeFailDev) WriteAtDurable(p []byte, off int64) error {
+	return errors.New("injected write error")
+}
+
+// A replace onto a device that takes no write fails before the member it
+// replaces is failed: the array keeps both copies, as for any refused
+// replace. Forced over signatures, their erasure is the first write (it
+// used to come after the old member was failed); without signatures to
+// erase, the superblock block is written back first (the replace used to
+// answer success, with the old member failed and the new one failed at
+// its first superblock write: the array degraded, nothing replaced).
+func TestReplaceOntoUnwritableDeviceKeepsMember(t *testing.T) {
+	for _, signatures := range []bool{true, false} {
+		paths := memberFiles(t, 3, 16<<20)
+		if signatures {
+			probetest.Write(t, paths[2], "ext4")
+		}
+		spec := CreateSpec{Level: engine.Level1, NoBitmap: true, AssumeClean: true, OpenDevice: func(p string) (Device, error) {
+			d, err := openFile(p)
+			if err != nil || p != paths[2] {
+				return d, err
+			}
+			return writeFailDev{d}, nil
+		}}
+		a, err := Open(paths[:2], spec, true)
+		if err != nil {
+			t.Fatal(err)
+		}
+		before, events := contents(t, paths...), a.Status().Events
+		if err := a.ReplaceMember(1, paths[2], signatures); err == nil {
+			t.Errorf("signatures %v: replace onto a device that fails every write succeeded", signatures)
+		}
+		a.WaitSync()
+		if st := a.Status(); st.Events != events || st.ActiveDisks != 2 || st.Members[1].Path != paths[1] {
+			t.Fatalf("signatures %v: a replace onto an unwritable device degraded the array: %+v", signatures, st)
+		}
+		unchanged(t, "refused replace", paths, before)
+		a.Close()
+	}
+}

@@ -1006,7 +1006,28 @@ func (a *Array) addMember(path string, role int, readd, failActive, force bool) 
 			return err
 		}
 	}
-	// Every check passed: from here on the array changes.
+	// Every check passed. The new device's signatures go first: a device
+	// that cannot take that write must not cost the array the member it
+	// was to replace.
+	if err := wipeSignatures(m, wipe); err != nil {
+		drop()
+		return err
+	}
+	if failActive && spare == nil && !readd {
+		// Nor may a device that takes no write at all (read-only, dead):
+		// its superblock block written back as it is, durably, before the
+		// member it replaces is failed. (A spare took its superblock when
+		// it was added.)
+		b, err := m.ReadBlock(engine.SuperblockOffset, engine.SuperblockSize)
+		if err == nil {
+			err = m.WriteBlockSync(engine.SuperblockOffset, b)
+		}
+		if err != nil {
+			drop()
+			return fmt.Errorf("%s cannot be written: %w", m.Path, err)
+		}
+	}
+	// From here on the array changes.
 	if failActive {
 		if s := a.Engine.State().Members[role].State; s == engine.MemberActive || s == engine.MemberRebuilding {
 			if err := a.Fail(role); err != nil {
@@ -1024,10 +1045,6 @@ func (a *Array) addMember(path string, role int, readd, failActive, force bool) 
 		if err != nil {
 			a.returnSpare(sp)
 		}
-		return err
-	}
-	if err := wipeSignatures(m, wipe); err != nil {
-		drop()
 		return err
 	}
 	return a.addOpenPlan(m, role, plan, uuid)
@@ -1260,6 +1277,19 @@ func (a *Array) previousRole(m *Member) (readdPlan, error) {
 	cur := a.refSB()
 	if err != nil || sb.ArrayUUID != cur.ArrayUUID || sb.IsSpare() || int(sb.Role) >= a.Engine.MemberCount() {
 		return readdPlan{}, notMember
+	}
+	// As at assembly: bounded by its device, and the data and bitmap
+	// where the array has them, in the array's geometry (none of these
+	// changes in an array's life). Otherwise its data is not where the
+	// array would take it to be.
+	if err := sb.CheckMemberSize(uint64(m.Size)); err != nil {
+		return readdPlan{}, fmt.Errorf("%s: %w", m.Path, err)
+	}
+	if sb.Level != cur.Level || sb.Layout != cur.Layout || sb.ChunkSectors != cur.ChunkSectors || sb.Members != cur.Members ||
+		sb.DataOffset != cur.DataOffset || sb.BitmapOffset != cur.BitmapOffset || sb.BitmapBytes != cur.BitmapBytes {
+		return readdPlan{}, fmt.Errorf("%s: its superblock (level %d, layout %#x, chunk %d, %d members, data at byte %d, bitmap at byte %d, %d bytes) disagrees with the array's (level %d, layout %#x, chunk %d, %d members, data at byte %d, bitmap at byte %d, %d bytes): corrupt or crafted superblock; replace --force puts the device in as a new one",
+			m.Path, sb.Level, sb.Layout, sb.ChunkSectors, sb.Members, sb.DataOffset, sb.BitmapOffset, sb.BitmapBytes,
+			cur.Level, cur.Layout, cur.ChunkSectors, cur.Members, cur.DataOffset, cur.BitmapOffset, cur.BitmapBytes)
 	}
 	role := int(sb.Role)
 	if engine.Diverged(sb, cur) {

@@ -122,6 +122,8 @@ type ring interface {
 	ZeroCopy() bool
 	ReserveBuffer() (int, bool)
 	SwapBuffer(tag uint16, spare, n int) int
+	// Buffer is tag's buffer now (after SwapBuffer, the spare).
+	Buffer(tag uint16) []byte
 	ReleaseBuffer(b int)
 	// SubmitMember queues member operation io of request tag on m, at
 	// byte off of the device with data as its buffer; its completion comes
@@ -217,6 +219,12 @@ func (a *Array) newQueue(q ring) *queue {
 		h.spare[i] = -1
 	}
 	h.bytes = make([]int, q.Depth())
+	h.seq = make([]uint16, q.Depth())
+	h.open = make([]bool, q.Depth())
+	h.sent = make([][]*Member, q.Depth())
+	for i := range h.sent {
+		h.sent[i] = make([]*Member, 0, 8)
+	}
 	a.qmu.Lock()
 	if a.queues == nil {
 		a.queues = map[int]*queue{}
@@ -292,11 +300,20 @@ type queue struct {
 	bitmapWrites atomic.Uint64
 	stats        queueStats
 	// Member timeouts: the spare buffer reserved for each tag whose
-	// request gave up a read (-1: none), the request sizes, and the reads
-	// given up whose results have not come back.
+	// request gave up a read or write (-1: none), the request sizes, the
+	// operations given up whose results have not come back, and the
+	// buffers requests left behind (Rebuffer, Complete) for them.
 	spare      []int
 	bytes      []int
 	quarantine []quarantined
+	held       []heldBuf
+	// Per tag: the request's OpID sequence number (Seq) when it gave up
+	// an operation; open: it left buffers in held.
+	seq  []uint16
+	open []bool
+	// sent[tag][i]: the member operation i of tag's request was submitted
+	// to (Departed, Abandon: the role may have another device since).
+	sent [][]*Member
 
 	// Bitmap tokens released by the flusher: inbox is filled under mu by
 	// the flusher, swapped with work by the queue thread on wake-up.
@@ -397,6 +414,12 @@ func (h *queue) Handle(req *ublk.Request) {
 // Submit implements engine.Backend: one SQE per member operation.
 func (h *queue) Submit(tag uint16, op engine.OpID, io engine.MemberIO, data []byte) {
 	m := h.a.current[io.Member].Load()
+	s := h.sent[tag]
+	for len(s) <= op.Index() {
+		s = append(s, nil) // grows once per tag to its largest plan
+	}
+	s[op.Index()] = m
+	h.sent[tag] = s
 	if m == nil {
 		// Removed after this operation was planned: the engine plans
 		// none for a faulty member, so only a race with remove gets here.
@@ -426,37 +449,87 @@ func (h *queue) OnCompletion(userData uint64, res int32) {
 // Complete implements engine.Backend. A request that gave up a member
 // read or write leaves its buffer to that operation (a read may still
 // land in it, a write still read from it) and takes the spare reserved
-// for it, with its data.
+// for it, with its data (unless a Rebuffer took it already: the buffer
+// is then one no operation given up uses).
 func (h *queue) Complete(tag uint16, err error) {
 	h.inflight.Store(h.inflight.Load() - 1)
-	if sp := h.spare[tag]; sp >= 0 {
-		h.spare[tag] = -1
-		old := h.q.SwapBuffer(tag, sp, h.bytes[tag])
-		held := false
-		for i := range h.quarantine {
-			if q := &h.quarantine[i]; q.tag == tag && q.buf < 0 {
-				q.buf, held = old, true
+	if h.spare[tag] >= 0 {
+		h.swap(tag)
+	}
+	if h.open[tag] {
+		// The buffers it left are the quarantine's now: free once its
+		// operations given up have all come back (maybe already).
+		h.open[tag] = false
+		for i := range h.held {
+			if b := &h.held[i]; b.tag == tag && b.open {
+				b.open = false
 			}
 		}
-		if !held {
-			// Every given-up operation came back before the request ended
-			// (Stale): nothing can write to the old buffer any more.
-			h.q.ReleaseBuffer(old)
-		}
+		h.releaseHeld(tag, h.seq[tag])
 	}
 	h.q.Complete(tag, err)
 }
 
+// Rebuffer implements engine.Backend: the request that gave up a read
+// takes the spare Abandon reserved, with its data; the old buffer is held
+// until the request has completed and its operations given up are back.
+func (h *queue) Rebuffer(tag uint16) []byte {
+	if h.spare[tag] < 0 {
+		panic("array: Rebuffer without a reserved buffer")
+	}
+	h.swap(tag)
+	return h.q.Buffer(tag)
+}
+
+// swap gives tag the spare reserved for it, with its data, and holds the
+// old buffer (request h.seq[tag], still running).
+func (h *queue) swap(tag uint16) {
+	sp := h.spare[tag]
+	h.spare[tag] = -1
+	old := h.q.SwapBuffer(tag, sp, h.bytes[tag])
+	h.held = append(h.held, heldBuf{tag: tag, seq: h.seq[tag], buf: old, open: true})
+	h.open[tag] = true
+}
+
+// releaseHeld frees the buffers request seq of tag left, if it has
+// completed and none of its operations given up is still out.
+func (h *queue) releaseHeld(tag uint16, seq uint16) {
+	for _, q := range h.quarantine {
+		if q.tag == tag && q.op.Seq() == seq {
+			return
+		}
+	}
+	kept := h.held[:0]
+	for _, b := range h.held {
+		if b.tag == tag && b.seq == seq && !b.open {
+			h.q.ReleaseBuffer(b.buf)
+			continue
+		}
+		kept = append(kept, b)
+	}
+	h.held = kept
+}
+
 // quarantined is a member operation given up after the member timeout:
-// its buffer (once the request completed) is not reused until it
-// returns, and no rebuild writes the device before it has (late).
+// the buffers its request used are not reused until it returns (heldBuf),
+// and no rebuild writes the device before it has (late).
 type quarantined struct {
 	tag  uint16
 	op   engine.OpID
-	buf  int // -1 until the request completes and swaps buffers
 	late lateKey
 	// lateWrite: a write's member, whose lateWrites it counts in
 	lateWrite *Member
+}
+
+// heldBuf is a buffer request seq of tag left (Rebuffer, or Complete
+// after giving up an operation): an operation given up may still use it.
+// It is freed once the request has completed (open false) and all of
+// its operations given up have come back.
+type heldBuf struct {
+	tag  uint16
+	seq  uint16
+	buf  int
+	open bool
 }
 
 // Abandon implements engine.Backend: a read or a write may be given up
@@ -490,19 +563,36 @@ func (h *queue) Abandon(tag uint16, op engine.OpID, io engine.MemberIO) bool {
 		}
 		h.spare[tag] = sp
 	}
-	m := h.a.current[io.Member].Load()
+	h.seq[tag] = op.Seq()
+	// The device it went to, which the role may no longer hold.
+	m := h.sentTo(tag, op, io)
 	key := lateBegin(m)
 	var lw *Member
 	if m != nil && io.Kind != engine.IORead && io.Kind != engine.IOFlush {
 		m.lateWrites.Add(1)
 		lw = m
 	}
-	h.quarantine = append(h.quarantine, quarantined{tag: tag, op: op, buf: -1, late: key, lateWrite: lw})
+	h.quarantine = append(h.quarantine, quarantined{tag: tag, op: op, late: key, lateWrite: lw})
 	return true
 }
 
-// Stale implements engine.Backend: an abandoned operation came back; its old
-// buffer is free again once no other abandoned read shares it.
+// sentTo is the member operation op of request tag was submitted to.
+func (h *queue) sentTo(tag uint16, op engine.OpID, io engine.MemberIO) *Member {
+	if s := h.sent[tag]; op.Index() < len(s) {
+		return s[op.Index()]
+	}
+	return h.a.current[io.Member].Load() // not submitted (not reached)
+}
+
+// Departed implements engine.Backend: the operation went to a device its
+// role no longer holds (replaced, removed or re-added since).
+func (h *queue) Departed(tag uint16, op engine.OpID, io engine.MemberIO) bool {
+	return h.sentTo(tag, op, io) != h.a.current[io.Member].Load()
+}
+
+// Stale implements engine.Backend: an abandoned operation came back; the
+// buffers its request left are free again once the request has completed
+// and no other operation of it given up is out.
 func (h *queue) Stale(tag uint16, op engine.OpID) {
 	for i, q := range h.quarantine {
 		if q.tag != tag || q.op != op {
@@ -513,13 +603,7 @@ func (h *queue) Stale(tag uint16, op engine.OpID) {
 		if q.lateWrite != nil {
 			q.lateWrite.lateWrites.Add(-1)
 		}
-		shared := false
-		for _, o := range h.quarantine {
-			shared = shared || (q.buf >= 0 && o.buf == q.buf)
-		}
-		if q.buf >= 0 && !shared {
-			h.q.ReleaseBuffer(q.buf)
-		}
+		h.releaseHeld(tag, op.Seq())
 		return
 	}
 }

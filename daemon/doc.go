@@ -154,6 +154,13 @@
 //     come back after a reboot like md arrays listed in mdadm.conf;
 //   - a device stopped but not deleted is deleted and assembled afresh.
 //
+// A member path that is absent (no such file, or its device gone) is left
+// out of the assembly when the superblocks present record it failed,
+// missing, rebuilding or spare — a failed disk pulled before `remove` —
+// so the array starts degraded, as md's assembly does without a failed
+// member; an absent member they record active may hold the freshest data,
+// and keeps the array pending (array.CreateSpec.SkipAbsent).
+//
 // An entry that cannot be started (members missing, in use, of another
 // array) is logged and kept ("pending"): it is retried every 2 s for the
 // first minute (members appear as udev coldplugs them; READY=1 does not

@@ -196,7 +196,15 @@ func (m *Manager) restore(e StateEntry) (*served, error) {
 		}
 		exists = false
 	}
-	a, err := openRetry(e.Members, array.CreateSpec{SyncMinBytes: e.SyncMinBytes, SyncMaxBytes: e.SyncMaxBytes})
+	// Members absent (a failed disk pulled before it was removed) are
+	// left out when the superblocks present record them failed, missing
+	// or spare (array.CreateSpec.SkipAbsent): md starts such an array
+	// without them; an absent active member keeps the array pending.
+	a, err := openRetry(e.Members, array.CreateSpec{SyncMinBytes: e.SyncMinBytes, SyncMaxBytes: e.SyncMaxBytes, SkipAbsent: true})
+	if err == nil && len(a.Absent) > 0 {
+		m.log.Warn("members absent: the array starts without them (its superblocks record them failed, missing or spare)",
+			zap.String("device", DevicePath(e.Number)), zap.String("uuid", e.UUID), zap.Strings("absent", a.Absent))
+	}
 	if err != nil {
 		return nil, err
 	}
@@ -306,9 +314,11 @@ func (m *Manager) start(a *array.Array, n int, cfg ublk.Config, recover bool) (*
 			return
 		}
 		m.log.Warn("spare activated", zap.String("device", dev), zap.Int("role", role), zap.String("member", path))
+		st := a.Status()
 		m.mu.Lock()
-		s.entry.Members = memberPaths(a.Status())
+		s.entry.Members = memberPaths(st)
 		m.mu.Unlock()
+		m.followWriteMostly(s, st)
 		if err := m.saveState(); err != nil {
 			m.log.Error("state file not written", zap.Error(err))
 		}
@@ -622,6 +632,21 @@ func (m *Manager) Delete(n int) (DeleteResult, error) {
 		m.log.Info("state entry forgotten", zap.String("device", DevicePath(n)))
 		return DeleteResult{Deleted: []string{}, Forgotten: []int{n}}, m.saveState()
 	}
+	m.mu.Unlock()
+	// After the member operation under way (add-spare, re-add, replace,
+	// the start of a check: none waits for long; a grow's hand-over
+	// leaves another array here, taken again below): one that went on
+	// after the stop marked the array clean would write superblocks
+	// that say otherwise, and the next start would resync for nothing.
+	// Those waiting behind find the array gone (lockOp).
+	s.opMu.Lock()
+	m.mu.Lock()
+	if m.arrays[n] != s { // deleted, or assembled again, meanwhile
+		m.mu.Unlock()
+		s.opMu.Unlock()
+		return m.Delete(n)
+	}
+	defer s.opMu.Unlock()
 	inUseErr := Refused(fmt.Errorf("%s is in use (mounted, or held by another program): unmount it first", DevicePath(n)))
 	if s.d.Info().Flags&ublk.FlagSafeStopDev == 0 && InUse(n) {
 		m.mu.Unlock()
@@ -766,8 +791,16 @@ func (m *Manager) Remove(n int, member string) (Array, error) {
 	}
 	if sp := spareOf(s, member); sp != "" {
 		err := s.a.RemoveSpare(sp)
+		gone := !slices.Contains(s.a.Spares(), sp) && s.a.RoleOf(sp) < 0 // (not activated meanwhile)
 		unlock()
 		if err != nil {
+			if gone {
+				// Let go (closed) although the members' role tables may
+				// still list it: a restart must not open it again (it
+				// may be reused by then, and a device without this
+				// array's superblock stops the assembly).
+				m.dropFromState(s, sp)
+			}
 			return Array{}, Refused(fmt.Errorf("remove %s: %w", member, err))
 		}
 		m.log.Info("spare removed", zap.String("device", DevicePath(n)), zap.String("member", sp))
@@ -775,19 +808,71 @@ func (m *Manager) Remove(n int, member string) (Array, error) {
 		return m.view(s), nil
 	}
 	r, err := role(s, member)
+	if _, numErr := strconv.Atoi(member); err != nil && numErr != nil {
+		// After a restart a failed member is not held (assembly leaves
+		// it closed): its role is found from its superblock.
+		if fr := s.a.FailedRoleOf(member); fr >= 0 {
+			r, err = fr, nil
+		} else {
+			var unheld []string
+			for _, mi := range s.a.Status().Members {
+				if mi.Path == "" && mi.State == "faulty" {
+					unheld = append(unheld, strconv.Itoa(mi.Role))
+				}
+			}
+			if len(unheld) > 0 {
+				err = fmt.Errorf("%s is not held by %s (a failed member is left closed when the array starts): give the role number (faulty roles without a device: %s): %w",
+					member, DevicePath(s.n), strings.Join(unheld, ", "), ErrNotFound)
+			}
+		}
+	}
 	if err != nil {
 		unlock()
 		return Array{}, err
 	}
 	path := s.a.Status().Members[r].Path
 	if err := s.a.Remove(r); err != nil {
+		// Recorded although a member did not take it: the device was let
+		// go, and the state file follows.
+		gone := path != "" && s.a.RoleOf(path) < 0 && s.a.Status().Members[r].State == "missing"
 		unlock()
+		if gone {
+			m.dropFromState(s, path)
+		}
 		return Array{}, Refused(fmt.Errorf("remove %s: %w", member, err))
 	}
 	unlock()
 	m.log.Info("member removed", zap.String("device", DevicePath(n)), zap.Int("role", r), zap.String("member", path))
-	m.dropFromState(s, path)
+	if path == "" {
+		// The role had no device in this run: its member failed before
+		// the array was assembled, which left it closed, and its path is
+		// one of the state file's the array does not hold. Those are
+		// dropped (stale members too: only re-add brings them back, and
+		// it records them again), so that the next start does not need
+		// the failed disk.
+		m.dropUnheld(s)
+	} else {
+		m.dropFromState(s, path)
+	}
 	return m.view(s), nil
+}
+
+// dropUnheld removes from s's members in the state file the paths its
+// array holds neither in a role nor as a spare.
+func (m *Manager) dropUnheld(s *served) {
+	held := memberPaths(s.a.Status())
+	m.mu.Lock()
+	var keep []string
+	for _, p := range s.entry.Members {
+		if slices.Contains(held, p) {
+			keep = append(keep, p)
+		}
+	}
+	s.entry.Members = keep
+	m.mu.Unlock()
+	if err := m.saveState(); err != nil {
+		m.log.Error("state file not written", zap.Error(err))
+	}
 }
 
 // spareOf is the spare of s that member names (any path to it), or "".
@@ -865,6 +950,14 @@ func (m *Manager) AddSpare(n int, members []string, force bool) (Array, error) {
 		paths[i] = known(s, p)
 	}
 	if err := s.a.AddSpares(paths, force); err != nil {
+		// An error after every check passed (a write error) may leave
+		// the devices before it added: the state file lists those, as
+		// the array holds them, so that a restart opens them again.
+		for _, p := range paths {
+			if slices.Contains(s.a.Spares(), p) || s.a.RoleOf(p) >= 0 {
+				m.addToState(s, p)
+			}
+		}
 		what := "add spare " + members[0]
 		if len(members) > 1 {
 			what = "add spares " + strings.Join(members, " ")
@@ -888,11 +981,17 @@ func (m *Manager) ReAdd(n int, member string) (Array, error) {
 	}
 	defer unlock()
 	path := member
-	if r, err := strconv.Atoi(member); err == nil {
-		if r < 0 || r >= len(s.a.Members) || s.a.Status().Members[r].Path == "" {
-			return Array{}, Invalid(fmt.Errorf("re-add %s: give the member's path", member))
+	if _, err := strconv.Atoi(member); err == nil {
+		// As the other operations: a role the array does not have is not
+		// found; one without a device (removed) is refused by the array's
+		// state, not bad usage.
+		r, err := role(s, member)
+		if err != nil {
+			return Array{}, err
 		}
-		path = s.a.Status().Members[r].Path
+		if path = s.a.Status().Members[r].Path; path == "" {
+			return Array{}, Refused(fmt.Errorf("re-add %s: role %d holds no device (removed): give the member's path", member, r))
+		}
 	}
 	path = known(s, path)
 	if err := s.a.ReAdd(path); err != nil {
@@ -927,12 +1026,42 @@ func (m *Manager) Replace(n int, member, with string, force bool) (Array, error)
 	}
 	old := s.a.Status().Members[r]
 	if err := s.a.ReplaceMember(r, with, force); err != nil {
+		// An error after the array began to change (a write error) may
+		// have let the old member go and put the new one in: the state
+		// file follows what the array holds.
+		m.followWriteMostly(s, s.a.Status())
+		if old.Path != "" && s.a.RoleOf(old.Path) < 0 && !slices.Contains(s.a.Spares(), old.Path) {
+			m.dropFromState(s, old.Path)
+		}
+		if s.a.RoleOf(with) >= 0 {
+			m.addToState(s, with)
+		}
 		return Array{}, Refused(fmt.Errorf("replace %s with %s: %w", member, with, err))
 	}
 	m.log.Info("member replaced", zap.String("device", DevicePath(n)), zap.Int("role", r), zap.String("old", old.Path), zap.String("new", with))
+	m.followWriteMostly(s, s.a.Status())
 	m.dropFromState(s, old.Path)
 	m.addToState(s, with)
 	return m.view(s), nil
+}
+
+// followWriteMostly records as s's write-mostly members the paths that
+// hold the roles its array reads write-mostly (Array.WriteMostly, a mask
+// of roles). Unlike md, where the flag belongs to the device (a
+// replacement has it only if added with --write-mostly), here it belongs
+// to the role: a device put into the role (replace, spare activation)
+// takes it over, in the state file too, so that a restart keeps it.
+// (Saved with the member list by the caller.)
+func (m *Manager) followWriteMostly(s *served, st array.Status) {
+	var wm []string
+	for _, mi := range st.Members {
+		if mi.Path != "" && s.a.WriteMostly&(1<<uint(mi.Role)) != 0 {
+			wm = append(wm, mi.Path)
+		}
+	}
+	m.mu.Lock()
+	s.entry.WriteMostly = wm
+	m.mu.Unlock()
 }
 
 // addToState records path among s's members in the state file.
@@ -1148,7 +1277,6 @@ func (m *Manager) retryRecovery(n int) {
 // again). The Manager must not be used afterwards.
 func (m *Manager) Shutdown(keep bool) {
 	m.addMu.Lock()
-	defer m.addMu.Unlock()
 	m.closed = true
 	m.mu.Lock()
 	ss := make([]*served, 0, len(m.arrays))
@@ -1157,7 +1285,13 @@ func (m *Manager) Shutdown(keep bool) {
 	}
 	clear(m.arrays)
 	m.mu.Unlock()
+	// Released before the operation locks are taken: a grow holds its
+	// array's and then waits for addMu (it then finds the daemon closed).
+	m.addMu.Unlock()
 	for _, s := range ss {
+		// As Delete: after the member operation under way, so that none
+		// writes superblocks after the stop marked the array clean.
+		s.opMu.Lock()
 		switch {
 		case keep:
 			m.log.Info("leaving the device for the next daemon to recover", zap.String("device", s.d.BlockPath()))
@@ -1167,6 +1301,7 @@ func (m *Manager) Shutdown(keep bool) {
 			err := s.d.StopUnused()
 			if errors.Is(err, ublk.ErrInUse) || errors.Is(err, ublk.ErrNoSafeStop) && InUse(s.n) {
 				m.log.Warn("device in use: leaving it for the next daemon to recover", zap.String("device", s.d.BlockPath()))
+				s.opMu.Unlock()
 				continue
 			}
 			if errors.Is(err, ublk.ErrNoSafeStop) {
@@ -1176,6 +1311,7 @@ func (m *Manager) Shutdown(keep bool) {
 				m.log.Error("deleting the device", zap.String("device", s.d.BlockPath()), zap.Error(err))
 			}
 		}
+		s.opMu.Unlock()
 	}
 }
 

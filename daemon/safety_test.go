@@ -206,3 +206,25 @@ func TestAddSpareRefusesDevicesWithData(t *testing.T) {
 		})
 	}
 }
+
+// re-add by role number answers as the other member operations do: a
+// role the array does not have is not found (404), a role whose device
+// was removed is refused by the array's state (409, exit 1), not bad
+// usage (400, exit 2): the request is well formed.
+func TestReAddRoleNumberStatuses(t *testing.T) {
+	m, a, _ := servedMirror(t, 8<<20)
+	if err := a.Fail(1); err != nil {
+		t.Fatal(err)
+	}
+	if err := a.Remove(1); err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		member string
+		code   int
+	}{{"7", http.StatusNotFound}, {"1", http.StatusConflict}} {
+		if code, msg := post(t, m, "/arrays/0/re-add", map[string]string{"member": tc.member}); code != tc.code {
+			t.Errorf("re-add %s: %d %q; want %d", tc.member, code, msg, tc.code)
+		}
+	}
+}

@@ -478,8 +478,12 @@ func TestBalanceOutlierRecovers(t *testing.T) {
 	}
 }
 
-func (b *simBackend) Abandon(uint16, OpID, MemberIO) bool { return false }
-func (b *simBackend) Stale(uint16, OpID)                  {}
+func (b *simBackend) Abandon(uint16, OpID, MemberIO) bool  { return false }
+func (b *simBackend) Rebuffer(uint16) []byte               { panic("no abandonment") }
+func (b *simBackend) Stale(uint16, OpID)                   {}
+func (b *simBackend) Departed(uint16, OpID, MemberIO) bool { return false }
 
-func (b *memExecBackend) Abandon(uint16, OpID, MemberIO) bool { return false }
-func (b *memExecBackend) Stale(uint16, OpID)                  {}
+func (b *memExecBackend) Abandon(uint16, OpID, MemberIO) bool  { return false }
+func (b *memExecBackend) Rebuffer(uint16) []byte               { panic("no abandonment") }
+func (b *memExecBackend) Stale(uint16, OpID)                   {}
+func (b *memExecBackend) Departed(uint16, OpID, MemberIO) bool { return false }

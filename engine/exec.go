@@ -54,15 +54,38 @@ type Backend interface {
 	// operation. A read into the request's buffer may still write to it
 	// when it ends: the backend must then give the tag another buffer
 	// (with the request's data) before the request completes, and keep
-	// the old one until the late result arrives (Stale). A late write
+	// the old one until the late result arrives (Stale). Once a read is
+	// given up, the executor puts no other member read of the request
+	// into the buffer it was given: it calls Rebuffer before submitting
+	// any (the retries of the range given up, first of all), so a late
+	// read can only land where nothing is read from any more. A late write
 	// may still land on the member: the backend must not let the device
 	// be rebuilt before it has (Stale). It returns false when it cannot
 	// (no spare buffer, or a zero-copy request's pages): the operation is
 	// waited for, and a read's member is failed all the same (but the last
 	// copy), so that later reads leave it alone.
 	Abandon(tag uint16, op OpID, io MemberIO) bool
+	// Rebuffer gives request tag, which gave up a read (Abandon returned
+	// true for an IORead), another buffer now, with the data of its
+	// current one copied in, and returns it; the request's later member
+	// operations use it, and the request completes with it (or with one
+	// from a later Rebuffer or Complete). The old buffer is kept until the
+	// request has completed and its operations given up have all come
+	// back (Stale). It cannot fail: Abandon reserved the buffer.
+	// Operations still out in an old buffer that was not given up are
+	// copied into the current one by the executor as they complete.
+	Rebuffer(tag uint16) []byte
 	// Stale delivers the late result of an abandoned operation.
 	Stale(tag uint16, op OpID)
+	// Departed reports whether operation op of request tag (io) went to
+	// a device that no longer holds its role: the role was given to
+	// another device (replace, a spare, re-add) or emptied (remove) since
+	// it was submitted. Its error or timeout then says nothing of the
+	// role's device, which is not failed for it (md ties each bio to its
+	// rdev, not to the slot); a read is retried elsewhere, and a write
+	// counts for no copy, whatever its result (md counts none on a
+	// device no longer in sync).
+	Departed(tag uint16, op OpID, io MemberIO) bool
 }
 
 // OpID identifies a member operation: the request's sequence number in
@@ -76,6 +99,10 @@ func opID(seq uint16, i int) OpID { return OpID(seq)<<16 | OpID(uint16(i)) }
 func (o OpID) Index() int { return int(uint16(o)) }
 
 func (o OpID) seq() uint16 { return uint16(o >> 16) }
+
+// Seq is the sequence number of the operation's request (the same for
+// every operation of one request of a tag).
+func (o OpID) Seq() uint16 { return o.seq() }
 
 // IntentLog is the write-intent bitmap as the executor uses it
 // (*bitmap.Bitmap). Every write-type request is bracketed by StartWrite and
@@ -105,6 +132,7 @@ type request struct {
 	fua     bool
 	buf     []byte
 	ios     []MemberIO
+	into    [][]byte        // per ios entry (reads and writes): the data it was given, in buf when submitted
 	failed  []bool          // per ios entry: the member operation failed
 	done    []bool          // per ios entry: its result came (or it was abandoned)
 	hung    []bool          // per ios entry: past the timeout, not abandoned: its member was failed
@@ -116,6 +144,9 @@ type request struct {
 	planned int           // len(ios) of the first plan; later entries are retries and repairs
 	sent    time.Duration // when a timed read's first plan was submitted (Now)
 	active  bool
+	// rebuffer: a read of the request was given up and may still land
+	// in buf: the next member reads go to a new buffer (Rebuffer).
+	rebuffer bool
 	// Write gating: entered the barrier; started in the bitmap (regions
 	// first..last); waiting for the bitmap since waitSince.
 	entered, started, waiting bool
@@ -126,6 +157,10 @@ type request struct {
 	// unsupported: a member refused WRITE_ZEROES (the request fails with
 	// EOPNOTSUPP, and the kernel falls back to writing zeroes).
 	lastCopy, unsupported bool
+	// refused: a member refused a DISCARD or WRITE_ZEROES (EOPNOTSUPP,
+	// EINVAL); applied: a member carried one out. Both: the copies may
+	// now differ over the range.
+	refused, applied bool
 }
 
 // Executor runs requests of one queue against an Array through a Backend.
@@ -208,6 +243,7 @@ func NewExecutor(arr *Array, be Backend, depth, maxBytes int) *Executor {
 		// Room for the plan plus a few retries and repairs; error paths that
 		// need more grow the slices (kept for the tag afterwards).
 		e.reqs[i].ios = make([]MemberIO, 0, 4*n+4*MaxCopies)
+		e.reqs[i].into = make([][]byte, 0, 4*n+4*MaxCopies)
 		e.reqs[i].failed = make([]bool, 0, 4*n+4*MaxCopies)
 		e.reqs[i].done = make([]bool, 0, 4*n+4*MaxCopies)
 		e.reqs[i].hung = make([]bool, 0, 4*n+4*MaxCopies)
@@ -226,7 +262,7 @@ func (e *Executor) Start(tag uint16, op ReqOp, sector uint64, sectors uint32, fu
 	if r.active {
 		panic(fmt.Sprintf("engine: request %d started twice", tag))
 	}
-	*r = request{op: op, sector: sector, sectors: sectors, fua: fua, buf: buf, ios: r.ios[:0], failed: r.failed[:0],
+	*r = request{op: op, sector: sector, sectors: sectors, fua: fua, buf: buf, ios: r.ios[:0], into: r.into[:0], failed: r.failed[:0],
 		done: r.done[:0], hung: r.hung[:0], times: r.times[:0], seq: r.seq + 1, active: true}
 	// A flush has no range: the block layer's flush requests carry sector
 	// (sector_t)-1.
@@ -417,10 +453,17 @@ var (
 
 func (e *Executor) submitFrom(tag uint16, first int) {
 	r := &e.reqs[tag]
+	if r.rebuffer && first < len(r.ios) {
+		// A read given up may still land in buf: nothing more is read
+		// into it (its range's retries least of all).
+		r.rebuffer = false
+		r.buf = e.be.Rebuffer(tag)
+	}
 	for len(r.failed) < len(r.ios) {
 		r.failed = append(r.failed, false)
 		r.done = append(r.done, false)
 		r.hung = append(r.hung, false)
+		r.into = append(r.into, nil)
 	}
 	if e.Now != nil {
 		now := e.Now()
@@ -440,6 +483,7 @@ func (e *Executor) submitFrom(tag uint16, first int) {
 		if io.Kind == IORead || io.Kind == IOWrite {
 			data = r.buf[io.BufOff : io.BufOff+io.Sectors<<9]
 		}
+		r.into[i] = data
 		e.be.Submit(tag, opID(r.seq, i), io, data)
 	}
 }
@@ -465,18 +509,37 @@ func (e *Executor) Done(tag uint16, id OpID, res int32) {
 	if io.Kind == IORead && res == want && e.Now != nil && op < r.planned {
 		e.bal.Complete(int(io.Member), io.Sectors, r.sent, e.Now())
 	}
-	if res != want && (io.Kind == IODiscard || io.Kind == IOWriteZeroes) && (res == -errnoNotSupp || res == -errnoInval) {
+	if io.Kind != IORead && e.be.Departed(tag, id, io) {
+		// Its device left the role while it ran: no copy, no blame.
+		r.failed[op] = true
+	} else if res != want && io.Kind == IORead && e.be.Departed(tag, id, io) {
+		r.failed[op] = true
+		io.Avoid |= 1 << uint(io.Member)
+		e.retryRead(tag, r, io, false)
+	} else if res != want && (io.Kind == IODiscard || io.Kind == IOWriteZeroes) && (res == -errnoNotSupp || res == -errnoInval) {
 		// The member cannot do it: no member failure. A discard is
 		// advisory (md ignores discard errors); a write-zeroes fails the
 		// request with EOPNOTSUPP, which makes the kernel write zeroes.
 		r.unsupported = r.unsupported || io.Kind == IOWriteZeroes
+		r.refused = true
 	} else if res != want {
 		r.failed[op] = true
 		if e.MemberError != nil {
 			e.MemberError(int(io.Member), io.Kind, res)
 		}
 		e.memberFailed(tag, r, io, res == -errnoAgain)
-	} else if io.Kind == IORead && op >= r.planned && e.ReadRepair != nil {
+	} else if io.Kind == IODiscard || io.Kind == IOWriteZeroes {
+		r.applied = true
+	} else if io.Kind == IORead {
+		if d := r.into[op]; len(d) > 0 && &d[0] != &r.buf[io.BufOff] {
+			// Read into a buffer the request has left since (Rebuffer),
+			// which copied what that one held then, not this: its range
+			// is this operation's alone (no other read of it is out, and
+			// none given up), so it is copied over.
+			copy(r.buf[io.BufOff:io.BufOff+io.Sectors<<9], d)
+		}
+	}
+	if res == want && io.Kind == IORead && op >= r.planned && e.ReadRepair != nil {
 		// A retried read succeeded: the copies that failed need a rewrite.
 		if bad := (io.Avoid | io.Deprio) &^ (1 << uint(io.Member)); bad != 0 {
 			e.ReadRepair(r.sector+uint64(io.BufOff>>9), io.Sectors, bad)
@@ -506,8 +569,9 @@ func (e *Executor) Tick() {
 				continue
 			}
 			io := r.ios[i]
+			departed := e.be.Departed(uint16(t), opID(r.seq, i), io)
 			if !e.be.Abandon(uint16(t), opID(r.seq, i), io) {
-				if io.Kind == IORead && !r.hung[i] && e.arr.Geo.Level != Level0 {
+				if io.Kind == IORead && !r.hung[i] && e.arr.Geo.Level != Level0 && !departed {
 					// It is waited for (the backend cannot give it up:
 					// a zero-copy request's pages, or no spare buffer),
 					// but its member is failed now, as for one given up,
@@ -522,7 +586,25 @@ func (e *Executor) Tick() {
 				continue
 			}
 			r.done[i], r.failed[i] = true, true
+			if io.Kind == IORead {
+				// It may still land in the buffer it was given.
+				r.rebuffer = true
+			}
 			e.bal.Inflight[io.Member] -= int64(io.Sectors)
+			if departed {
+				// Its device left the role: given up without blaming the
+				// role's device (see Backend.Departed).
+				if io.Kind == IORead {
+					io.Avoid |= 1 << uint(io.Member)
+					e.retryRead(uint16(t), r, io, false)
+				}
+				r.pending--
+				if r.pending == 0 {
+					e.complete(uint16(t), r)
+					break
+				}
+				continue
+			}
 			if e.MemberError != nil {
 				e.MemberError(int(io.Member), io.Kind, -int32(errnoTimedOut))
 			}
@@ -699,6 +781,16 @@ func (e *Executor) complete(tag uint16, r *request) {
 	if r.err == nil && r.unsupported {
 		r.err = ErrNotSupported
 	}
+	if r.refused && r.applied && e.Unsynced != nil && e.arr.Geo.Level != Level0 {
+		// Some copies were discarded or zeroed and others were not (all
+		// members advertised the command, one refused it anyway): the
+		// copies differ, and reads of the range must not depend on which
+		// copy answers. Marked while the request is still started in the
+		// bitmap, so a crash before the resync resyncs the range too. (A
+		// write-zeroes fails with EOPNOTSUPP and the kernel then writes
+		// zeroes to every copy; the resync is then only redundant.)
+		e.Unsynced(r.sector, r.sectors)
+	}
 	if r.needGen > e.persisted {
 		e.waiting = append(e.waiting, tag)
 		e.be.Persist(e.arr.State())
@@ -766,7 +858,7 @@ func (e *Executor) gateReq(tag uint16) (uint64, error) {
 // have failed meanwhile (nothing of the old plan was issued).
 func (e *Executor) replan(tag uint16) {
 	r := &e.reqs[tag]
-	r.ios, r.failed, r.done, r.hung, r.times = r.ios[:0], r.failed[:0], r.done[:0], r.hung[:0], r.times[:0]
+	r.ios, r.into, r.failed, r.done, r.hung, r.times = r.ios[:0], r.into[:0], r.failed[:0], r.done[:0], r.hung[:0], r.times[:0]
 	e.plan(tag)
 }
 

@@ -35,6 +35,14 @@ type memBackend struct {
 	// abandonment (timeouts)
 	refuseAbandon    bool
 	abandoned, stale []memOp
+	// departed: members (bits) whose operations out now went to a device
+	// that left the role since (Departed)
+	departed uint64
+	// Rebuffer: exec is the executor (whose request buffer is copied);
+	// rebuffered holds each tag's buffer since, and old the ones left.
+	exec       *Executor
+	rebuffered map[uint16][]byte
+	old        [][]byte
 }
 
 func (b *memBackend) Submit(tag uint16, op OpID, io MemberIO, data []byte) {
@@ -418,8 +426,36 @@ func (b *memBackend) Abandon(tag uint16, op OpID, io MemberIO) bool {
 	return true
 }
 
+// Rebuffer implements Backend: a new buffer with the request's data.
+func (b *memBackend) Rebuffer(tag uint16) []byte {
+	cur := b.exec.reqs[tag].buf
+	nb := make([]byte, len(cur))
+	copy(nb, cur)
+	if b.rebuffered == nil {
+		b.rebuffered = map[uint16][]byte{}
+	}
+	b.rebuffered[tag] = nb
+	b.old = append(b.old, cur)
+	return nb
+}
+
+// buf is tag's buffer now: orig, the one its request started with,
+// unless it was given another (Rebuffer).
+func (b *memBackend) buf(tag uint16, orig []byte) []byte {
+	if nb, ok := b.rebuffered[tag]; ok {
+		return nb
+	}
+	return orig
+}
+
 // Stale implements Backend.
 func (b *memBackend) Stale(tag uint16, op OpID) { b.stale = append(b.stale, memOp{tag: tag, op: op}) }
+
+// Departed implements Backend: the operations on a member in departed
+// (its device left the role after they were submitted).
+func (b *memBackend) Departed(tag uint16, op OpID, io MemberIO) bool {
+	return b.departed&(1<<uint(io.Member)) != 0
+}
 
 // A write planned without a member whose failure is not durable yet (failed
 // by another request, by a read timeout, by the bitmap flusher or a sync

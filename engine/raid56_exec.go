@@ -538,9 +538,12 @@ func (e *ParityExecutor) Done(tag uint16, id OpID, res int32) {
 	if io.Kind == IORead || io.Kind == IOWrite {
 		want = int32(io.Sectors) << 9
 	}
-	if res != want {
+	departed := e.be.Departed(tag, id, io)
+	if res != want || (departed && io.Kind != IORead) {
+		// (A write to a device that left its role counts for nothing,
+		// whatever its result: Backend.Departed.)
 		r.failed[i], r.anyFail = true, true
-		if e.MemberError != nil {
+		if e.MemberError != nil && !departed {
 			e.MemberError(int(io.Member), io.Kind, res)
 		}
 	}
@@ -554,7 +557,7 @@ func (e *ParityExecutor) Done(tag uint16, id OpID, res int32) {
 func (e *ParityExecutor) phaseDone(tag uint16) {
 	r := &e.reqs[tag]
 	if r.anyFail {
-		e.failMembers(r)
+		e.failMembers(tag, r)
 	}
 	switch r.phase {
 	case parityReading:
@@ -623,10 +626,11 @@ func (e *ParityExecutor) phaseDone(tag uint16) {
 }
 
 // failMembers fails the members of the request's failed operations (not
-// the last copy: see the contract).
-func (e *ParityExecutor) failMembers(r *parityReq) {
+// the last copy: see the contract), but for operations whose device has
+// left the role since (Backend.Departed): they blame nobody.
+func (e *ParityExecutor) failMembers(tag uint16, r *parityReq) {
 	for i, io := range r.ios {
-		if !r.failed[i] {
+		if !r.failed[i] || e.be.Departed(tag, opID(r.seq, i), io) {
 			continue
 		}
 		st, _, out := e.arr.FailRedundant(int(io.Member))

@@ -93,9 +93,11 @@ func (b pBackend) Complete(tag uint16, err error) {
 	delete(b.w.failedOn[b.q], tag)
 }
 
-func (b pBackend) Persist(st *ArrayState)              { b.w.asked = max(b.w.asked, st.Gen) }
-func (b pBackend) Abandon(uint16, OpID, MemberIO) bool { return false }
-func (b pBackend) Stale(uint16, OpID)                  { b.w.stale++ }
+func (b pBackend) Persist(st *ArrayState)               { b.w.asked = max(b.w.asked, st.Gen) }
+func (b pBackend) Abandon(uint16, OpID, MemberIO) bool  { return false }
+func (b pBackend) Rebuffer(uint16) []byte               { panic("no abandonment") }
+func (b pBackend) Stale(uint16, OpID)                   { b.w.stale++ }
+func (b pBackend) Departed(uint16, OpID, MemberIO) bool { return false }
 
 func newPWorld(t fataler, g ParityGeometry, queues, depth, maxBytes int) *pWorld {
 	arr, err := NewParityArray(g)
@@ -803,9 +805,11 @@ func (b *pSync) Complete(_ uint16, err error) {
 	}
 }
 
-func (b *pSync) Persist(*ArrayState)                 {}
-func (b *pSync) Abandon(uint16, OpID, MemberIO) bool { return false }
-func (b *pSync) Stale(uint16, OpID)                  {}
+func (b *pSync) Persist(*ArrayState)                  {}
+func (b *pSync) Abandon(uint16, OpID, MemberIO) bool  { return false }
+func (b *pSync) Rebuffer(uint16) []byte               { panic("no abandonment") }
+func (b *pSync) Stale(uint16, OpID)                   {}
+func (b *pSync) Departed(uint16, OpID, MemberIO) bool { return false }
 
 func TestRaid56ExecutorNoAllocs(t *testing.T) {
 	for _, level := range []Level{Level5, Level6} {
@@ -990,10 +994,12 @@ type pInline struct {
 func (b *pInline) Submit(tag uint16, op OpID, io MemberIO, data []byte) {
 	b.e.Done(tag, op, b.w.run(pOp{0, tag, op, io, data}))
 }
-func (b *pInline) Complete(_ uint16, err error)        { b.err = err; b.n++ }
-func (b *pInline) Persist(st *ArrayState)              { b.e.Persisted(st.Gen) }
-func (b *pInline) Abandon(uint16, OpID, MemberIO) bool { return false }
-func (b *pInline) Stale(uint16, OpID)                  {}
+func (b *pInline) Complete(_ uint16, err error)         { b.err = err; b.n++ }
+func (b *pInline) Persist(st *ArrayState)               { b.e.Persisted(st.Gen) }
+func (b *pInline) Abandon(uint16, OpID, MemberIO) bool  { return false }
+func (b *pInline) Rebuffer(uint16) []byte               { panic("no abandonment") }
+func (b *pInline) Stale(uint16, OpID)                   {}
+func (b *pInline) Departed(uint16, OpID, MemberIO) bool { return false }
 
 // TestRaid56ExecutorInlineBackend: a backend may complete operations, and
 // persist, from within the executor's calls; a member dying midway is

@@ -26,6 +26,7 @@ func TestMemberTimeout(t *testing.T) {
 	copy(be.members[1].data, bytes.Repeat([]byte{'x'}, 4096))
 	var now time.Duration
 	e := NewExecutor(arr, be, 4, 64<<10)
+	be.exec = e
 	e.Now = func() time.Duration { return now }
 	e.MemberTimeout = 10 * time.Second
 	e.bal.Inflight[1] = 1 << 30 // reads go to member 0, the one that hangs
@@ -66,7 +67,10 @@ func TestMemberTimeout(t *testing.T) {
 	o := be.pending[0]
 	be.pending = nil
 	e.Done(o.tag, o.op, be.run(o))
-	if err, ok := be.done[0]; !ok || err != nil || !bytes.Equal(buf, bytes.Repeat([]byte{'x'}, 4096)) {
+	if o.data[0] == buf[0] && &o.data[0] == &buf[0] {
+		t.Fatal("the read given up and its retry share a buffer")
+	}
+	if err, ok := be.done[0]; !ok || err != nil || !bytes.Equal(be.buf(0, buf)[:4096], bytes.Repeat([]byte{'x'}, 4096)) {
 		t.Fatalf("read after the timeout: done %v err %v", ok, err)
 	}
 
@@ -184,5 +188,83 @@ func TestMemberTimeoutKeepsLastCopy(t *testing.T) {
 	}
 	if len(be.persists) != 0 {
 		t.Fatalf("state changes persisted: %v", be.persists)
+	}
+}
+
+// A read given up after the timeout may still land in the buffer it was
+// given (DMA, or a failing read scribbling it) after its retry on another
+// copy has filled the range: the retry goes into another buffer
+// (Rebuffer), and the request answers with that one, the reads of its
+// other ranges still out in the old buffer copied over as they complete.
+// (The array model found this on the copy path: a raid10 read whose given
+// up read failed late, filling the buffer with garbage over the retry's
+// data, answered that garbage.)
+func TestLateReadAfterRetry(t *testing.T) {
+	g := Geometry{Level: Level10, Members: 4, Layout: LayoutN2, ChunkSectors: 8, MemberSectors: 1024}
+	arr, err := NewArray(g)
+	if err != nil {
+		t.Fatal(err)
+	}
+	be := &memBackend{done: map[uint16]error{}}
+	for i := range 4 {
+		// Chunk 0 on members 0 and 1 ('a'), chunk 1 on 2 and 3 ('b').
+		be.members = append(be.members, &memMember{data: bytes.Repeat([]byte{"aabb"[i]}, 1024<<9), badRead: map[uint64]bool{}})
+	}
+	var now time.Duration
+	e := NewExecutor(arr, be, 4, 64<<10)
+	be.exec = e
+	e.Now = func() time.Duration { return now }
+	e.MemberTimeout = 10 * time.Second
+	e.bal.Inflight[1], e.bal.Inflight[3] = 1<<30, 1<<30 // reads go to 0 and 2
+	want := append(bytes.Repeat([]byte{'a'}, 8<<9), bytes.Repeat([]byte{'b'}, 8<<9)...)
+
+	buf := make([]byte, 16<<9)
+	e.Start(0, ReqRead, 0, 16, false, buf)
+	if len(be.pending) != 2 || be.pending[0].io.Member != 0 || be.pending[1].io.Member != 2 {
+		t.Fatalf("read planned as %+v", be.pending)
+	}
+	hung, b := be.pending[0], be.pending[1]
+	be.pending = nil
+	// Chunk 1's read fails; its retry (member 3) is out when member 0's
+	// read is given up.
+	now = 5 * time.Second
+	e.Done(b.tag, b.op, -5)
+	if len(be.pending) != 1 || be.pending[0].io.Member != 3 {
+		t.Fatalf("retry of chunk 1 planned as %+v", be.pending)
+	}
+	b = be.pending[0]
+	be.pending = nil
+	now = 11 * time.Second
+	e.Tick()
+	if len(be.abandoned) != 1 || be.abandoned[0].op != hung.op {
+		t.Fatalf("abandoned %+v", be.abandoned)
+	}
+	if len(be.pending) != 1 || be.pending[0].io.Member != 1 {
+		t.Fatalf("retry of chunk 0 planned as %+v", be.pending)
+	}
+	retry := be.pending[0]
+	be.pending = nil
+	if &retry.data[0] == &hung.data[0] {
+		t.Fatal("the retry reads into the buffer the read given up may still land in")
+	}
+	// The retry lands; then the read given up fails late, scribbling its
+	// buffer; then chunk 1's retry lands in the old buffer.
+	e.Done(retry.tag, retry.op, be.run(retry))
+	for i := range hung.data {
+		hung.data[i] = 0xa5
+	}
+	e.Done(hung.tag, hung.op, -5)
+	if len(be.stale) != 1 {
+		t.Fatalf("late read not reported stale: %v", be.stale)
+	}
+	if _, ok := be.done[0]; ok {
+		t.Fatal("the request completed with a read out")
+	}
+	e.Done(b.tag, b.op, be.run(b))
+	if err, ok := be.done[0]; !ok || err != nil {
+		t.Fatalf("read: done %v err %v", ok, err)
+	}
+	if got := be.buf(0, buf)[:16<<9]; !bytes.Equal(got, want) {
+		t.Fatalf("read answered %q..., want %q... (late read's data: %v)", got[:4], want[:4], got[0] == 0xa5)
 	}
 }

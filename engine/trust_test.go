@@ -107,6 +107,8 @@ func deliverWith(be *memBackend, e *Executor, res func(o memOp) (int32, bool)) {
 func TestUnsupportedDiscardWriteZeroesFailsNoMember(t *testing.T) {
 	for _, errno := range []int32{-95, -22} { // EOPNOTSUPP, EINVAL
 		arr, be, e := newTrustExec(t)
+		var unsynced [][2]uint64
+		e.Unsynced = func(sector uint64, sectors uint32) { unsynced = append(unsynced, [2]uint64{sector, uint64(sectors)}) }
 		e.Start(0, ReqDiscard, 0, 8, false, nil)
 		deliverWith(be, e, func(o memOp) (int32, bool) { return errno, o.io.Kind == IODiscard })
 		if err, done := be.done[0]; !done || err != nil {
@@ -119,11 +121,30 @@ func TestUnsupportedDiscardWriteZeroesFailsNoMember(t *testing.T) {
 		if err, done := be.done[0]; !done || err != nil {
 			t.Fatalf("discard refused by one member: done %v err %v", done, err)
 		}
+		// The other member discarded the range: the copies may differ
+		// there, so the range must be resynced (reads of it stay on the
+		// chosen copy meanwhile). Refused by every member, nothing differs.
+		if len(unsynced) != 1 || unsynced[0] != [2]uint64{8, 8} {
+			t.Fatalf("discard refused by one member of two: ranges marked unsynced %v, want [[8 8]]", unsynced)
+		}
+		unsynced = nil
 		delete(be.done, 0)
 		e.Start(0, ReqWriteZeroes, 0, 8, false, nil)
 		deliverWith(be, e, func(o memOp) (int32, bool) { return errno, o.io.Kind == IOWriteZeroes })
 		if err, done := be.done[0]; !done || !errors.Is(err, syscall.EOPNOTSUPP) {
 			t.Fatalf("write-zeroes answered %d: done %v err %v, want EOPNOTSUPP", errno, done, err)
+		}
+		if len(unsynced) != 0 {
+			t.Fatalf("write-zeroes refused by every member marked %v unsynced", unsynced)
+		}
+		delete(be.done, 0)
+		e.Start(0, ReqWriteZeroes, 16, 8, false, nil)
+		deliverWith(be, e, func(o memOp) (int32, bool) { return errno, o.io.Member == 0 })
+		if err, done := be.done[0]; !done || !errors.Is(err, syscall.EOPNOTSUPP) {
+			t.Fatalf("write-zeroes refused by one member: done %v err %v, want EOPNOTSUPP", done, err)
+		}
+		if len(unsynced) != 1 || unsynced[0] != [2]uint64{16, 8} {
+			t.Fatalf("write-zeroes refused by one member of two: ranges marked unsynced %v, want [[16 8]]", unsynced)
 		}
 		for i, m := range arr.State().Members {
 			if m.State != MemberActive {

@@ -189,9 +189,11 @@ type request struct {
 	// alive: per sector (reads), some copy could serve it at some point.
 	alive []bool
 	// Abandoned reads: the tag holds a spare buffer; outstanding late
-	// results; the old buffer waits for them.
+	// results; the old buffers (swaps of them: Rebuffer, Complete) wait
+	// for them.
 	spare       bool
 	outstanding int
+	swaps       int
 	quarantined bool
 	done        bool
 	err         error
@@ -327,6 +329,8 @@ type world struct {
 	exits    int // requests and member operations finished: barrier counts may have dropped
 	// Stale must come exactly for late results.
 	expectStale, sawStale bool
+	// delivering: the operation whose result Done is being given
+	delivering *memOp
 }
 
 func newModel(t *rapid.T, g engine.Geometry, dir string) *model {
@@ -685,8 +689,13 @@ func (w *world) Complete(tag uint16, err error) {
 		// The spare becomes the tag's buffer (the request's data is copied
 		// into it: r.buf is checked now); the old one waits for the late
 		// reads that may still land in it.
+		r.spare = false
+		r.swaps++
+	}
+	if r.swaps > 0 {
 		if r.outstanding == 0 {
-			w.spares++
+			w.spares += r.swaps
+			r.swaps = 0
 		} else {
 			r.quarantined = true
 		}
@@ -696,6 +705,20 @@ func (w *world) Complete(tag uint16, err error) {
 }
 
 func (w *world) Persist(*engine.ArrayState) { w.m.persist() }
+
+// Departed implements engine.Backend: the operation went to a device
+// that no longer holds its role (replaced by a fresh one since).
+func (w *world) Departed(tag uint16, op engine.OpID, io engine.MemberIO) bool {
+	o := w.delivering
+	if o == nil || o.tag != tag || o.op != op {
+		i := slices.IndexFunc(w.pending, func(o *memOp) bool { return o.tag == tag && o.op == op })
+		if i < 0 {
+			return false // refused in Submit: it went nowhere
+		}
+		o = w.pending[i]
+	}
+	return o.dev != w.m.devs[io.Member]
+}
 
 func (w *world) Abandon(tag uint16, op engine.OpID, io engine.MemberIO) bool {
 	m := w.m
@@ -725,6 +748,19 @@ func (w *world) Abandon(tag uint16, op engine.OpID, io engine.MemberIO) bool {
 	m.count("abandoned " + o.io.Kind.String())
 	m.logf("  abandoned %v op %d: %v member %d %d+%d", o.r, o.op.Index(), o.io.Kind, o.io.Member, o.io.Sector, o.io.Sectors)
 	return true
+}
+
+// Rebuffer implements engine.Backend: the spare reserved becomes the
+// request's buffer, with its data; late reads land in the old one.
+func (w *world) Rebuffer(tag uint16) []byte {
+	r := w.reqs[tag]
+	if r == nil || !r.spare {
+		w.m.fatalf("Rebuffer of tag %d without a reserved spare", tag)
+	}
+	r.spare = false
+	r.swaps++
+	r.buf = slices.Clone(r.buf)
+	return r.buf
 }
 
 func (w *world) Stale(tag uint16, op engine.OpID) {
@@ -1046,7 +1082,9 @@ func (m *model) deliver(i int) {
 	res := o.execute()
 	m.logf("  %v op %d: %v member %d %d+%d -> %d", o.r, o.op.Index(), o.io.Kind, o.io.Member, o.io.Sector, o.io.Sectors, res)
 	w.exits++ // a repair write leaves the barrier when it ends
+	w.delivering = o
 	w.ex.Done(o.tag, o.op, res)
+	w.delivering = nil
 }
 
 // carryOut carries pending operation i out without completing it: its
@@ -1078,7 +1116,9 @@ func (m *model) deliverLate(i int) {
 	m.logf("  late %v op %d: %v member %d -> %d", o.r, o.op.Index(), o.io.Kind, o.io.Member, res)
 	m.count(fmt.Sprintf("late %v (request done %v)", o.io.Kind, o.r.done))
 	w.expectStale, w.sawStale = true, false
+	w.delivering = o
 	w.ex.Done(o.tag, o.op, res)
+	w.delivering = nil
 	if !w.sawStale {
 		m.fatalf("the late result of an abandoned operation was not reported stale")
 	}
@@ -1088,7 +1128,8 @@ func (m *model) deliverLate(i int) {
 		r.outstanding--
 		if r.quarantined && r.outstanding == 0 {
 			r.quarantined = false
-			w.spares++
+			w.spares += r.swaps
+			r.swaps = 0
 		}
 	}
 }
@@ -1429,7 +1470,8 @@ func (m *model) handleSync(c *coSync, e *coEvent) coReply {
 		return coReply{}
 	case cMemberErr:
 		m.logf("  sync member error: member %d: %v", e.role, e.err)
-		if _, changed := w.arr.Fail(e.role); changed {
+		// As the array's (array/sync.go): the last in-sync copy is kept.
+		if _, changed, _ := w.arr.FailRedundant(e.role); changed {
 			m.persist()
 		}
 		return coReply{}

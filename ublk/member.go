@@ -85,11 +85,19 @@ func OpenMember(path string) (*Member, error) {
 // statMember stats the member at path, which must be a block device
 // (block true) or a regular file: anything else (a character device, a
 // directory) is refused with one line before it is opened.
+// absentError is a member path that does not exist; it is
+// os.ErrNotExist (errors.Is).
+type absentError string
+
+func (e absentError) Error() string { return "member " + string(e) + " does not exist" }
+
+func (e absentError) Is(target error) bool { return target == os.ErrNotExist }
+
 func statMember(path string) (st os.FileInfo, block bool, err error) {
 	st, err = os.Stat(path)
 	if err != nil {
 		if errors.Is(err, os.ErrNotExist) {
-			return nil, false, fmt.Errorf("member %s does not exist", path)
+			return nil, false, absentError(path)
 		}
 		return nil, false, fmt.Errorf("member %s: %w", path, err)
 	}

@@ -494,6 +494,10 @@ func (q *Queue) SwapBuffer(tag uint16, spare, n int) (old int) {
 	return old
 }
 
+// Buffer is request tag's buffer now (SwapBuffer gives it another).
+// Queue thread.
+func (q *Queue) Buffer(tag uint16) []byte { return q.reqs[tag].Buf }
+
 // ReleaseBuffer returns a buffer from SwapBuffer or ReserveBuffer to the
 // spares. Queue thread.
 func (q *Queue) ReleaseBuffer(b int) { q.spares = append(q.spares, b) }

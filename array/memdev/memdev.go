@@ -60,12 +60,16 @@ func NewRack(rng *rand.Rand) *Rack {
 
 // Disk is one in-memory disk.
 type Disk struct {
-	props  ublk.MemberProps
-	stable []byte
-	cache  map[int64][]byte // sector -> its newest unflushed data
-	faults []Fault
-	hang   chan struct{} // non-nil: operations wait for it to close
-	open   bool          // open by the current process
+	props ublk.MemberProps
+	// stable: the stable contents, by page of pageSize bytes; a page not
+	// there holds its leftovers (zeroes where none), so a large disk
+	// costs only what was written to it.
+	stable    map[int64][]byte
+	leftovers []leftover
+	cache     map[int64][]byte // sector -> its newest unflushed data
+	faults    []Fault
+	hang      chan struct{} // non-nil: operations wait for it to close
+	open      bool          // open by the current process
 }
 
 // AddDisk adds a disk of size bytes (a multiple of 4096) at path.
@@ -74,9 +78,77 @@ func (r *Rack) AddDisk(path string, size int64) *Disk {
 	defer r.mu.Unlock()
 	d := &Disk{props: ublk.MemberProps{Path: path, Size: size, BlockDevice: true, LogicalBlock: 512,
 		PhysicalBlock: 4096, VolatileCache: true, Discard: true, WriteZeroes: true, DiscardGranularity: 4096},
-		stable: make([]byte, size), cache: map[int64][]byte{}}
+		stable: map[int64][]byte{}, cache: map[int64][]byte{}}
 	r.disks[path] = d
 	return d
+}
+
+// pageSize is the unit of the sparse stable contents.
+const pageSize = 4096
+
+// leftover: what the disk holds from byte from on where nothing was
+// written (fill writes the bytes at off into p).
+type leftover struct {
+	from int64
+	fill func(off int64, p []byte)
+}
+
+// Grow grows the disk in place to size bytes (a multiple of 4096, as an
+// lvextend or a resized virtual disk): the added space holds what fill
+// writes (nil: zeroes). Open devices see the new size (CurrentSize, and
+// their bounds).
+func (r *Rack) Grow(d *Disk, size int64, fill func(off int64, p []byte)) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if size%pageSize != 0 || size < d.props.Size {
+		panic(fmt.Sprintf("memdev: grow %s from %d to %d bytes", d.props.Path, d.props.Size, size))
+	}
+	if fill != nil {
+		d.leftovers = append(d.leftovers, leftover{from: d.props.Size, fill: fill})
+	}
+	d.props.Size = size
+}
+
+// readStable copies the stable contents at off into p.
+func (d *Disk) readStable(p []byte, off int64) {
+	for len(p) > 0 {
+		pg, po := off/pageSize, off%pageSize
+		n := min(int64(len(p)), pageSize-po)
+		if b := d.stable[pg]; b != nil {
+			copy(p[:n], b[po:po+n])
+		} else {
+			d.leftover(p[:n], off)
+		}
+		p, off = p[n:], off+n
+	}
+}
+
+// leftover writes into p what the disk holds at off where nothing was
+// written (within one page).
+func (d *Disk) leftover(p []byte, off int64) {
+	for i := len(d.leftovers) - 1; i >= 0; i-- {
+		if l := d.leftovers[i]; l.from <= off {
+			l.fill(off, p)
+			return
+		}
+	}
+	clear(p)
+}
+
+// writeStable puts p at off into the stable contents.
+func (d *Disk) writeStable(p []byte, off int64) {
+	for len(p) > 0 {
+		pg, po := off/pageSize, off%pageSize
+		n := min(int64(len(p)), pageSize-po)
+		b := d.stable[pg]
+		if b == nil {
+			b = make([]byte, pageSize)
+			d.leftover(b, pg*pageSize)
+			d.stable[pg] = b
+		}
+		copy(b[po:po+n], p[:n])
+		p, off = p[n:], off+n
+	}
 }
 
 // Disk returns the disk at path (nil: none).
@@ -162,7 +234,7 @@ func (r *Rack) cutLocked() {
 		slices.Sort(secs)
 		for _, s := range secs {
 			if r.rng.IntN(2) == 0 {
-				copy(d.stable[s*SectorSize:], d.cache[s])
+				d.writeStable(d.cache[s], s*SectorSize)
 			}
 		}
 		clear(d.cache)
@@ -241,7 +313,9 @@ func (r *Rack) Unsupported(d *Disk) {
 func (r *Rack) Stable(d *Disk, off int64, n int) []byte {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	return append([]byte(nil), d.stable[off:off+int64(n)]...)
+	p := make([]byte, n)
+	d.readStable(p, off)
+	return p
 }
 
 // Preload puts p at off into the disk's stable contents, as what the
@@ -249,7 +323,7 @@ func (r *Rack) Stable(d *Disk, off int64, n int) []byte {
 func (r *Rack) Preload(d *Disk, off int64, p []byte) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	copy(d.stable[off:], p)
+	d.writeStable(p, off)
 }
 
 // Current returns a copy of n bytes at off as reads see them now.
@@ -262,7 +336,7 @@ func (r *Rack) Current(d *Disk, off int64, n int) []byte {
 }
 
 func (d *Disk) read(p []byte, off int64) {
-	copy(p, d.stable[off:])
+	d.readStable(p, off)
 	for s := off / SectorSize; s < (off+int64(len(p)))/SectorSize; s++ {
 		if c, ok := d.cache[s]; ok {
 			copy(p[s*SectorSize-off:], c)
@@ -280,7 +354,7 @@ func (d *Disk) write(p []byte, off int64, durable bool, keep func() bool) {
 		}
 		s := (off + i) / SectorSize
 		if durable {
-			copy(d.stable[off+i:], p[i:i+SectorSize])
+			d.writeStable(p[i:i+SectorSize], off+i)
 			delete(d.cache, s)
 			continue
 		}
@@ -295,7 +369,7 @@ func (d *Disk) write(p []byte, off int64, durable bool, keep func() bool) {
 
 func (d *Disk) flush() {
 	for s, c := range d.cache {
-		copy(d.stable[s*SectorSize:], c)
+		d.writeStable(c, s*SectorSize)
 	}
 	clear(d.cache)
 }
@@ -314,6 +388,14 @@ func (v *Dev) Props() *ublk.MemberProps {
 	defer v.r.mu.Unlock()
 	p := v.d.props
 	return &p
+}
+
+// CurrentSize is the disk's size now (array.currentSize: a disk grown in
+// place since it was opened).
+func (v *Dev) CurrentSize() (int64, error) {
+	v.r.mu.Lock()
+	defer v.r.mu.Unlock()
+	return v.d.props.Size, nil
 }
 
 // Fd implements array.Device: none.

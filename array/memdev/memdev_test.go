@@ -132,3 +132,45 @@ func TestOpenerOfDeadProcess(t *testing.T) {
 		t.Fatalf("write by the next process: %v", err)
 	}
 }
+
+// A disk grown in place: open devices see the new size, the added space
+// holds its leftovers until written, the old contents stay.
+func TestGrowLeftovers(t *testing.T) {
+	r := NewRack(rand.New(rand.NewPCG(1, 2)))
+	d := r.AddDisk("/d0", 1<<20)
+	v, err := r.Open("/d0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := v.WriteAtDurable(fill(1, 4096), 1<<20-4096); err != nil {
+		t.Fatal(err)
+	}
+	if err := v.WriteAt(fill(2, 512), 1<<20); !errors.Is(err, unix.EINVAL) {
+		t.Fatalf("write past the end: %v", err)
+	}
+	r.Grow(d, 3<<20, func(off int64, p []byte) {
+		for i := range p {
+			p[i] = byte((off+int64(i))>>20) + 0x80
+		}
+	})
+	if n, _ := v.CurrentSize(); n != 3<<20 {
+		t.Fatalf("size after grow %d", n)
+	}
+	if !bytes.Equal(r.Stable(d, 1<<20-4096, 4096), fill(1, 4096)) {
+		t.Fatal("grow changed the old contents")
+	}
+	if got := r.Current(d, 2<<20, 4096); !bytes.Equal(got, fill(0x82, 4096)) {
+		t.Fatalf("leftovers %x...", got[:8])
+	}
+	if err := v.WriteAt(fill(3, 512), 1<<20+512); err != nil {
+		t.Fatal(err)
+	}
+	r.PowerCut()
+	got := r.Current(d, 1<<20, 4096)
+	if want := fill(0x81, 512); !bytes.Equal(got[:512], want) || !bytes.Equal(got[1024:], fill(0x81, 3072)) {
+		t.Fatal("leftovers around a written sector changed")
+	}
+	if b := got[512]; b != 3 && b != 0x81 {
+		t.Fatalf("the written sector holds %x", b)
+	}
+}

@@ -232,7 +232,7 @@ func runPassthrough(o passthroughOptions, recover bool, stdout io.Writer, log *z
 	}
 	defer ctrl.Close()
 	prepareProcess(log)
-	m, err := ublk.OpenMember(o.member)
+	m, err := busyRetry(recover, func() (*ublk.Member, error) { return ublk.OpenMember(o.member) })
 	if err != nil {
 		return err
 	}

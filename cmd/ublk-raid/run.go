@@ -238,7 +238,7 @@ func runArray(o runOptions, spec array.CreateSpec, cfg ublk.Config, stdout io.Wr
 	}
 	defer ctrl.Close()
 	prepareProcess(log)
-	a, err := openArray(o.members, spec)
+	a, err := busyRetry(o.recover, func() (*array.Array, error) { return openArray(o.members, spec) })
 	if err != nil {
 		return err
 	}
@@ -349,4 +349,24 @@ func logBitmap(log *zap.Logger, a *array.Array) {
 	}
 	log.Info("bitmap", f...)
 
+}
+
+// recoverBusyWait bounds busyRetry.
+const recoverBusyWait = 10 * time.Second
+
+// busyRetry calls open; for a recovery, again until it does not fail
+// with EBUSY, for at most recoverBusyWait. A recovery comes right after its server died, and the
+// dead server's io_uring rings release the member files they registered
+// from a kernel work item, a moment after the process is gone: until then
+// an exclusive open of a member fails with EBUSY. (The daemon waits the
+// same way when it assembles.)
+func busyRetry[T any](recovery bool, open func() (T, error)) (T, error) {
+	deadline := time.Now().Add(recoverBusyWait)
+	for {
+		v, err := open()
+		if !recovery || err == nil || !errors.Is(err, unix.EBUSY) || time.Now().After(deadline) {
+			return v, err
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
 }

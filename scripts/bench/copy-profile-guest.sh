@@ -42,7 +42,7 @@ mdadm --stop /dev/md0 >/dev/null 2>&1
 mdadm --zero-superblock $D2
 "$BIN" serve >$OUT/serve.log 2>&1 &
 SP=$!
-until "$BIN" list >/dev/null 2>&1; do sleep 0.1; done
+until grep -q '"serving"' $OUT/serve.log; do sleep 0.1; done
 DEV=$("$BIN" add --level 1 --no-bitmap --assume-clean $D2)
 ticks() { awk '{print $14 + $15}' /proc/$SP/stat; }
 for rw in read write; do

@@ -93,7 +93,7 @@ serve_up() { # serve_up SERVE-FLAGS
 	"$BIN" serve $1 >"$OUT"/serve.log 2>&1 &
 	echo $! >"$OUT"/serve.pid
 	i=0
-	until "$BIN" list >/dev/null 2>&1; do
+	until grep -q '"serving"' "$OUT"/serve.log; do
 		i=$((i + 1))
 		[ $i -lt 300 ] || { cat "$OUT"/serve.log; exit 1; }
 		sleep 0.1

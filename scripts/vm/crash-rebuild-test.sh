@@ -15,6 +15,7 @@ rounds=${ROUNDS:-5}
 [ -x .build/ublk-raid ] || go build -o .build/ublk-raid ./cmd/ublk-raid
 pass=0
 failed=0
+why=
 # ROUND_LIST picks rounds (e.g. "2 3": raid10 replace, raid1 spare).
 for r in ${ROUND_LIST:-$(seq 1 "$rounds")}; do
 	level=raid1
@@ -28,11 +29,14 @@ for r in ${ROUND_LIST:-$(seq 1 "$rounds")}; do
 	dir=$(mktemp -d /tmp/ublk-raid-crash-rebuild.XXXXXX)
 	echo "=== power cut during rebuild, round $r ($level, $method)"
 	ok=1
-	scripts/vm/run.sh --cpus 2 --timeout 600 --disk-dir "$dir/disks" --out "$dir/out" "${disks[@]}" --expect-crash \
-		-- scripts/vm/crash/rebuild-phase1.sh "$level" "$method" || ok=0
-	if [ $ok = 1 ]; then
-		scripts/vm/run.sh --cpus 2 --timeout 600 --disk-dir "$dir/disks" --out "$dir/out" "${disks[@]}" \
-			-- scripts/vm/crash/rebuild-phase2.sh "$level" || ok=0
+	# (pipefail: a pipeline fails with run.sh)
+	if ! scripts/vm/run.sh --cpus 2 --timeout 600 --disk-dir "$dir/disks" --out "$dir/out" "${disks[@]}" --expect-crash \
+		-- scripts/vm/crash/rebuild-phase1.sh "$level" "$method" 2>&1 | tee "$dir/phase1.log"; then
+		ok=0
+	fi
+	if [ $ok = 1 ] && ! scripts/vm/run.sh --cpus 2 --timeout 600 --disk-dir "$dir/disks" --out "$dir/out" "${disks[@]}" \
+		-- scripts/vm/crash/rebuild-phase2.sh "$level" 2>&1 | tee "$dir/phase2.log"; then
+		ok=0
 	fi
 	if [ $ok = 1 ]; then
 		pass=$((pass + 1))
@@ -41,7 +45,10 @@ for r in ${ROUND_LIST:-$(seq 1 "$rounds")}; do
 	else
 		failed=$((failed + 1))
 		echo "=== power cut during rebuild, round $r ($level, $method): FAIL (logs and disks in $dir)"
+		# Why, again at the end: CI shows the tail of the output.
+		why+="round $r ($level, $method): $(grep -h 'FAIL\|TIMEOUT' "$dir"/phase*.log 2>/dev/null | tail -n 3 | tr '\n' ' ')"$'\n'
 	fi
 done
+[ -z "$why" ] || printf 'crash-rebuild failures:\n%s' "$why"
 echo "crash-rebuild: $pass passed, $failed failed"
 [ "$failed" = 0 ]

@@ -13,10 +13,20 @@ if [ "${UBLK_RAID_VM:-}" != 1 ]; then
 	echo "crash.sh: refusing to run outside the test VM (UBLK_RAID_VM != 1)" >&2
 	exit 2
 fi
-# The marker goes through printk (written out synchronously, so it cannot be
-# lost in the tty buffer when the machine resets right after) and the console.
+# The marker goes through printk and the console, and is on the wire before
+# the reset: neither path is synchronous on every kernel (7.3's serial console
+# prints from a kthread, and a console write sits in the tty buffer until the
+# UART takes it). A CI run lost its tail ("@@UBLK_RAID_VM_C"): run.sh took the
+# intended crash for a vanished VM. So the console write is drained (tcdrain)
+# before sysrq 'b'; the cut stays at a random moment of the writes, which go
+# on meanwhile.
 echo "<2>@@UBLK_RAID_VM_CRASH@@" >/dev/kmsg
-echo "@@UBLK_RAID_VM_CRASH@@" >/dev/console
+python3 -c '
+import os, termios
+fd = os.open("/dev/console", os.O_WRONLY | os.O_NOCTTY)
+os.write(fd, b"@@UBLK_RAID_VM_CRASH@@\n")
+termios.tcdrain(fd)
+' 2>/dev/null || { echo "@@UBLK_RAID_VM_CRASH@@" >/dev/console; sleep 1; }
 echo b >/proc/sysrq-trigger
 sleep 30
 echo "crash.sh: the VM is still alive after sysrq-b" >&2

@@ -368,6 +368,13 @@ while :; do
 		say "FAILED: the VM vanished without an exit marker on all $((attempt + 1)) attempts"
 		exit 125
 	fi
+	if [ "$expect_crash" -eq 1 ] && [ -n "$keep_disks" ] && grep -q '@@UBLK_RAID_VM_START@@' "$work/console.$attempt.log"; then
+		# A rerun would start the command again on kept disks it has
+		# already changed (a crash test's first boot would meet its own
+		# array): report, do not retry.
+		say "FAILED: the VM vanished after the command started, without the crash marker (the disks it changed are kept: no rerun)"
+		exit 125
+	fi
 	attempt=$((attempt + 1))
 	if [ -z "$keep_disks" ]; then # fresh temp disks for the rerun
 		for i in "${!disk_files[@]}"; do

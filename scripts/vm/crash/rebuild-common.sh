@@ -31,7 +31,7 @@ start_serve() {
 	"$BIN" serve --state-file "$STATE" --metrics-listen '' >/dev/null 2>"$OUT/$PHASE-serve.log" &
 	SERVE=$!
 	i=0
-	until "$BIN" list >/dev/null 2>&1; do
+	until "$BIN" list >/dev/null 2>&1 && grep -q '"serving"' "$OUT/$PHASE-serve.log"; do
 		i=$((i + 1))
 		kill -0 $SERVE 2>/dev/null && [ $i -lt 600 ] || fail "serve did not come up"
 		sleep 0.1

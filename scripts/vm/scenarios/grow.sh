@@ -138,10 +138,10 @@ fi
 
 step "$(uname -r): grow -n $N --size max while mounted, under fio verify"
 fio --name=busy --filename="$MNT/busy.fio" --rw=randwrite --bs=8k --iodepth=16 --direct=1 --ioengine=libaio \
-	--eta=never --verify_state_save=0 --size=32M --verify=crc32c --do_verify=1 --verify_fatal=1 \
+	--eta=never --verify_state_save=0 --size=32M --loops=4 --verify=crc32c --do_verify=1 --verify_fatal=1 \
 	--output="$SCRATCH/gr-busy.fio" &
 FIO=$!
-sleep 3
+sleep 1
 kill -0 $FIO 2>/dev/null || { cat "$SCRATCH/gr-busy.fio"; fail "fio ended before the grow"; }
 "$BIN" grow -n "$N" --size max >"$SCRATCH/gr-grow.out" 2>"$SCRATCH/gr-grow.err" ||
 	{ cat "$SCRATCH/gr-grow.err"; tail -n 30 "$SCRATCH/gr1.err"; fail "grow exited $?"; }

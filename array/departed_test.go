@@ -1,0 +1,100 @@
+package array
+
+import (
+	"testing"
+	"time"
+
+	"github.com/ublk-raid/ublk-raid/engine"
+	"github.com/ublk-raid/ublk-raid/ublk"
+	"golang.org/x/sys/unix"
+)
+
+// replaceUnderQueue runs ReplaceMember(role, path) while the test, as the
+// queue thread, keeps the queue's fixed files in step (swapFile waits for
+// that).
+func replaceUnderQueue(t *testing.T, a *Array, h *queue, role int, path string) {
+	t.Helper()
+	done := make(chan error, 1)
+	go func() { done <- a.ReplaceMember(role, path, false) }()
+	for {
+		select {
+		case err := <-done:
+			if err != nil {
+				t.Fatalf("replace: %v", err)
+			}
+			return
+		case <-time.After(time.Millisecond):
+			h.syncFiles()
+		}
+	}
+}
+
+// Replacing a member whose I/O hangs (what replace is most often for):
+// the hung operations, given up after the member timeout or failing
+// late, are the old device's. Before, the queue charged them to the role's
+// current device: the timeout failed the new member being rebuilt and
+// counted a late write on it, which fenced it off (every write to it
+// refused), so the replacement never came into sync.
+func TestReplaceHungMemberKeepsNewOne(t *testing.T) {
+	for _, how := range []string{"timeout", "late error"} {
+		t.Run(how, func(t *testing.T) {
+			paths := memberFiles(t, 3, 16<<20)
+			a, err := Open(paths[:2], CreateSpec{Level: engine.Level1, AssumeClean: true, NoBitmap: true}, true)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer a.Close()
+			a.MemberTimeout = 10 * time.Second
+			r := &fakeRing{now: time.Unix(1000, 0), done: map[uint16]error{}}
+			h := a.newQueue(r)
+			h.Handle(&ublk.Request{Tag: 0, Op: ublk.IOOpWrite, Sector: 1024, Sectors: 8, Buf: make([]byte, 4096)})
+			if len(r.pending) != 2 {
+				t.Fatalf("write planned as %+v", r.pending)
+			}
+			var hung fakeOp
+			for _, o := range r.pending {
+				if o.io.Member == 0 {
+					hung = o
+				} else {
+					h.OnCompletion(o.ud, 4096)
+				}
+			}
+			r.pending = nil
+			replaceUnderQueue(t, a, h, 0, paths[2])
+			nm := a.current[0].Load()
+			if nm == nil || nm.Path != paths[2] {
+				t.Fatalf("role 0 holds %v after the replace", nm)
+			}
+			switch how {
+			case "timeout":
+				r.now = r.now.Add(11 * time.Second)
+				h.OnTick()
+			default:
+				h.OnCompletion(hung.ud, -int32(unix.EIO))
+			}
+			if err, ok := r.done[0]; !ok || err != nil {
+				t.Fatalf("the write (done on member 1): done %v, err %v", ok, err)
+			}
+			if s := a.Engine.State().Members[0].State; s == engine.MemberFaulty {
+				t.Fatal("the old device's hung write failed the new member of its role")
+			}
+			if nm.lateWrites.Load() != 0 || lateOn(nm) {
+				t.Fatal("the old device's late write was counted on the new member")
+			}
+			if how == "timeout" {
+				if !lateOn(&Member{key: hung.m.key, keyOK: true}) {
+					t.Fatal("the write given up is not counted on the old device it is still out on")
+				}
+				h.OnCompletion(hung.ud, 4096)
+			}
+			// The rebuild gets through once nothing holds the barrier.
+			deadline := time.Now().Add(10 * time.Second)
+			for a.Engine.State().Members[0].State != engine.MemberActive {
+				if time.Now().After(deadline) {
+					t.Fatalf("the new member did not come into sync: %v", a.Engine.State().Members[0])
+				}
+				time.Sleep(5 * time.Millisecond)
+			}
+		})
+	}
+}
