@@ -3,6 +3,7 @@ package array
 import (
 	"errors"
 	"fmt"
+	"time"
 
 	"github.com/ublk-raid/ublk-raid/engine"
 	"github.com/ublk-raid/ublk-raid/ublk"
@@ -120,16 +121,15 @@ func (a *Array) parityUnsyncedStripe(s uint64) bool {
 // parityRunner is a queue's raid5/6 executor.
 type parityRunner struct{ *engine.ParityExecutor }
 
-// Tick does nothing: member timeouts are not implemented for parity
-// arrays (a hung member hangs its requests).
-func (parityRunner) Tick() {}
-
 // newParityRunner makes the executor of queue handler h on ring q.
 func (a *Array) newParityRunner(h *queue, q ring) requestRunner {
 	e, err := engine.NewParityExecutor(a.Engine, h, a.parityStripeLock(), q.ID(), q.Depth(), q.MaxIOBytes())
 	if err != nil {
 		panic(fmt.Sprintf("array: raid5/6 executor: %v", err)) // the engine array is a parity one
 	}
+	start := time.Now()
+	e.Now = func() time.Duration { return q.Now().Sub(start) } // the loop's clock, as newExecutor's
+	e.MemberTimeout = a.MemberTimeout
 	if bm := a.Bitmap; bm != nil {
 		e.Intent = bm
 		e.Token = uint32(q.ID())

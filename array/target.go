@@ -219,7 +219,6 @@ func (a *Array) newQueue(q ring) *queue {
 		h.spare[i] = -1
 	}
 	h.bytes = make([]int, q.Depth())
-	h.seq = make([]uint16, q.Depth())
 	h.open = make([]bool, q.Depth())
 	h.sent = make([][]*Member, q.Depth())
 	for i := range h.sent {
@@ -307,9 +306,7 @@ type queue struct {
 	bytes      []int
 	quarantine []quarantined
 	held       []heldBuf
-	// Per tag: the request's OpID sequence number (Seq) when it gave up
-	// an operation; open: it left buffers in held.
-	seq  []uint16
+	// Per tag: open: its request left buffers in held.
 	open []bool
 	// sent[tag][i]: the member operation i of tag's request was submitted
 	// to (Departed, Abandon: the role may have another device since).
@@ -465,7 +462,7 @@ func (h *queue) Complete(tag uint16, err error) {
 				b.open = false
 			}
 		}
-		h.releaseHeld(tag, h.seq[tag])
+		h.releaseHeld(tag)
 	}
 	h.q.Complete(tag, err)
 }
@@ -482,26 +479,29 @@ func (h *queue) Rebuffer(tag uint16) []byte {
 }
 
 // swap gives tag the spare reserved for it, with its data, and holds the
-// old buffer (request h.seq[tag], still running).
+// old buffer (its request still running).
 func (h *queue) swap(tag uint16) {
 	sp := h.spare[tag]
 	h.spare[tag] = -1
 	old := h.q.SwapBuffer(tag, sp, h.bytes[tag])
-	h.held = append(h.held, heldBuf{tag: tag, seq: h.seq[tag], buf: old, open: true})
+	h.held = append(h.held, heldBuf{tag: tag, buf: old, open: true})
 	h.open[tag] = true
 }
 
-// releaseHeld frees the buffers request seq of tag left, if it has
-// completed and none of its operations given up is still out.
-func (h *queue) releaseHeld(tag uint16, seq uint16) {
+// releaseHeld frees the buffers requests of tag left, once they have
+// completed and no operation of tag given up is still out. By tag, not by
+// request: a raid5/6 request's operations take a new OpID sequence with
+// each plan; an older request's late operation only delays the release
+// (on the worst day).
+func (h *queue) releaseHeld(tag uint16) {
 	for _, q := range h.quarantine {
-		if q.tag == tag && q.op.Seq() == seq {
+		if q.tag == tag {
 			return
 		}
 	}
 	kept := h.held[:0]
 	for _, b := range h.held {
-		if b.tag == tag && b.seq == seq && !b.open {
+		if b.tag == tag && !b.open {
 			h.q.ReleaseBuffer(b.buf)
 			continue
 		}
@@ -521,13 +521,12 @@ type quarantined struct {
 	lateWrite *Member
 }
 
-// heldBuf is a buffer request seq of tag left (Rebuffer, or Complete
-// after giving up an operation): an operation given up may still use it.
-// It is freed once the request has completed (open false) and all of
-// its operations given up have come back.
+// heldBuf is a buffer a request of tag left (Rebuffer, or Complete after
+// giving up an operation): an operation given up may still use it. It is
+// freed once the request has completed (open false) and no operation of
+// tag given up is out.
 type heldBuf struct {
 	tag  uint16
-	seq  uint16
 	buf  int
 	open bool
 }
@@ -563,7 +562,6 @@ func (h *queue) Abandon(tag uint16, op engine.OpID, io engine.MemberIO) bool {
 		}
 		h.spare[tag] = sp
 	}
-	h.seq[tag] = op.Seq()
 	// The device it went to, which the role may no longer hold.
 	m := h.sentTo(tag, op, io)
 	key := lateBegin(m)
@@ -603,7 +601,7 @@ func (h *queue) Stale(tag uint16, op engine.OpID) {
 		if q.lateWrite != nil {
 			q.lateWrite.lateWrites.Add(-1)
 		}
-		h.releaseHeld(tag, op.Seq())
+		h.releaseHeld(tag)
 		return
 	}
 }

@@ -42,6 +42,15 @@ package engine
 // only once the new state is durable: Backend.Persist, then Persisted
 // with its generation (PersistFailed fails the waiting requests).
 //
+// A member operation older than MemberTimeout is given up (Tick), as by
+// Executor: it counts as failed (its member fails, but not the last copy)
+// and the buffers it may still use are kept from the request's later
+// work until it comes back: the stripe buffer it was given is lent (the
+// request takes another; allocated on the worst day only), and a read
+// given up in the request's pages makes the next plan take other pages
+// (Backend.Rebuffer). An operation whose device left its role meanwhile
+// blames nobody (Backend.Departed).
+//
 // FLUSH goes to every writable member, as Executor's. DISCARD and
 // WRITE_ZEROES are refused with ErrParityUnsupported (EOPNOTSUPP: the
 // device must not advertise them yet; the kernel's zeroout falls back to
@@ -55,8 +64,7 @@ package engine
 // parity exists to need it); per-region parity trust from the bitmap
 // (Untrusted is the hook: the caller says which stripes have garbage
 // parity; see docs/raid56.md on why a region's state alone does not say
-// it for a stripe); the write-hole log; member timeouts (Tick/Abandon: a hung member hangs its
-// requests); read repair (a bad sector of a data chunk fails its whole
+// it for a stripe); the write-hole log; read repair (a bad sector of a data chunk fails its whole
 // member instead of being rewritten from the reconstruction; md rewrites
 // it); the Unsynced/bad-block record of a write that failed on a member
 // kept as the last copy (its stripe is then inconsistent: EIO is all the
@@ -74,6 +82,8 @@ import (
 	"fmt"
 	"math/bits"
 	"syscall"
+	"time"
+	"unsafe"
 
 	"github.com/ublk-raid/ublk-raid/bitmap"
 )
@@ -133,6 +143,8 @@ type parityReq struct {
 	data          [][]byte
 	failed        []bool
 	done          []bool
+	times         []time.Duration // per ios entry: when it was submitted (Now)
+	hung          []bool          // per ios entry: past the timeout, not given up: its member was failed
 	pending       int
 	anyFail       bool
 	slab          []byte // the stripe buffer
@@ -142,6 +154,20 @@ type parityReq struct {
 	// lastCopy: an operation failed on a member kept because failing it
 	// would lose a stripe.
 	lastCopy bool
+	// rebuffer: a read into the request's pages was given up and may
+	// still land there: the next plan takes another buffer first
+	// (Backend.Rebuffer).
+	rebuffer bool
+}
+
+// lentSlab is a stripe buffer an operation given up after the member
+// timeout may still use (a late read lands in it, a late write reads from
+// it): the request took another, and this one is reused only once every
+// such operation has come back.
+type lentSlab struct {
+	tag uint16
+	op  OpID
+	buf []byte
 }
 
 // alloc takes n bytes of the request's stripe buffer.
@@ -191,6 +217,13 @@ type ParityExecutor struct {
 	Intent IntentLog
 	// Token is this executor's high bits of bitmap tokens.
 	Token uint32
+	// Now and MemberTimeout, if set, give up member operations older than
+	// the timeout (Tick), as Executor's.
+	Now           func() time.Duration
+	MemberTimeout time.Duration
+
+	lent      []lentSlab // stripe buffers operations given up may still use
+	freeSlabs [][]byte   // stripe buffers they gave back
 }
 
 // NewParityExecutor makes the executor of queue (its waiter bit in lock)
@@ -228,6 +261,8 @@ func NewParityExecutor(arr *Array, be Backend, lock *StripeLock, queue, depth, m
 		r.data = make([][]byte, 0, ios)
 		r.failed = make([]bool, 0, ios)
 		r.done = make([]bool, 0, ios)
+		r.times = make([]time.Duration, 0, ios)
+		r.hung = make([]bool, 0, ios)
 		r.slab = make([]byte, slab)
 	}
 	e.wsegs = make([]StripeSegment, 0, 2*nd+2)
@@ -370,6 +405,7 @@ func (e *ParityExecutor) Parked() int { return len(e.parked) }
 func (r *parityReq) reset() {
 	r.seq++
 	r.segs, r.ios, r.data, r.failed, r.done = r.segs[:0], r.ios[:0], r.data[:0], r.failed[:0], r.done[:0]
+	r.times, r.hung = r.times[:0], r.hung[:0]
 	r.used, r.anyFail, r.pending = 0, false, 0
 }
 
@@ -378,6 +414,12 @@ func (r *parityReq) reset() {
 func (e *ParityExecutor) plan(tag uint16) {
 	r := &e.reqs[tag]
 	r.reset()
+	if r.rebuffer {
+		// A read given up may still land in the request's pages: nothing
+		// more is read into them.
+		r.rebuffer = false
+		r.buf = e.be.Rebuffer(tag)
+	}
 	g := &e.geo
 	st := e.arr.State()
 	per := g.ChunkSectors * uint64(g.DataMembers())
@@ -509,6 +551,13 @@ func (e *ParityExecutor) submit(tag uint16, first int) {
 	for len(r.failed) < len(r.ios) {
 		r.failed = append(r.failed, false)
 		r.done = append(r.done, false)
+		r.hung = append(r.hung, false)
+	}
+	if e.Now != nil {
+		now := e.Now()
+		for len(r.times) < len(r.ios) {
+			r.times = append(r.times, now)
+		}
 	}
 	end := len(r.ios)
 	if first == end {
@@ -529,6 +578,7 @@ func (e *ParityExecutor) Done(tag uint16, id OpID, res int32) {
 	r := &e.reqs[tag]
 	i := id.Index()
 	if !r.active || id.seq() != r.seq || i >= len(r.ios) || r.done[i] {
+		e.returned(tag, id)
 		e.be.Stale(tag, id)
 		return
 	}
@@ -551,6 +601,123 @@ func (e *ParityExecutor) Done(tag uint16, id OpID, res int32) {
 	if r.pending == 0 {
 		e.phaseDone(tag)
 	}
+}
+
+// Tick gives up member operations older than MemberTimeout (queue thread,
+// every second or so), as Executor's: the member is failed (not the last
+// copy: the request then fails) and the request goes on as after an I/O
+// error (a read or pre-read is planned again around it, reconstructing
+// its chunk from the others). What it may still use is kept from reuse
+// until it comes back: its stripe buffer (the request takes another), the
+// request's pages (the backend's, see Backend.Abandon; a read given up
+// there makes the next plan take another buffer, Rebuffer).
+func (e *ParityExecutor) Tick() {
+	if e.MemberTimeout <= 0 || e.Now == nil {
+		return
+	}
+	now := e.Now()
+	for t := range e.reqs {
+		tag := uint16(t)
+		r := &e.reqs[t]
+		if !r.active || r.pending == 0 {
+			continue
+		}
+		for i := 0; i < len(r.ios) && i < len(r.times); i++ {
+			if r.done[i] || now-r.times[i] < e.MemberTimeout {
+				continue
+			}
+			io, id := r.ios[i], opID(r.seq, i)
+			departed := e.be.Departed(tag, id, io)
+			if !e.be.Abandon(tag, id, io) {
+				if io.Kind == IORead && !r.hung[i] && !departed {
+					// Waited for, but its member is failed now, so that
+					// later requests leave it alone.
+					r.hung[i] = true
+					if e.MemberError != nil {
+						e.MemberError(int(io.Member), io.Kind, -int32(errnoTimedOut))
+					}
+					e.arr.FailRedundant(int(io.Member))
+				}
+				continue
+			}
+			r.done[i], r.failed[i], r.anyFail = true, true, true
+			if e.MemberError != nil && !departed {
+				e.MemberError(int(io.Member), io.Kind, -int32(errnoTimedOut))
+			}
+			if d := r.data[i]; len(d) > 0 {
+				if e.lend(tag, id, r, d) {
+					// (in a stripe buffer)
+				} else if io.Kind == IORead {
+					r.rebuffer = true
+				}
+			}
+			r.pending--
+			if r.pending == 0 {
+				e.phaseDone(tag)
+				break
+			}
+		}
+	}
+}
+
+// lend keeps the stripe buffer d lies in from reuse until operation id of
+// tag comes back (returned); the request takes another if d lies in its
+// own. It reports false when d is not in a stripe buffer (the request's
+// pages).
+func (e *ParityExecutor) lend(tag uint16, id OpID, r *parityReq, d []byte) bool {
+	if within(d, r.slab) {
+		e.lent = append(e.lent, lentSlab{tag: tag, op: id, buf: r.slab})
+		n := len(r.slab)
+		r.slab = nil
+		for i, b := range e.freeSlabs {
+			if len(b) == n {
+				r.slab = b
+				e.freeSlabs = append(e.freeSlabs[:i], e.freeSlabs[i+1:]...)
+				break
+			}
+		}
+		if r.slab == nil {
+			r.slab = make([]byte, n) // the worst day only
+		}
+		return true
+	}
+	for _, l := range e.lent {
+		if l.tag == tag && within(d, l.buf) {
+			// A buffer the request left already (another operation of
+			// the same plan given up).
+			e.lent = append(e.lent, lentSlab{tag: tag, op: id, buf: l.buf})
+			return true
+		}
+	}
+	return false
+}
+
+// returned takes note that operation id of tag, given up, came back: a
+// stripe buffer no other such operation uses is free again.
+func (e *ParityExecutor) returned(tag uint16, id OpID) {
+	for i, l := range e.lent {
+		if l.tag != tag || l.op != id {
+			continue
+		}
+		e.lent = append(e.lent[:i], e.lent[i+1:]...)
+		for _, o := range e.lent {
+			if unsafe.SliceData(o.buf) == unsafe.SliceData(l.buf) {
+				return
+			}
+		}
+		e.freeSlabs = append(e.freeSlabs, l.buf)
+		return
+	}
+}
+
+// within reports whether d lies in buf.
+func within(d, buf []byte) bool {
+	if len(d) == 0 || len(buf) == 0 {
+		return false
+	}
+	p := uintptr(unsafe.Pointer(unsafe.SliceData(d)))
+	b := uintptr(unsafe.Pointer(unsafe.SliceData(buf)))
+	return p >= b && p < b+uintptr(len(buf))
 }
 
 // phaseDone moves a request on once its operations have all finished.

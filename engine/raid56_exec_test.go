@@ -9,6 +9,7 @@ import (
 	"runtime"
 	"syscall"
 	"testing"
+	"time"
 
 	"pgregory.net/rapid"
 )
@@ -55,6 +56,12 @@ type pWorld struct {
 	// request waiting for it is an error (issued).
 	intent *pIntent
 	issued string
+	// Member timeouts: abandon lets the executor give operations up (they
+	// move to late); rebuf[q][tag] is the buffer a Rebuffer gave the
+	// request.
+	abandon bool
+	late    []pOp
+	rebuf   []map[uint16][]byte
 }
 
 // fataler is what the helpers need of *testing.T and *rapid.T.
@@ -94,8 +101,35 @@ func (b pBackend) Complete(tag uint16, err error) {
 }
 
 func (b pBackend) Persist(st *ArrayState)               { b.w.asked = max(b.w.asked, st.Gen) }
-func (b pBackend) Abandon(uint16, OpID, MemberIO) bool  { return false }
-func (b pBackend) Rebuffer(uint16) []byte               { panic("no abandonment") }
+func (b pBackend) Abandon(tag uint16, op OpID, _ MemberIO) bool {
+	if !b.w.abandon {
+		return false
+	}
+	for i, o := range b.w.pending {
+		if o.q == b.q && o.tag == tag && o.op == op {
+			b.w.pending = append(b.w.pending[:i], b.w.pending[i+1:]...)
+			b.w.late = append(b.w.late, o)
+			return true
+		}
+	}
+	panic(fmt.Sprintf("Abandon of queue %d tag %d op %#x, which is not pending", b.q, tag, op))
+}
+
+func (b pBackend) Rebuffer(tag uint16) []byte {
+	if !b.w.abandon {
+		panic("no abandonment")
+	}
+	cur := b.w.execs[b.q].reqs[tag].buf
+	nb := bytes.Clone(cur)
+	if b.w.rebuf == nil {
+		b.w.rebuf = make([]map[uint16][]byte, len(b.w.execs))
+	}
+	if b.w.rebuf[b.q] == nil {
+		b.w.rebuf[b.q] = map[uint16][]byte{}
+	}
+	b.w.rebuf[b.q][tag] = nb
+	return nb
+}
 func (b pBackend) Stale(uint16, OpID)                   { b.w.stale++ }
 func (b pBackend) Departed(uint16, OpID, MemberIO) bool { return false }
 
@@ -1035,4 +1069,146 @@ func TestRaid56ExecutorInlineBackend(t *testing.T) {
 	if s := w.arr.State().Members[2].State; s != MemberFaulty {
 		t.Fatalf("dead member %v", s)
 	}
+}
+
+// A member that stops answering is given up after MemberTimeout (Tick):
+// its member fails, a read is answered from the others' reconstruction
+// and a write goes on around it. What the late operation may still use
+// is kept from the request's later work: a late read landing in the
+// request's pages (after Rebuffer gave it others) or in its stripe buffer
+// (lent until it comes back) changes nothing the request reads or writes.
+func TestRaid56ExecutorMemberTimeout(t *testing.T) {
+	for _, level := range []Level{Level5, Level6} {
+		t.Run(level.String()+"/read", func(t *testing.T) {
+			g := raid56Geo(level, 5)
+			w := newPWorld(t, g, 1, 1, 64<<10)
+			n := uint32(g.ArraySectors())
+			data := make([]byte, n<<9)
+			fill(data, 7)
+			if err := w.do(t, 0, ReqWrite, 0, n, data); err != nil {
+				t.Fatal(err)
+			}
+			var now time.Duration
+			e := w.execs[0]
+			e.Now = func() time.Duration { return now }
+			e.MemberTimeout = 10 * time.Second
+			w.abandon = true
+			_, _, mem, _ := g.LocateData(9)
+			got := make([]byte, n<<9)
+			e.Start(0, ReqRead, 0, n, false, got)
+			w.deliverExcept(mem)
+			now = 11 * time.Second
+			e.Tick()
+			if len(w.late) == 0 {
+				t.Fatal("nothing given up")
+			}
+			if s := w.arr.State().Members[mem].State; s != MemberFaulty {
+				t.Fatalf("member %d past the timeout is %v", mem, s)
+			}
+			w.deliverExcept(-1)
+			w.landLate(t, 0xee) // the late reads land now, in the old pages
+			w.settle()
+			if err, ok := w.done[0][0]; !ok || err != nil {
+				t.Fatalf("read past the timeout: done %v, %v", ok, err)
+			}
+			buf := got
+			if w.rebuf != nil && w.rebuf[0][0] != nil {
+				buf = w.rebuf[0][0]
+			}
+			if !bytes.Equal(buf, data) {
+				t.Fatal("the read given up landed in the data the request answers with")
+			}
+		})
+		t.Run(level.String()+"/write", func(t *testing.T) {
+			g := raid56Geo(level, 5)
+			w := newPWorld(t, g, 1, 1, 64<<10)
+			n := uint32(g.ArraySectors())
+			old := make([]byte, n<<9)
+			fill(old, 8)
+			if err := w.do(t, 0, ReqWrite, 0, n, old); err != nil {
+				t.Fatal(err)
+			}
+			var now time.Duration
+			e := w.execs[0]
+			e.Now = func() time.Duration { return now }
+			e.MemberTimeout = 10 * time.Second
+			w.abandon = true
+			// Sectors 2..5 of data chunk 0 of stripe 0. raid5: an RMW,
+			// whose pre-read of the chunk's member (which hangs) goes into
+			// the stripe buffer; the new plan reads the other data into
+			// another. raid6: an RCW, whose P write (which hangs) is read
+			// from the stripe buffer.
+			_, _, hang, _ := g.LocateData(2)
+			if level == Level6 {
+				hang = g.Stripe(0).P
+			}
+			data := make([]byte, 4<<9)
+			fill(data, 9)
+			e.Start(0, ReqWrite, 2, 4, false, data)
+			w.deliverExcept(hang)
+			now = 11 * time.Second
+			e.Tick()
+			if len(w.late) != 1 || len(e.lent) != 1 {
+				t.Fatalf("given up %d, stripe buffers lent %d", len(w.late), len(e.lent))
+			}
+			w.persist() // the failure is durable
+			if level == Level5 {
+				// The new plan is issued: one of its pre-reads lands (in
+				// another stripe buffer), then the late one, in the
+				// buffer it was given.
+				if len(w.pending) < 2 {
+					t.Fatalf("the new plan issued %d operations", len(w.pending))
+				}
+				w.deliver(0)
+			}
+			w.landLate(t, 0xee)
+			w.settle()
+			if err, ok := w.done[0][0]; !ok || err != nil {
+				t.Fatalf("write past the timeout: done %v, %v", ok, err)
+			}
+			delete(w.done[0], 0)
+			if len(e.lent) != 0 || len(e.freeSlabs) != 1 {
+				t.Fatalf("after the late operation came back: lent %d, free %d", len(e.lent), len(e.freeSlabs))
+			}
+			copy(old[2<<9:], data) // (read back through the parity: the hung member failed)
+			got := make([]byte, n<<9)
+			if err := w.do(t, 0, ReqRead, 0, n, got); err != nil || !bytes.Equal(got, old) {
+				t.Fatalf("read back: %v, data right %v", err, bytes.Equal(got, old))
+			}
+		})
+	}
+}
+
+// deliverExcept delivers every pending operation but those on member mem.
+func (w *pWorld) deliverExcept(mem int) {
+	for i := 0; i < len(w.pending); {
+		if int(w.pending[i].io.Member) == mem {
+			i++
+			continue
+		}
+		w.deliver(i)
+	}
+}
+
+// landLate completes the operations given up: a read lands as bytes b in
+// the buffer it was given.
+func (w *pWorld) landLate(t *testing.T, b byte) {
+	t.Helper()
+	stale := w.stale
+	for _, o := range w.late {
+		res := int32(0)
+		if o.io.Kind == IORead || o.io.Kind == IOWrite {
+			res = int32(o.io.Sectors) << 9
+		}
+		if o.io.Kind == IORead {
+			for i := range o.data {
+				o.data[i] = b
+			}
+		}
+		w.execs[o.q].Done(o.tag, o.op, res)
+	}
+	if w.stale != stale+len(w.late) {
+		t.Fatalf("%d late results, %d reported stale", len(w.late), w.stale-stale)
+	}
+	w.late = nil
 }
