@@ -100,7 +100,7 @@ func (b pBackend) Complete(tag uint16, err error) {
 	delete(b.w.failedOn[b.q], tag)
 }
 
-func (b pBackend) Persist(st *ArrayState)               { b.w.asked = max(b.w.asked, st.Gen) }
+func (b pBackend) Persist(st *ArrayState) { b.w.asked = max(b.w.asked, st.Gen) }
 func (b pBackend) Abandon(tag uint16, op OpID, _ MemberIO) bool {
 	if !b.w.abandon {
 		return false
