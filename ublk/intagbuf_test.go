@@ -24,6 +24,7 @@ func TestInTagBuf(t *testing.T) {
 		{"after", mem[2*4096 : 3*4096], false},
 		{"elsewhere", make([]byte, 512), false},
 		{"empty", mem[4096:4096], false},
+		{"longer than it, from its start", mem[4096 : 3*4096], false},
 	} {
 		if got := q.InTagBuf(1, tc.data); got != tc.want {
 			t.Errorf("%s: InTagBuf = %v, want %v", tc.name, got, tc.want)

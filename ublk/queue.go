@@ -94,7 +94,7 @@ func (q *Queue) BufOffset(tag uint16, data []byte) uint64 {
 // buffer cannot reach.
 func (q *Queue) InTagBuf(tag uint16, data []byte) bool {
 	b := q.reqs[tag].Buf
-	if len(data) == 0 || len(b) == 0 {
+	if len(data) == 0 || len(data) > len(b) {
 		return false
 	}
 	p, lo := uintptr(unsafe.Pointer(unsafe.SliceData(data))), uintptr(unsafe.Pointer(unsafe.SliceData(b)))
