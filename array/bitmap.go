@@ -127,6 +127,7 @@ func (f *flusher) commit(bt *bitmap.Batch, clears bool) bool {
 			members[r] = m
 		}
 	}
+	sent := append([]*Member(nil), members...) // the devices written
 	if err := f.copyBlocks(bt, roles, len(members)); err != nil {
 		for _, r := range roles {
 			members[r] = nil // written by nobody: failed below
@@ -172,6 +173,12 @@ func (f *flusher) commit(bt *bitmap.Batch, clears bool) bool {
 			// and a crash could leave it the only copy trusted: the
 			// batch's writes fail instead of going out.
 			f.bm.SetMissing(r, true)
+			if f.a.current[r].Load() != sent[r] {
+				// Its device left the role meanwhile (replaced, a spare,
+				// re-added): the error is that device's, not the role's
+				// new one, which gets the whole bitmap (rewriteAll).
+				continue
+			}
 			if f.onMemberError != nil && f.onMemberError(r, err) {
 				kept = true
 			}

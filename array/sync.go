@@ -253,12 +253,27 @@ func (m memberIO) do(role int, p []byte, sector uint64, write bool) error {
 		// queue's timeout does: a job that reads it again, range by
 		// range, would wait out the timeout every time.
 		if m.a.Engine != nil {
-			if st, changed, _ := m.a.Engine.FailRedundant(role); changed {
+			if st, changed := m.a.failHolding(role, f); changed {
 				m.a.persist(st)
 			}
 		}
 		return fmt.Errorf("after %v: %w", timeout, errMemberTimeout)
 	}
+}
+
+// failHolding fails role (FailRedundant) if it still holds f, the device
+// an operation that failed went to: a device put in the role since (a
+// replacement, a spare, a re-add as a new member) is not blamed for it.
+// Under a.mu, which a device is put in a role under, so the check and the
+// failure are one step.
+func (a *Array) failHolding(role int, f *Member) (*engine.ArrayState, bool) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if a.Members[role] != f {
+		return nil, false
+	}
+	st, changed, _ := a.Engine.FailRedundant(role)
+	return st, changed
 }
 
 // bounceSize is the size of the pooled bounce buffers (a sync step).

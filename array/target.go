@@ -221,8 +221,9 @@ func (a *Array) newQueue(q ring) *queue {
 	h.bytes = make([]int, q.Depth())
 	h.open = make([]bool, q.Depth())
 	h.sent = make([][]*Member, q.Depth())
+	n := 4*a.Engine.MaxPlanIOs(q.MaxIOBytes()) + 4*engine.MaxCopies // as the executor's
 	for i := range h.sent {
-		h.sent[i] = make([]*Member, 0, 8)
+		h.sent[i] = make([]*Member, 0, n)
 	}
 	a.qmu.Lock()
 	if a.queues == nil {
@@ -579,7 +580,7 @@ func (h *queue) sentTo(tag uint16, op engine.OpID, io engine.MemberIO) *Member {
 	if s := h.sent[tag]; op.Index() < len(s) {
 		return s[op.Index()]
 	}
-	return h.a.current[io.Member].Load() // not submitted (not reached)
+	return h.a.current[io.Member].Load() // (never: only submitted operations are asked about)
 }
 
 // Departed implements engine.Backend: the operation went to a device its

@@ -510,8 +510,13 @@ func (e *Executor) Done(tag uint16, id OpID, res int32) {
 		e.bal.Complete(int(io.Member), io.Sectors, r.sent, e.Now())
 	}
 	if io.Kind != IORead && e.be.Departed(tag, id, io) {
-		// Its device left the role while it ran: no copy, no blame.
+		// Its device left the role while it ran: no copy, no blame. The
+		// write is acknowledged only once the role's drop is durable,
+		// as for a write blamed on its member (memberFailed): a device
+		// is put in a role that is faulty or missing in memory, which
+		// the superblocks may not say yet.
 		r.failed[op] = true
+		r.needGen = max(r.needGen, e.arr.State().DropGen)
 	} else if res != want && io.Kind == IORead && e.be.Departed(tag, id, io) {
 		r.failed[op] = true
 		io.Avoid |= 1 << uint(io.Member)
@@ -597,6 +602,8 @@ func (e *Executor) Tick() {
 				if io.Kind == IORead {
 					io.Avoid |= 1 << uint(io.Member)
 					e.retryRead(uint16(t), r, io, false)
+				} else {
+					r.needGen = max(r.needGen, e.arr.State().DropGen) // (see Done)
 				}
 				r.pending--
 				if r.pending == 0 {

@@ -1,0 +1,116 @@
+package array
+
+import (
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/ublk-raid/ublk-raid/engine"
+)
+
+// A read repair's rewrite of role 0 hangs on its device (a sick member:
+// the repair was asked because it failed a read), and role 0 is replaced
+// meanwhile. The repair's timeout is the old device's: it must not fail
+// the new member being rebuilt in the role (memberIO.do fails the role,
+// not the device it went to).
+func TestRepairTimeoutAfterReplaceKeepsNewMember(t *testing.T) {
+	paths := memberFiles(t, 3, 16<<20)
+	var (
+		mu      sync.Mutex
+		dev0    Device
+		once    sync.Once
+		hung    = make(chan struct{})
+		release = make(chan struct{})
+	)
+	memberRW = func(d Device, p []byte, off int64, write bool) error {
+		mu.Lock()
+		hit := write && p != nil && dev0 != nil && d == dev0
+		mu.Unlock()
+		if hit {
+			once.Do(func() { close(hung) })
+			<-release
+		}
+		return deviceRW(d, p, off, write)
+	}
+	t.Cleanup(func() { memberRW = deviceRW })
+	a, err := Open(paths[:2], CreateSpec{Level: engine.Level1, AssumeClean: true, NoBitmap: true}, true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer a.Close()
+	defer close(release)
+	a.MemberTimeout = time.Second
+	a.mu.Lock()
+	mu.Lock()
+	dev0 = a.Members[0].Device
+	mu.Unlock()
+	a.mu.Unlock()
+	a.requestRepair(2048, 8, 1<<0)
+	select {
+	case <-hung:
+	case <-time.After(10 * time.Second):
+		t.Fatal("the repair did not write role 0")
+	}
+	if err := a.ReplaceMember(0, paths[2], false); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(2 * time.Second) // past the repair's timeout
+	if s := a.Engine.State().Members[0]; s.State == engine.MemberFaulty {
+		t.Fatalf("the old device's repair timeout failed the new member of role 0: %+v", s)
+	}
+	a.WaitSync()
+	if s := a.Engine.State().Members[0]; s.State != engine.MemberActive {
+		t.Fatalf("role 0 after the rebuild: %+v", s)
+	}
+}
+
+// A bitmap batch is out on role 0's device, which hangs; role 0 is failed
+// in memory only (a queue's read timeout does not persist, so nothing
+// waited for the flusher) and replaced. The batch's timeout on the old
+// device must not fail the new member (the flusher fails the role it
+// wrote, whatever device holds it by then).
+func TestBitmapTimeoutAfterReplaceKeepsNewMember(t *testing.T) {
+	paths := memberFiles(t, 3, 32<<20)
+	a, err := Open(paths[:2], CreateSpec{Level: engine.Level1, AssumeClean: true, RegionSectors: 2048}, true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer a.Close()
+	a.MemberTimeout = time.Second
+	hung, release := make(chan struct{}), make(chan struct{})
+	defer close(release)
+	var once sync.Once
+	old := writeBitmapBlock
+	t.Cleanup(func() { writeBitmapBlock = old })
+	writeBitmapBlock = func(m *Member, data []byte, off int64) error {
+		if m.Path == paths[0] {
+			first := false
+			once.Do(func() { first = true })
+			if first {
+				close(hung)
+				<-release
+			}
+		}
+		return old(m, data, off)
+	}
+	first, last := a.Bitmap.Regions(0, 8)
+	if a.Bitmap.StartWrite(first, last, 0) {
+		t.Fatal("a write to a clean region did not wait")
+	}
+	<-hung
+	a.Engine.FailRedundant(0) // a queue's read timeout on the same device
+	if err := a.Replace(0, paths[2]); err != nil {
+		t.Logf("replace: %v", err)
+	}
+	a.Bitmap.EndWrite(first, last)
+	if s := a.Engine.State().Members[0]; s.State == engine.MemberFaulty {
+		a.mu.Lock()
+		p := a.Members[0].Path
+		a.mu.Unlock()
+		t.Fatalf("the old device's bitmap timeout failed the new member %s of role 0: %+v", p, s)
+	}
+	a.WaitSync()
+	if s := a.Engine.State().Members[0]; s.State != engine.MemberActive {
+		t.Fatalf("role 0 after the rebuild: %+v", s)
+	}
+}
