@@ -797,7 +797,13 @@ func (e *ParityExecutor) phaseDone(tag uint16) {
 // left the role since (Backend.Departed): they blame nobody.
 func (e *ParityExecutor) failMembers(tag uint16, r *parityReq) {
 	for i, io := range r.ios {
-		if !r.failed[i] || e.be.Departed(tag, opID(r.seq, i), io) {
+		if !r.failed[i] {
+			continue
+		}
+		if e.be.Departed(tag, opID(r.seq, i), io) {
+			// Acknowledged only once the role's drop is durable, as for
+			// a blamed failure (see Executor.Done).
+			r.needGen = max(r.needGen, e.arr.State().DropGen)
 			continue
 		}
 		st, _, out := e.arr.FailRedundant(int(io.Member))
