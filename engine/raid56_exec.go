@@ -242,12 +242,8 @@ func NewParityExecutor(arr *Array, be Backend, lock *StripeLock, queue, depth, m
 	nd := uint64(g.DataMembers())
 	cs := g.ChunkSectors
 	maxSectors := uint64(maxBytes+511) >> 9
-	stripes := maxSectors/(cs*nd) + 2
-	// A range within a stripe is at most 3 runs of rows (a partial first
-	// chunk, whole rows, a partial last chunk); each segment reads then
-	// writes at most every member once.
-	segs := 3 * stripes
-	ios := max(int(segs)*2*g.Members, g.Members)
+	segs := g.maxSegs(maxBytes)
+	ios := g.maxPlanIOs(maxBytes)
 	// The rows of a request's segments add up to at most its sectors,
 	// and to at most a chunk per stripe it touches (whole stripes hold
 	// nd sectors per row); each row needs at most a buffer per member
@@ -271,6 +267,21 @@ func NewParityExecutor(arr *Array, be Backend, lock *StripeLock, queue, depth, m
 	e.parked = make([]uint16, 0, depth)
 	e.spare = make([]uint16, 0, depth)
 	return e, nil
+}
+
+// maxSegs is how many stripe segments a request of maxBytes may plan: a
+// range within a stripe is at most 3 runs of rows (a partial first chunk,
+// whole rows, a partial last chunk).
+func (g *ParityGeometry) maxSegs(maxBytes int) uint64 {
+	maxSectors := uint64(maxBytes+511) >> 9
+	stripes := maxSectors/(g.ChunkSectors*uint64(g.DataMembers())) + 2
+	return 3 * stripes
+}
+
+// maxPlanIOs is how many member operations a request of maxBytes may
+// plan: each segment reads then writes at most every member once.
+func (g *ParityGeometry) maxPlanIOs(maxBytes int) int {
+	return max(int(g.maxSegs(maxBytes))*2*g.Members, g.Members)
 }
 
 // Start begins request tag. buf holds the data of a write and receives the
