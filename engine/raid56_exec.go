@@ -293,7 +293,7 @@ func (e *ParityExecutor) Start(tag uint16, op ReqOp, sector uint64, sectors uint
 	}
 	r.op, r.sector, r.sectors, r.fua, r.buf = op, sector, sectors, fua, buf
 	r.active, r.locked, r.phase = true, false, parityIdle
-	r.err, r.needGen, r.lastCopy = nil, 0, false
+	r.err, r.needGen, r.lastCopy, r.rebuffer = nil, 0, false, false
 	switch op {
 	case ReqFlush:
 		e.flush(tag)

@@ -1212,3 +1212,50 @@ func (w *pWorld) landLate(t *testing.T, b byte) {
 	}
 	w.late = nil
 }
+
+// A read given up in the request's pages whose request then fails (the
+// member is the last copy: not failed, ErrLastCopy) never plans again,
+// so its rebuffer flag must not outlive it: the next request of the tag
+// took no read given up and has no spare buffer reserved (the queue's
+// Rebuffer panics then).
+func TestRaid56ExecutorRebufferFlagOutlivesRequest(t *testing.T) {
+	g := raid56Geo(Level5, 3)
+	w := newPWorld(t, g, 1, 1, 64<<10)
+	data := make([]byte, 8<<9)
+	fill(data, 11)
+	if err := w.do(t, 0, ReqWrite, 0, 8, data); err != nil {
+		t.Fatal(err)
+	}
+	_, _, mem, _ := g.LocateData(0)
+	other := (mem + 1) % 3
+	w.arr.Fail(other)
+	w.asked = w.arr.State().Gen
+	w.persist()
+	var now time.Duration
+	e := w.execs[0]
+	e.Now = func() time.Duration { return now }
+	e.MemberTimeout = 10 * time.Second
+	w.abandon = true
+	got := make([]byte, 8<<9)
+	e.Start(0, ReqRead, 0, 8, false, got)
+	if len(w.pending) != 1 || int(w.pending[0].io.Member) != mem {
+		t.Fatalf("read planned as %+v", w.pending)
+	}
+	now = 11 * time.Second
+	e.Tick()
+	if err, ok := w.done[0][0]; !ok || !errors.Is(err, ErrLastCopy) {
+		t.Fatalf("read given up on the last copy: done %v, %v", ok, err)
+	}
+	delete(w.done[0], 0)
+	w.landLate(t, 0xee)
+	w.abandon = false // as the queue: no spare is reserved for the tag now
+	defer func() {
+		if p := recover(); p != nil {
+			t.Fatalf("next request of the tag: %v", p)
+		}
+	}()
+	got = make([]byte, 8<<9)
+	if err := w.do(t, 0, ReqRead, 0, 8, got); err != nil || !bytes.Equal(got, data) {
+		t.Fatalf("next read of the tag: %v, data right %v", err, bytes.Equal(got, data))
+	}
+}
