@@ -224,6 +224,9 @@ type ParityExecutor struct {
 
 	lent      []lentSlab // stripe buffers operations given up may still use
 	freeSlabs [][]byte   // stripe buffers they gave back
+	// given: operations given up whose results have not come back; no
+	// plan of their tag takes their OpID sequence (as Executor's).
+	given []givenUp
 }
 
 // NewParityExecutor makes the executor of queue (its waiter bit in lock)
@@ -414,7 +417,6 @@ func (e *ParityExecutor) Parked() int { return len(e.parked) }
 
 // reset empties the request's plan for a new one.
 func (r *parityReq) reset() {
-	r.seq++
 	r.segs, r.ios, r.data, r.failed, r.done = r.segs[:0], r.ios[:0], r.data[:0], r.failed[:0], r.done[:0]
 	r.times, r.hung = r.times[:0], r.hung[:0]
 	r.used, r.anyFail, r.pending = 0, false, 0
@@ -425,6 +427,7 @@ func (r *parityReq) reset() {
 func (e *ParityExecutor) plan(tag uint16) {
 	r := &e.reqs[tag]
 	r.reset()
+	r.seq = e.nextSeq(tag, r.seq)
 	if r.rebuffer {
 		// A read given up may still land in the request's pages: nothing
 		// more is read into them.
@@ -590,6 +593,7 @@ func (e *ParityExecutor) Done(tag uint16, id OpID, res int32) {
 	i := id.Index()
 	if !r.active || id.seq() != r.seq || i >= len(r.ios) || r.done[i] {
 		e.returned(tag, id)
+		e.slabReturned(tag, id)
 		e.be.Stale(tag, id)
 		return
 	}
@@ -652,6 +656,7 @@ func (e *ParityExecutor) Tick() {
 				continue
 			}
 			r.done[i], r.failed[i], r.anyFail = true, true, true
+			e.given = append(e.given, givenUp{tag: tag, id: id})
 			if e.MemberError != nil && !departed {
 				e.MemberError(int(io.Member), io.Kind, -int32(errnoTimedOut))
 			}
@@ -703,9 +708,33 @@ func (e *ParityExecutor) lend(tag uint16, id OpID, r *parityReq, d []byte) bool 
 	return false
 }
 
-// returned takes note that operation id of tag, given up, came back: a
-// stripe buffer no other such operation uses is free again.
+// nextSeq is the OpID sequence of tag's next plan: the one after seq,
+// but none an operation of tag given up and still out carries (see
+// Executor.nextSeq).
+func (e *ParityExecutor) nextSeq(tag uint16, seq uint16) uint16 {
+	seq++
+	for i := 0; i < len(e.given); i++ {
+		if g := e.given[i]; g.tag == tag && g.id.seq() == seq {
+			seq++
+			i = -1
+		}
+	}
+	return seq
+}
+
+// returned forgets operation id of tag, given up, now that it came back.
 func (e *ParityExecutor) returned(tag uint16, id OpID) {
+	for i, g := range e.given {
+		if g.tag == tag && g.id == id {
+			e.given = append(e.given[:i], e.given[i+1:]...)
+			return
+		}
+	}
+}
+
+// slabReturned takes note that operation id of tag, given up, came back: a
+// stripe buffer no other such operation uses is free again.
+func (e *ParityExecutor) slabReturned(tag uint16, id OpID) {
 	for i, l := range e.lent {
 		if l.tag != tag || l.op != id {
 			continue
@@ -913,6 +942,7 @@ func (e *ParityExecutor) rebuild(s *paritySeg) error {
 func (e *ParityExecutor) flush(tag uint16) {
 	r := &e.reqs[tag]
 	r.reset()
+	r.seq = e.nextSeq(tag, r.seq)
 	st := e.arr.State()
 	var err error
 	r.ios, err = e.arr.PlanFlush(st, r.ios)

@@ -1259,3 +1259,25 @@ func TestRaid56ExecutorRebufferFlagOutlivesRequest(t *testing.T) {
 		t.Fatalf("next read of the tag: %v, data right %v", err, bytes.Equal(got, data))
 	}
 }
+
+// A plan never takes the OpID sequence of an operation of its tag given
+// up and still out (the sequence is 16 bits and moves on with every
+// plan): only that tag's, and only while it is out.
+func TestRaid56ExecutorSkipsGivenUpSequences(t *testing.T) {
+	w := newPWorld(t, raid56Geo(Level5, 4), 1, 2, 64<<10)
+	e := w.execs[0]
+	e.given = []givenUp{{tag: 0, id: opID(5, 0)}, {tag: 0, id: opID(6, 2)}}
+	if got := e.nextSeq(0, 4); got != 7 {
+		t.Fatalf("tag 0 after 4: %d, want 7 (5 and 6 are out)", got)
+	}
+	if got := e.nextSeq(1, 4); got != 5 {
+		t.Fatalf("tag 1 after 4: %d, want 5 (tag 0's are not its)", got)
+	}
+	if got := e.nextSeq(0, 0xffff); got != 0 {
+		t.Fatalf("tag 0 after 0xffff: %d, want 0", got)
+	}
+	e.returned(0, opID(5, 0))
+	if got := e.nextSeq(0, 4); got != 5 {
+		t.Fatalf("tag 0 after 4 once 5's came back: %d, want 5", got)
+	}
+}
