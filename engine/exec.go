@@ -177,6 +177,10 @@ type Executor struct {
 	sc   Scratch
 	reqs []request
 	persistGate
+	// given: operations given up (Tick) whose results have not come
+	// back. No new request of their tag takes their OpID sequence (see
+	// Start).
+	given []givenUp
 	// MemberError, if set, is told of every failed member operation.
 	MemberError func(member int, kind IOKind, res int32)
 	// RetryUnit is the block size, in sectors, to which a failed read is
@@ -263,7 +267,7 @@ func (e *Executor) Start(tag uint16, op ReqOp, sector uint64, sectors uint32, fu
 		panic(fmt.Sprintf("engine: request %d started twice", tag))
 	}
 	*r = request{op: op, sector: sector, sectors: sectors, fua: fua, buf: buf, ios: r.ios[:0], into: r.into[:0], failed: r.failed[:0],
-		done: r.done[:0], hung: r.hung[:0], times: r.times[:0], seq: r.seq + 1, active: true}
+		done: r.done[:0], hung: r.hung[:0], times: r.times[:0], seq: e.nextSeq(tag, r.seq), active: true}
 	// A flush has no range: the block layer's flush requests carry sector
 	// (sector_t)-1.
 	if op != ReqFlush && (sector >= e.arr.Geo.ArraySectors() || uint64(sectors) > e.arr.Geo.ArraySectors()-sector) {
@@ -285,6 +289,39 @@ func (e *Executor) Start(tag uint16, op ReqOp, sector uint64, sectors uint32, fu
 		return
 	}
 	e.plan(tag)
+}
+
+// givenUp is an operation given up after the member timeout.
+type givenUp struct {
+	tag uint16
+	id  OpID
+}
+
+// nextSeq is the OpID sequence of tag's next request: the one after seq,
+// but none an operation of tag given up and still out carries. The
+// sequence is 16 bits: a member that never answers (no timeout of its
+// own) keeps its given-up operation out while the tag serves 65536 more
+// requests, and its late result must still be told from a live one (else
+// it completes that one's operation, with other data, or early).
+func (e *Executor) nextSeq(tag uint16, seq uint16) uint16 {
+	seq++
+	for i := 0; i < len(e.given); i++ {
+		if g := e.given[i]; g.tag == tag && g.id.seq() == seq {
+			seq++
+			i = -1 // look again from the start
+		}
+	}
+	return seq
+}
+
+// returned forgets operation id of tag, given up, now that it came back.
+func (e *Executor) returned(tag uint16, id OpID) {
+	for i, g := range e.given {
+		if g.tag == tag && g.id == id {
+			e.given = append(e.given[:i], e.given[i+1:]...)
+			return
+		}
+	}
 }
 
 // admit passes a write through the barrier and the bitmap, then plans it;
@@ -493,6 +530,7 @@ func (e *Executor) Done(tag uint16, id OpID, res int32) {
 	r := &e.reqs[tag]
 	op := id.Index()
 	if !r.active || id.seq() != r.seq || op >= len(r.ios) || r.done[op] {
+		e.returned(tag, id)
 		e.be.Stale(tag, id) // abandoned: its request went on without it
 		return
 	}
@@ -591,6 +629,7 @@ func (e *Executor) Tick() {
 				continue
 			}
 			r.done[i], r.failed[i] = true, true
+			e.given = append(e.given, givenUp{tag: uint16(t), id: opID(r.seq, i)})
 			if io.Kind == IORead {
 				// It may still land in the buffer it was given.
 				r.rebuffer = true
