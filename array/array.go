@@ -1057,8 +1057,8 @@ func (a *Array) start() {
 	if a.Bitmap == nil || a.fl != nil {
 		return
 	}
-	a.fl = newFlusher(a, a.Bitmap)
-	a.fl.onMemberError = func(role int, err error) bool {
+	fl := newFlusher(a, a.Bitmap)
+	fl.onMemberError = func(role int, err error) bool {
 		if a.OnBitmapMemberError != nil {
 			a.OnBitmapMemberError(role, err)
 		}
@@ -1069,7 +1069,12 @@ func (a *Array) start() {
 		}
 		return st.Members[role].State == engine.MemberActive
 	}
-	go a.fl.run()
+	// Published under the lock its readers (writeSuperblocks) hold: a
+	// grow starts a new flusher while a persist may run.
+	a.mu.Lock()
+	a.fl = fl
+	a.mu.Unlock()
+	go fl.run()
 }
 
 // route hands bitmap tokens (queue<<32 | tag) to their queues and wakes
@@ -1091,6 +1096,24 @@ func (a *Array) route(tokens []bitmap.Waiter, failed bool) {
 // errBitmapWrite fails a write whose regions the write-intent bitmap
 // could not make dirty on a member kept in sync.
 var errBitmapWrite = errors.New("the write-intent bitmap write failed on the last in-sync copy: write not issued")
+
+// Configure runs fn, which sets fields of the array read by its
+// goroutines (MemberTimeout, OnMemberFailed, OnBitmapMemberError) after
+// Open, ordered with the bitmap flusher Open started, which reads them:
+// fn runs on the flusher's goroutine when there is one (else, or once it
+// has stopped, here).
+func (a *Array) Configure(fn func()) {
+	a.mu.Lock()
+	fl := a.fl
+	a.mu.Unlock()
+	ran := false
+	if fl != nil {
+		fl.do(func() { fn(); ran = true })
+	}
+	if !ran {
+		fn()
+	}
+}
 
 // publishFile makes m the member queue threads use for role.
 func (a *Array) publishFile(role int, m *Member) { a.current[role].Store(m) }

@@ -216,7 +216,9 @@ func (a *Array) Grow(memberSectors uint64) (GrowPlan, error) {
 				return p, fmt.Errorf("write-intent bitmap: %w", err)
 			}
 		}
+		a.mu.Lock() // (a persist under way reads it)
 		a.Bitmap = nb
+		a.mu.Unlock()
 		a.start()
 	}
 	a.mu.Lock()

@@ -577,9 +577,11 @@ func (m *arrayModel) count(what string) {
 // start serves a as the daemon does: queues, not clean, background jobs.
 func (m *arrayModel) start(a *Array) {
 	m.a = a
-	a.MemberTimeout = *modelTimeout
-	a.OnMemberFailed = func(role int, path string) { m.logf("array: role %d (%s) failed", role, path) }
-	a.OnBitmapMemberError = func(role int, err error) { m.logf("array: bitmap write of role %d: %v", role, err) }
+	a.Configure(func() { // the flusher runs already (a data race -race found in CI)
+		a.MemberTimeout = *modelTimeout
+		a.OnMemberFailed = func(role int, path string) { m.logf("array: role %d (%s) failed", role, path) }
+		a.OnBitmapMemberError = func(role int, err error) { m.logf("array: bitmap write of role %d: %v", role, err) }
+	})
 	m.rings = nil
 	for q := range modelQueues {
 		r := &modelRing{m: m, id: q, served: make([]bool, modelDepth)}

@@ -278,17 +278,19 @@ func (m *Manager) config(n, queues, depth, maxIO int) ublk.Config {
 func (m *Manager) start(a *array.Array, n int, cfg ublk.Config, recover bool) (*served, error) {
 	dev := DevicePath(n)
 	st := a.Status()
-	a.OnMemberFailed = func(role int, path string) {
-		// Called under the array's lock: log only (no Status call).
-		m.log.Error("member failed", zap.String("device", dev), zap.String("array", st.Name), zap.String("uuid", st.UUID),
-			zap.Int("role", role), zap.String("member", path), zap.Bool("degraded", true))
-	}
+	a.Configure(func() {
+		a.OnMemberFailed = func(role int, path string) {
+			// Called under the array's lock: log only (no Status call).
+			m.log.Error("member failed", zap.String("device", dev), zap.String("array", st.Name), zap.String("uuid", st.UUID),
+				zap.Int("role", role), zap.String("member", path), zap.Bool("degraded", true))
+		}
+		a.MemberTimeout = m.opts.Queue.MemberTimeout
+	})
 	if err := a.SetClean(false); err != nil {
 		a.Close()
 		return nil, err
 	}
 	cfg.Params = a.Params()
-	a.MemberTimeout = m.opts.Queue.MemberTimeout
 	var d *ublk.Device
 	var err error
 	if recover {

@@ -250,9 +250,12 @@ func runArray(o runOptions, spec array.CreateSpec, cfg ublk.Config, stdout io.Wr
 	log.Info("array open", zap.String("level", st.Level), zap.Int("members", st.RaidDisks),
 		zap.String("layout", st.Layout), zap.Uint64("chunk_bytes", st.ChunkBytes),
 		zap.Uint64("size_bytes", st.SizeBytes), zap.Bool("created", a.Created), zap.Bool("degraded", a.Degraded()))
-	a.OnMemberFailed = func(role int, path string) {
-		log.Error("member failed", zap.Int("role", role), zap.String("member", path), zap.Bool("degraded", true))
-	}
+	a.Configure(func() {
+		a.OnMemberFailed = func(role int, path string) {
+			log.Error("member failed", zap.Int("role", role), zap.String("member", path), zap.Bool("degraded", true))
+		}
+		a.MemberTimeout = o.memberTimeout
+	})
 	logBitmap(log, a)
 	a.SetSyncLog(func(msg string, r array.SyncReport, err error) {
 		f := []zap.Field{zap.String("action", r.Kind), zap.Ints("targets", r.Targets),
@@ -273,7 +276,6 @@ func runArray(o runOptions, spec array.CreateSpec, cfg ublk.Config, stdout io.Wr
 		return err
 	}
 	cfg.Params = a.Params()
-	a.MemberTimeout = o.memberTimeout
 	var d *ublk.Device
 	if o.recover {
 		d, err = ublk.Recover(ctrl, uint32(o.serve.number), a, cfg)
