@@ -19,9 +19,13 @@ import (
 // CreateSpec describes a new array. It is ignored when the members
 // already carry superblocks of one array (then the array is assembled).
 type CreateSpec struct {
-	Name         string
-	Level        engine.Level
-	Layout       engine.Layout // raid10
+	Name   string
+	Level  engine.Level
+	Layout engine.Layout // raid10
+	// ParityLayout is the layout of a raid5/6 array (md's algorithm;
+	// the zero value is left-asymmetric: give LeftSymmetric for md's
+	// default).
+	ParityLayout engine.ParityLayout
 	ChunkSectors uint64
 	// NoBitmap creates the array without a write-intent bitmap (raid0
 	// never has one).
@@ -29,6 +33,9 @@ type CreateSpec struct {
 	// RegionSectors is the bitmap region size (0: the default for the
 	// array's size).
 	RegionSectors uint64
+	// serveParity lets Open create and assemble raid5/6 arrays, which are
+	// not served yet (ErrParityNotServed): set by this package's tests.
+	serveParity bool
 	// AssumeClean starts the bitmap with every region clean instead of
 	// never written, and an array without a bitmap without its initial
 	// full sync (mdadm --assume-clean): the members are known equal.
@@ -146,6 +153,11 @@ type Array struct {
 	notify     chan struct{} // bitmap.Options.Notify's signal to the flusher
 	qmu        sync.Mutex
 	queues     map[int]*queue // by queue ID, for the flusher to wake
+	// stripeLock orders the requests of a raid5/6 array's queues on its
+	// stripes (nil for other levels); made with the first queue, under qmu.
+	stripeLock *engine.StripeLock
+	// syncWake wakes parity sync work waiting for the stripe lock.
+	syncWake chan struct{}
 
 	dataOffset uint64 // bytes
 	mu         sync.Mutex
@@ -169,6 +181,11 @@ type Array struct {
 func Open(paths []string, spec CreateSpec, create bool) (*Array, error) {
 	if len(paths) == 0 {
 		return nil, errors.New("no members given")
+	}
+	if create {
+		if err := refuseParity(spec, spec.Level, "the new array"); err != nil {
+			return nil, err
+		}
 	}
 	seen := map[string]bool{}
 	for _, p := range append(append([]string(nil), paths...), spec.Spares...) {
@@ -319,7 +336,7 @@ func Open(paths []string, spec CreateSpec, create bool) (*Array, error) {
 			return nil, err
 		}
 	}
-	a, err := assemble(ms, inputs, asm, spec.BitmapOptions)
+	a, err := assemble(ms, inputs, asm, spec)
 	if err == nil {
 		// Before anything is written (blank spares, the bitmap).
 		if a.WriteMostly, err = a.writeMostlyMask(spec.WriteMostly); err != nil {
@@ -390,6 +407,9 @@ func newArray(ms, spares []*Member, spec CreateSpec, wipes map[*Member]signature
 		Name: spec.Name, Level: uint32(spec.Level), Layout: spec.Layout.MD(),
 		ChunkSectors: uint32(spec.ChunkSectors), MemberBytes: sizes,
 	}
+	if engine.IsParityLevel(spec.Level) {
+		aspec.Layout = uint32(spec.ParityLayout)
+	}
 	for _, m := range ms {
 		aspec.MemberNames = append(aspec.MemberNames, m.Path)
 	}
@@ -410,10 +430,8 @@ func newArray(ms, spares []*Member, spec CreateSpec, wipes map[*Member]signature
 	if useBitmap {
 		// Sized for the largest array these members could make (no data
 		// offset), so the real, slightly smaller array always fits.
-		upper := engine.Geometry{Level: spec.Level, Members: len(ms), Layout: spec.Layout,
-			ChunkSectors: spec.ChunkSectors, MemberSectors: minSize >> 9 &^ 7}
 		var err error
-		region, aspec.BitmapBytes, err = bitmapArea(upper.ArraySectors(), spec.RegionSectors, bs)
+		region, aspec.BitmapBytes, err = bitmapArea(maxArraySectors(spec, len(ms), minSize>>9&^7), spec.RegionSectors, bs)
 		if err != nil {
 			return nil, err
 		}
@@ -423,7 +441,7 @@ func newArray(ms, spares []*Member, spec CreateSpec, wipes map[*Member]signature
 		return nil, err
 	}
 	g := geometryOf(sbs[0], sbs)
-	ea, err := engine.NewArray(g)
+	ea, err := engineArray(sbs[0], sbs)
 	if err != nil {
 		return nil, err
 	}
@@ -433,7 +451,7 @@ func newArray(ms, spares []*Member, spec CreateSpec, wipes map[*Member]signature
 		a.Warnings = append(a.Warnings, w)
 	}
 	if useBitmap {
-		cfg := bitmapConfig(sbs[0], g.ArraySectors())
+		cfg := bitmapConfig(sbs[0], arraySectors(ea))
 		cfg.RegionSectors, cfg.BlockSize = region, bs
 		init := bitmap.InitNeverWritten
 		if spec.AssumeClean {
@@ -503,7 +521,11 @@ func geometryOf(sb *engine.Superblock, sbs []*engine.Superblock) engine.Geometry
 	return g
 }
 
-func assemble(ms []*Member, inputs []engine.MemberSB, asm *engine.Assembly, opts bitmap.Options) (*Array, error) {
+func assemble(ms []*Member, inputs []engine.MemberSB, asm *engine.Assembly, spec CreateSpec) (*Array, error) {
+	opts := spec.BitmapOptions
+	if err := refuseParity(spec, engine.Level(asm.Level), fmt.Sprintf("array %q", asm.Name)); err != nil {
+		return nil, err
+	}
 	if asm.Failed {
 		return nil, fmt.Errorf("array %q cannot be assembled: %d of %d members active", asm.Name, asm.ActiveRoles, asm.Members)
 	}
@@ -575,7 +597,7 @@ func assemble(ms []*Member, inputs []engine.MemberSB, asm *engine.Assembly, opts
 			sb.DataSectors = g.MemberSectors
 		}
 	}
-	ea, err := engine.NewArray(g)
+	ea, err := engineArray(asm.Freshest, sbs)
 	if err != nil {
 		return nil, err
 	}
@@ -589,7 +611,7 @@ func assemble(ms []*Member, inputs []engine.MemberSB, asm *engine.Assembly, opts
 	}
 	a.stateGen = st.Gen
 	a.durable.Store(st.Gen)
-	if !geometryCovered(ea) {
+	if ea.Parity != nil && !parityCovered(ea) || ea.Parity == nil && !geometryCovered(ea) {
 		return nil, fmt.Errorf("array %q cannot be assembled: the active members do not hold a copy of every chunk", asm.Name)
 	}
 	if fsb := asm.Freshest; fsb.BitmapBytes != 0 && g.Level != engine.Level0 {
@@ -621,7 +643,7 @@ func assemble(ms []*Member, inputs []engine.MemberSB, asm *engine.Assembly, opts
 // dirty (BitmapInfo says why). Members not in sync are missing for the
 // bitmap.
 func (a *Array) loadBitmap(fsb *engine.Superblock, roles []*Member, states []engine.MemberStatus, opts bitmap.Options) error {
-	cfg := bitmapConfig(fsb, a.Engine.Geo.ArraySectors())
+	cfg := bitmapConfig(fsb, arraySectors(a.Engine))
 	cfg.Events = a.events
 	copies := make([][]byte, len(roles))
 	bs := 0
@@ -658,6 +680,9 @@ func (a *Array) loadBitmap(fsb *engine.Superblock, roles []*Member, states []eng
 
 // geometryCovered reports whether every chunk has a readable copy.
 func geometryCovered(ea *engine.Array) bool {
+	if ea.Parity != nil {
+		return parityCovered(ea)
+	}
 	g := ea.Geo
 	st := ea.State()
 	var locs [engine.MaxCopies]engine.Location

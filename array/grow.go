@@ -32,8 +32,10 @@ type GrowPlan struct {
 // shrink. ErrGrowNoChange when the size is already that.
 func (a *Array) GrowCheck(memberSectors uint64, running bool) (GrowPlan, error) {
 	g := a.Engine.Geo
-	p := GrowPlan{OldMemberSectors: g.MemberSectors, OldArraySectors: g.ArraySectors()}
+	p := GrowPlan{OldMemberSectors: a.Engine.MemberSectors(), OldArraySectors: a.Engine.ArraySectors()}
 	switch {
+	case a.Engine.Parity != nil:
+		return p, fmt.Errorf("a %s array cannot grow its size yet (the new space's parity is not built)", a.Engine.Level())
 	case g.Level == engine.Level0:
 		return p, errors.New("a raid0 array cannot grow its size (md needs a reshape to add space to raid0)")
 	case g.Level == engine.Level10 && g.Layout.Far > 1:

@@ -71,7 +71,7 @@ func TestLateReadKeepsRetryData(t *testing.T) {
 	a.MemberTimeout = 10 * time.Second
 	r := newBufRing()
 	h := a.newQueue(r)
-	h.exec.Inflight()[1] = 1 << 30 // the read goes to member 0, which hangs
+	h.exec.(*engine.Executor).Inflight()[1] = 1 << 30 // the read goes to member 0, which hangs
 	const tag = 1
 	want := bytes.Repeat([]byte{'r'}, 16<<9)
 	h.Handle(&ublk.Request{Tag: tag, Op: ublk.IOOpRead, Sector: 0, Sectors: 16, Buf: r.Buffer(tag)})

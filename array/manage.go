@@ -42,7 +42,7 @@ type Status struct {
 
 // Status describes the array now.
 func (a *Array) Status() Status {
-	g := a.Engine.Geo
+	ea := a.Engine
 	st := a.Engine.State()
 	a.mu.Lock()
 	events := a.events
@@ -65,10 +65,13 @@ func (a *Array) Status() Status {
 		spares = append(spares, sp.m.Path)
 	}
 	a.mu.Unlock()
-	s := Status{Level: g.Level.String(), ChunkBytes: g.ChunkSectors << 9, SizeBytes: g.ArraySectors() << 9,
-		RaidDisks: g.Members, Events: events, Spares: spares, SpareDisks: len(spares)}
-	if g.Level == engine.Level10 {
-		s.Layout = g.Layout.String()
+	s := Status{Level: ea.Level().String(), ChunkBytes: ea.ChunkSectors() << 9, SizeBytes: ea.ArraySectors() << 9,
+		RaidDisks: ea.MemberCount(), Events: events, Spares: spares, SpareDisks: len(spares)}
+	switch {
+	case ea.Parity != nil:
+		s.Layout = ea.Parity.Layout.String()
+	case ea.Geo.Level == engine.Level10:
+		s.Layout = ea.Geo.Layout.String()
 	}
 	if sb != nil {
 		s.Name = sb.Name
@@ -88,7 +91,7 @@ func (a *Array) Status() Status {
 		}
 		s.Members = append(s.Members, mi)
 	}
-	s.Degraded = s.ActiveDisks < g.Members
+	s.Degraded = s.ActiveDisks < ea.MemberCount()
 	switch {
 	case !geometryCovered(a.Engine):
 		s.State = "failed"
@@ -146,9 +149,8 @@ func (a *Array) FailedRoleOf(path string) int {
 // surviving members' superblocks before returning. Failing the last copy
 // of some data is refused: the array would lose data.
 func (a *Array) Fail(role int) error {
-	g := a.Engine.Geo
-	if role < 0 || role >= g.Members {
-		return fmt.Errorf("role %d: the array has roles 0..%d", role, g.Members-1)
+	if n := a.Engine.MemberCount(); role < 0 || role >= n {
+		return fmt.Errorf("role %d: the array has roles 0..%d", role, n-1)
 	}
 	m := a.Engine.State().Members[role]
 	if m.State == engine.MemberFaulty || m.State == engine.MemberMissing {
@@ -168,7 +170,7 @@ func (a *Array) Fail(role int) error {
 	// that does not assemble, even with --force.
 	st, changed, ok := a.Engine.FailRedundant(role)
 	if !ok {
-		if g.Level == engine.Level0 {
+		if a.Engine.Level() == engine.Level0 {
 			return fmt.Errorf("role %d holds the only copy of its chunks: a raid0 array has no redundancy, failing it would fail the array", role)
 		}
 		return fmt.Errorf("role %d holds the last copy of some data: failing it would fail the array", role)
@@ -192,9 +194,8 @@ func (a *Array) Fail(role int) error {
 // for other users: mdadm --zero-superblock, a new array). An active member
 // must be failed first.
 func (a *Array) Remove(role int) error {
-	g := a.Engine.Geo
-	if role < 0 || role >= g.Members {
-		return fmt.Errorf("role %d: the array has roles 0..%d", role, g.Members-1)
+	if n := a.Engine.MemberCount(); role < 0 || role >= n {
+		return fmt.Errorf("role %d: the array has roles 0..%d", role, n-1)
 	}
 	// A spare activation (started by the failure being removed) puts the
 	// spare in the role and only then marks it rebuilding: checked

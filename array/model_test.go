@@ -80,8 +80,15 @@ import (
 // interleaving with the steps is not drawn by rapid, so a failure may
 // shrink less well than in resync's model.
 //
-// Levels: raid1 (2 or 3 members) and raid10 (n2, f2, o2 on 2 to 4
-// members, 8 KiB chunks), drawn; -array.level=1 or 10 draws one only. Not modelled: raid0, split brains (two
+// Levels: raid1 (2 or 3 members), raid10 (n2, f2, o2 on 2 to 4
+// members, 8 KiB chunks), raid5 (3 to 5 members) and raid6 (4 to 6), both
+// in md's four layouts with 8 KiB chunks, drawn; -array.level=1, 10, 5 or
+// 6 draws one only. For raid5/6, convergence is every in-sync stripe's P
+// (and Q) equal to the parity of its data; discard and write-zeroes are
+// not drawn (not served), nor zero copy; grow is always refused; an
+// assembly refused as dirty and degraded is forced, as an operator
+// would; and the write hole is tolerated, counted (writeHole), until the
+// partial parity log closes it. Not modelled: raid0, split brains (two
 // daemons), the daemon and its state file, the kernel's re-issue of
 // requests in flight at a kill -9 (they count as failed writes) and at a
 // grow's hand-over (they complete before it), the state file's record of
@@ -139,13 +146,16 @@ func closeLater(a *Array) {
 	}()
 }
 
-// modelLevel restricts the levels drawn (0: raid1 and raid10).
+// modelLevel restricts the levels drawn (0: raid1, raid10, raid5 and raid6).
 // modelTimeout is the member timeout: on the queues' clock, and in wall
 // time for metadata and sync I/O. A short one (-array.timeout=2ms) makes
 // the wall-time timeouts fire on a loaded machine as on a slow disk.
 var modelTimeout = flag.Duration("array.timeout", 200*time.Millisecond, "TestArrayModel: member timeout (at least 2ms)")
 
-var modelLevel = flag.Int("array.level", 0, "TestArrayModel: draw only this level (1 or 10; 0: both)")
+// modelNoHole: no tolerance of the raid5/6 write hole (writeHole).
+var modelNoHole = flag.Bool("array.nohole", false, "TestArrayModel: fail reads the raid5/6 write hole explains")
+
+var modelLevel = flag.Int("array.level", 0, "TestArrayModel: draw only this level (1, 10, 5 or 6; 0: all)")
 
 // flagSet reports whether the flag name was given on the command line.
 func flagSet(name string) bool {
@@ -379,8 +389,11 @@ type arrayModel struct {
 	// copyLost: a copy in sync at some crash's assembly was lost before a
 	// later crash (see sectorRef.crash)
 	copyLost bool
-	reqs     map[[2]int]*modelReq // by queue, tag
-	hung     map[string]bool      // queue operations not delivered
+	// forcedDirty: a raid5/6 assembly refused as dirty and degraded was
+	// forced, as an operator would (see writeHole)
+	forcedDirty bool
+	reqs        map[[2]int]*modelReq // by queue, tag
+	hung        map[string]bool      // queue operations not delivered
 	// devHung: every operation on the disk waits (memdev Hang)
 	devHung map[string]bool
 	// stallErr: the stalled disk's operations out at its release fail
@@ -426,18 +439,24 @@ func newArrayModel(t *rapid.T) *arrayModel {
 	// fails).
 	switch *modelLevel {
 	case 0:
-		m.level = rapid.SampledFrom([]int{1, 10}).Draw(t, "level")
-	case 1, 10:
+		m.level = rapid.SampledFrom([]int{1, 10, 5, 6}).Draw(t, "level")
+	case 1, 10, 5, 6:
 		m.level = *modelLevel
 	default:
-		t.Fatalf("-array.level=%d: 1, 10 or 0 (both)", *modelLevel)
+		t.Fatalf("-array.level=%d: 1, 10, 5, 6 or 0 (all)", *modelLevel)
 	}
 	var layout engine.Layout
-	if m.level == 10 {
+	var playout engine.ParityLayout
+	switch m.level {
+	case 10:
 		// Chunks of 8 KiB: the window spans many, over every member.
 		m.n = rapid.IntRange(2, 4).Draw(t, "members")
 		layout = rapid.SampledFrom([]engine.Layout{engine.LayoutN2, engine.LayoutF2, engine.LayoutO2}).Draw(t, "layout")
-	} else {
+	case 5, 6:
+		// Chunks of 8 KiB as raid10's; md's minimum member counts.
+		m.n = rapid.IntRange(m.level-2, m.level).Draw(t, "members")
+		playout = engine.ParityLayout(rapid.IntRange(0, 3).Draw(t, "parity layout"))
+	default:
 		m.n = rapid.IntRange(2, 3).Draw(t, "members")
 	}
 	m.diskSize = map[string]int64{}
@@ -447,7 +466,8 @@ func newArrayModel(t *rapid.T) *arrayModel {
 		m.disks = append(m.disks, p)
 		m.diskSize[p] = modelDisk
 	}
-	m.zeroCopy = rapid.Bool().Draw(t, "zero copy")
+	// (Parity levels compute on the data: no zero copy.)
+	m.zeroCopy = !m.parity() && rapid.Bool().Draw(t, "zero copy")
 	// Disks that held data before, different on each: never-written data
 	// then reads as anything (write id 0 stands for it), and a region's
 	// copies converge once it was written and synced.
@@ -467,15 +487,18 @@ func newArrayModel(t *rapid.T) *arrayModel {
 	}
 	spec := m.spec()
 	spec.Level = engine.Level1
-	if m.level == 10 {
+	switch m.level {
+	case 10:
 		spec.Level, spec.Layout, spec.ChunkSectors = engine.Level10, layout, 16
+	case 5, 6:
+		spec.Level, spec.ParityLayout, spec.ChunkSectors = engine.Level(m.level), playout, 16
 	}
 	spec.RegionSectors = modelRegion
 	a, err := Open(m.disks[:m.n], spec, true)
 	if err != nil {
 		t.Fatalf("create: %v", err)
 	}
-	m.e0 = a.Engine.Geo.ArraySectors()
+	m.e0 = a.Engine.ArraySectors()
 	m.hiBase = m.e0 - modelHighBack
 	m.start(a)
 	return m
@@ -490,7 +513,10 @@ func (m *arrayModel) arr(i uint64) uint64 {
 }
 
 // size is the array's size now (sectors).
-func (m *arrayModel) size() uint64 { return m.a.Engine.Geo.ArraySectors() }
+func (m *arrayModel) size() uint64 { return m.a.Engine.ArraySectors() }
+
+// parity reports whether the array is raid5 or raid6.
+func (m *arrayModel) parity() bool { return m.level == 5 || m.level == 6 }
 
 // leftovers reports whether reference sector i may read as what the
 // devices held before (never written): disks that held data, or space a
@@ -499,7 +525,7 @@ func (m *arrayModel) leftovers(i uint64) bool { return m.garbage || m.arr(i) >= 
 
 func (m *arrayModel) spec() CreateSpec {
 	open := m.rack.Opener() // this process's: a dead array opens nothing
-	return CreateSpec{Level: -1, SyncMinBytes: 1 << 40, OpenDevice: func(p string) (Device, error) {
+	return CreateSpec{Level: -1, SyncMinBytes: 1 << 40, serveParity: m.parity(), OpenDevice: func(p string) (Device, error) {
 		d, err := open(p)
 		if err != nil {
 			return nil, err
@@ -909,8 +935,12 @@ func (m *arrayModel) submit(t *rapid.T) {
 	if tag < 0 {
 		return
 	}
-	op := rapid.SampledFrom([]uint8{ublk.IOOpRead, ublk.IOOpRead, ublk.IOOpWrite, ublk.IOOpWrite, ublk.IOOpWrite,
-		ublk.IOOpFlush, ublk.IOOpDiscard, ublk.IOOpWriteZeroes}).Draw(t, "op")
+	ops := []uint8{ublk.IOOpRead, ublk.IOOpRead, ublk.IOOpWrite, ublk.IOOpWrite, ublk.IOOpWrite,
+		ublk.IOOpFlush, ublk.IOOpDiscard, ublk.IOOpWriteZeroes}
+	if m.parity() {
+		ops = ops[:6] // not served there (EOPNOTSUPP, and not advertised)
+	}
+	op := rapid.SampledFrom(ops).Draw(t, "op")
 	sectors := uint32(rapid.IntRange(1, modelMaxIO>>9).Draw(t, "sectors"))
 	sector := uint64(rapid.IntRange(0, modelWindow-int(sectors)).Draw(t, "sector"))
 	if rapid.IntRange(0, 3).Draw(t, "high") == 0 {
@@ -1176,8 +1206,11 @@ func (m *arrayModel) completed(req *modelReq, buf []byte, err error) {
 			}
 			id, ok := sectorID(buf[i<<9:(i+1)<<9], m.arr(s))
 			garbage := false
+			hole := m.writeHole(ref, req, i)
 			if !ok {
-				if !m.leftovers(s) {
+				if hole && !m.leftovers(s) {
+					m.count("write hole: a read after a crash returned data of no write")
+				} else if !m.leftovers(s) {
 					m.fail("read of sector %d returned data of no write (%x...)", s, buf[i<<9:i<<9+16])
 				}
 				// What the devices held: allowed where id 0 is, and,
@@ -1203,6 +1236,10 @@ func (m *arrayModel) completed(req *modelReq, buf []byte, err error) {
 				// answer is now another copy's (see sectorRef.crash).
 				m.count("read changed after a crash and a lost copy")
 				allowed = true
+			}
+			if !allowed && hole {
+				m.count("write hole: a read after a crash returned another write")
+				allowed, garbage = true, true
 			}
 			if !allowed {
 				var snap map[uint64]bool
@@ -1271,6 +1308,22 @@ func (m *arrayModel) completed(req *modelReq, buf []byte, err error) {
 			}
 		}
 	}
+}
+
+// writeHole reports whether the read req's i-th sector (reference ref)
+// may read as anything: raid5/6 have the write hole (docs/raid56.md, to
+// be closed by the partial parity log): a stripe a crash tore while a
+// write was in flight, reconstructed from its parity before a resync
+// rewrote the parity, gives data of no write, also for sectors no write
+// touched. That takes a member lost since the crash (in sync at the
+// assembly after it: copyLostSinceCrash, copyLost before), or an array
+// assembled dirty and degraded with force.
+func (m *arrayModel) writeHole(ref *sectorRef, req *modelReq, i uint64) bool {
+	if !m.parity() || *modelNoHole {
+		return false
+	}
+	crash := ref.crash != nil || req.crash != nil && req.crash[i] != nil
+	return crash && (m.copyLost || m.forcedDirty || m.copyLostSinceCrash())
 }
 
 func (m *arrayModel) fail(format string, args ...any) {
@@ -1396,7 +1449,13 @@ func (m *arrayModel) checkConvergence() {
 	var locs [engine.MaxCopies]engine.Location
 	differ := ""
 	rs := m.a.Bitmap.Geometry().RegionSectors
+	if m.parity() {
+		differ = m.parityConvergence(st, paths, late)
+	}
 	for s := range uint64(len(m.ref)) {
+		if m.parity() {
+			break
+		}
 		if m.ref[s].unknown || m.arr(s) >= g.ArraySectors() {
 			continue
 		}
@@ -1430,6 +1489,65 @@ func (m *arrayModel) checkConvergence() {
 		m.fail("%s", differ)
 	}
 	m.count("convergence checked")
+}
+
+// parityConvergence is checkConvergence's for raid5/6: over every stripe
+// the window touches whose members are all in sync, P (and Q) are the
+// parity of the data chunks (but where never-written regions hold what
+// the devices held).
+func (m *arrayModel) parityConvergence(st *engine.ArrayState, paths []string, late []bool) string {
+	for r, ms := range st.Members {
+		if ms.State != engine.MemberActive || late[r] || paths[r] == "" {
+			return ""
+		}
+	}
+	g := *m.a.Engine.Parity
+	par, err := engine.NewParity(g.DataMembers(), g.Level == engine.Level6)
+	if err != nil {
+		m.fail("parity: %v", err)
+	}
+	per := g.ChunkSectors * uint64(g.DataMembers())
+	cb := int64(g.ChunkSectors << 9)
+	seen := map[uint64]bool{}
+	for i := range uint64(len(m.ref)) {
+		a := m.arr(i)
+		if a >= g.ArraySectors() || seen[a/per] {
+			continue
+		}
+		stripe := a / per
+		seen[stripe] = true
+		if m.garbage || (stripe+1)*per > m.e0 {
+			first, last := m.a.Bitmap.Regions(stripe*per, per)
+			written := true
+			for r := first; r <= last; r++ {
+				written = written && m.a.Bitmap.Written(r)
+			}
+			if !written {
+				continue // never written: what the devices held
+			}
+		}
+		sm := g.Stripe(stripe)
+		data := make([][]byte, g.DataMembers())
+		for mem := range g.Members {
+			if sl := sm.Slot[mem]; sl >= 0 {
+				data[sl] = m.rack.Current(m.rack.Disk(paths[mem]), int64(m.a.dataOffset)+int64(stripe)*cb, int(cb))
+			}
+		}
+		parity := [][]byte{make([]byte, cb)}
+		if g.Level == engine.Level6 {
+			parity = append(parity, make([]byte, cb))
+		}
+		if err := par.Compute(data, parity); err != nil {
+			m.fail("parity: %v", err)
+		}
+		for k, pm := range []int{sm.P, sm.Q}[:len(parity)] {
+			got := m.rack.Current(m.rack.Disk(paths[pm]), int64(m.a.dataOffset)+int64(stripe)*cb, int(cb))
+			if !bytes.Equal(got, parity[k]) {
+				return fmt.Sprintf("convergence: stripe %d's %c on %s is not the parity of its data (in sync, no job needed)", stripe, "PQ"[k], paths[pm])
+			}
+		}
+	}
+	return ""
 }
 
 // readAll reads the whole window back through a queue.
@@ -1597,26 +1715,28 @@ func (m *arrayModel) grow(t *rapid.T) {
 		m.waitSync()
 	}
 	g := m.a.Engine.Geo
+	memberSectors := m.a.Engine.MemberSectors()
 	want := uint64(0) // max
 	switch rapid.IntRange(0, 3).Draw(t, "grow size") {
 	case 1:
-		want = g.MemberSectors + 2048
+		want = memberSectors + 2048
 	case 2:
-		want = g.MemberSectors - 8 // a shrink: refused
+		want = memberSectors - 8 // a shrink: refused
 	}
 	m.quiesce()
 	m.growIO.Store(0)
 	id, _ := goroutineIDs()
 	m.growWatch.Store(id)
 	p, err := m.a.GrowCheck(want, true)
-	farOrOffset := g.Level == engine.Level10 && g.Layout.Far > 1
+	// (Parity levels cannot grow yet: the new space's parity.)
+	farOrOffset := g.Level == engine.Level10 && g.Layout.Far > 1 || m.parity()
 	if farOrOffset && err == nil {
-		m.fail("grow of raid10 %s: GrowCheck passed (%+v)", g.Layout, p)
+		m.fail("grow of raid%d %s: GrowCheck passed (%+v)", m.level, g.Layout, p)
 	}
 	if farOrOffset {
 		// Grow itself refuses too, before any I/O.
 		if _, gerr := m.a.Grow(want); gerr == nil {
-			m.fail("grow of raid10 %s: Grow passed", g.Layout)
+			m.fail("grow of raid%d %s: Grow passed", m.level, g.Layout)
 		}
 	}
 	m.growWatch.Store(0)
@@ -1630,7 +1750,7 @@ func (m *arrayModel) grow(t *rapid.T) {
 		case errors.Is(err, ErrGrowNoChange):
 			m.count("grow: no change")
 		case farOrOffset:
-			m.count("grow: refused (raid10 far or offset)")
+			m.count("grow: refused (raid10 far or offset, raid5/6)")
 		default:
 			why := err.Error()
 			if i := strings.IndexAny(why, ":;("); i > 0 {
@@ -1693,7 +1813,7 @@ func (m *arrayModel) grow(t *rapid.T) {
 		}
 		m.fail("availability: assembly for grow of %v failed: %v\n  superblocks: %s", disks, err, m.superblocks(disks))
 	}
-	if got := na.Engine.Geo.ArraySectors(); got < m.grownTo {
+	if got := na.Engine.ArraySectors(); got < m.grownTo {
 		m.fail("availability: the array was grown to %d sectors, assembled for grow at %d", m.grownTo, got)
 	}
 	old := na.Bitmap.Geometry()
@@ -1822,6 +1942,20 @@ func (m *arrayModel) assemble(t *rapid.T, all bool) {
 	spec := m.spec()
 	a, err := Open(give, spec, false)
 	m.logf("assemble %v: %v", give, err)
+	if errors.Is(err, engine.ErrDirtyDegraded) {
+		// md's "cannot start dirty degraded array": the operator forces
+		// it (and the write hole is open: see writeHole).
+		if !m.parity() {
+			m.fail("assembly of raid%d refused as dirty and degraded: %v", m.level, err)
+		}
+		m.count("assembly refused: dirty degraded; forced")
+		spec.Force = true
+		a, err = Open(give, spec, false)
+		m.logf("assemble %v with force: %v", give, err)
+		if err == nil {
+			m.forcedDirty = true
+		}
+	}
 	if err != nil {
 		if !subset && m.lost {
 			// The array had failed: nothing promises it assembles.
@@ -1838,7 +1972,7 @@ func (m *arrayModel) assemble(t *rapid.T, all bool) {
 		return
 	}
 	m.count("assembled")
-	if got := a.Engine.Geo.ArraySectors(); got < m.grownTo {
+	if got := a.Engine.ArraySectors(); got < m.grownTo {
 		a.Close()
 		m.fail("availability: the array was grown to %d sectors, assembled at %d\n  superblocks: %s", m.grownTo, got, m.superblocks(give))
 	}

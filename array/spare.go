@@ -114,7 +114,7 @@ func (a *Array) addSpares(ms []*Member, force bool) error {
 		return errors.New("a raid0 array has no spares")
 	}
 	a.mu.Lock()
-	n := int(a.Engine.Geo.Members) + len(a.spares)
+	n := a.Engine.MemberCount() + len(a.spares)
 	a.mu.Unlock()
 	if n+len(ms) > engine.RoleTableSize {
 		closeFrom(0)
@@ -166,7 +166,7 @@ func (a *Array) spareSuperblock(m *Member, force bool) (*engine.Superblock, sign
 	if lb := a.logicalBlock(); lb != 0 && m.LogicalBlock != lb {
 		return nil, nil, fmt.Errorf("%s has %d-byte logical blocks; the array has %d", m.Path, m.LogicalBlock, lb)
 	}
-	need := ref.DataOffset + a.Engine.Geo.MemberSectors<<9
+	need := ref.DataOffset + a.Engine.MemberSectors()<<9
 	if uint64(m.Size) < need {
 		return nil, nil, fmt.Errorf("%s is %d bytes; a spare needs at least %d", m.Path, m.Size, need)
 	}

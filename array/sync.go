@@ -341,15 +341,24 @@ func (bp *bouncePool) put(b []byte) {
 
 // initSync sets up the barrier and the syncer (arrays with redundancy).
 func (a *Array) initSync(spec CreateSpec) {
-	if a.Engine.Geo.Level == engine.Level0 {
+	if a.Engine.Level() == engine.Level0 {
 		return
 	}
-	a.barrier = engine.NewBarrier(barrierShift, a.wakeQueues)
-	a.xbar = newExclusiveBarrier(a.barrier)
-	a.startRepairs()
+	// The syncer's barrier: the write barrier, shared with read repair
+	// (copies); a parity array's jobs take its stripe lock instead, as
+	// its requests do (no read repair yet).
+	var bar resync.Barrier
+	if a.Engine.Parity != nil {
+		bar = &stripeBarrier{a: a}
+	} else {
+		a.barrier = engine.NewBarrier(barrierShift, a.wakeQueues)
+		a.xbar = newExclusiveBarrier(a.barrier)
+		a.startRepairs()
+		bar = a.xbar
+	}
 	io := newMemberIO(a)
 	a.syncBounce = io.bounce
-	a.sync = &syncer{a: a, s: resync.New(a.Engine, a.xbar, io, resync.Config{
+	a.sync = &syncer{a: a, s: resync.New(a.Engine, bar, io, resync.Config{
 		MinBytesPerSec: spec.SyncMinBytes, MaxBytesPerSec: spec.SyncMaxBytes, Busy: a.busy})}
 	// A rebuild found at assembly resumes from its recorded offset, which
 	// every superblock write until it moves on must keep.
@@ -371,7 +380,7 @@ func (a *Array) initSync(spec CreateSpec) {
 		}
 		if fresh != nil && !fresh.Clean {
 			a.sync.fullPending = true
-			if fresh.ResyncOffset < a.Engine.Geo.ArraySectors() {
+			if fresh.ResyncOffset < a.Engine.ArraySectors() {
 				a.sync.fullPos = fresh.ResyncOffset
 			}
 		}
@@ -488,7 +497,9 @@ func (a *Array) StartBackground() {
 // startResync starts the resync the array needs, if it needs one, and
 // reports whether it did.
 func (a *Array) startResync() bool {
-	if !a.needsResync() {
+	if !a.needsResync() || a.parityDegraded() {
+		// (A parity array's resync waits for its members: see
+		// parityDegraded.)
 		return false
 	}
 	job := resync.Job{Kind: resync.Resync, Need: a.neededResync, Unit: a.unit()}
@@ -617,7 +628,14 @@ func (a *Array) Check(repair bool) error {
 	// regions awaiting resync (first written and not yet synced in full,
 	// or left dirty by a crash), which the resync makes equal anyway (md
 	// does not check while a resync is pending either).
-	return a.sync.start(resync.Job{Kind: k, Need: a.neededChecked, Skip: a.skipTo(a.checkedRegion), Unit: a.unit()}, 0)
+	job := resync.Job{Kind: k, Need: a.neededChecked, Skip: a.skipTo(a.checkedRegion), Unit: a.unit()}
+	if a.Engine.Parity != nil {
+		if err := a.checkParityJob(k); err != nil {
+			return err
+		}
+		job.Need = a.neededParityChecked
+	}
+	return a.sync.start(job, 0)
 }
 
 // StopSync stops the background job, if any, and waits for it (its
@@ -1065,9 +1083,8 @@ func (a *Array) takeSpare(sp spareMember) bool {
 // some data), no background job running, m large enough and of the
 // array's block size. Reads only.
 func (a *Array) checkAdd(m *Member, role int, active bool) error {
-	g := a.Engine.Geo
-	if role < 0 || role >= g.Members {
-		return fmt.Errorf("role %d: the array has roles 0..%d", role, g.Members-1)
+	if n := a.Engine.MemberCount(); role < 0 || role >= n {
+		return fmt.Errorf("role %d: the array has roles 0..%d", role, n-1)
 	}
 	switch s := a.Engine.State().Members[role].State; {
 	case s == engine.MemberFaulty || s == engine.MemberMissing:
@@ -1083,7 +1100,7 @@ func (a *Array) checkAdd(m *Member, role int, active bool) error {
 		return fmt.Errorf("a %s is running: the new member can be added when it ends", k)
 	}
 	ref := a.refSB()
-	if need := ref.DataOffset + g.MemberSectors<<9; uint64(m.Size) < need {
+	if need := ref.DataOffset + a.Engine.MemberSectors()<<9; uint64(m.Size) < need {
 		return fmt.Errorf("%s is %d bytes; role %d needs at least %d", m.Path, m.Size, role, need)
 	}
 	if lb := a.logicalBlock(); lb != 0 && m.LogicalBlock != lb {
@@ -1139,7 +1156,7 @@ func (a *Array) addOpenPlan(m *Member, role int, re *readdPlan, uuid [16]byte) e
 	// does not grow the array by itself at the next assembly (the
 	// smallest data area of the members wins); `grow` does, on every
 	// member at once.
-	sb.DataSectors = a.Engine.Geo.MemberSectors
+	sb.DataSectors = a.Engine.MemberSectors()
 	a.preemptResync()
 	a.mu.Lock()
 	old := a.Members[role]
@@ -1171,7 +1188,7 @@ func (a *Array) addOpenPlan(m *Member, role int, re *readdPlan, uuid [16]byte) e
 		// cleared while the role is not in sync, so it covers every
 		// write the member missed, including those issued until it
 		// became writable (a snapshot taken before would miss them).
-		first, last := a.Bitmap.Regions(0, a.Engine.Geo.ArraySectors())
+		first, last := a.Bitmap.Regions(0, a.Engine.ArraySectors())
 		for r := first; r <= last; r++ {
 			if a.Bitmap.Dirty(r) {
 				regions++
@@ -1273,7 +1290,7 @@ func (a *Array) previousRole(m *Member) (readdPlan, error) {
 	}
 	sb, err := engine.ParseSuperblock(b)
 	cur := a.refSB()
-	if err != nil || sb.ArrayUUID != cur.ArrayUUID || sb.IsSpare() || int(sb.Role) >= a.Engine.Geo.Members {
+	if err != nil || sb.ArrayUUID != cur.ArrayUUID || sb.IsSpare() || int(sb.Role) >= a.Engine.MemberCount() {
 		return readdPlan{}, notMember
 	}
 	// As at assembly: bounded by its device, and the data and bitmap

@@ -26,6 +26,9 @@ import (
 // member: a discard is advisory and completes, a write-zeroes fails with
 // EOPNOTSUPP and the kernel writes zeroes instead.
 func (a *Array) Params() ublk.Params {
+	if a.Engine.Parity != nil {
+		return a.parityParams()
+	}
 	g := a.Engine.Geo
 	var p ublk.Params
 	p.Types = ublk.ParamTypeBasic | ublk.ParamTypeDiscard
@@ -89,7 +92,10 @@ func (a *Array) Files() []int {
 // of a request moves its data by SubmitMember, which on a zero-copy queue
 // uses the request's own pages; read repair and resync use buffers of
 // their own.
-func (a *Array) ZeroCopy() bool { return true }
+//
+// Not for raid5/6: their executor reads a write's data in user space
+// (RMW) and moves pre-reads and parity through buffers of its own.
+func (a *Array) ZeroCopy() bool { return a.Engine.Parity == nil }
 
 // NewQueue implements ublk.Target.
 func (a *Array) NewQueue(q *ublk.Queue) (ublk.QueueHandler, error) {
@@ -151,12 +157,15 @@ func (q ublkRing) SubmitMember(userData uint64, tag uint16, m *Member, fixed boo
 			break
 		}
 		kind := ublk.OpRead
+		// The tag's registered buffer holds the request's data; a parity
+		// array's pre-reads and parity are in buffers of its own.
+		fixedBuf := q.TagFixed(tag) && q.InTagBuf(tag, data)
 		switch {
-		case io.Kind == engine.IOWrite && q.TagFixed(tag):
+		case io.Kind == engine.IOWrite && fixedBuf:
 			kind = ublk.OpWriteFixed
 		case io.Kind == engine.IOWrite:
 			kind = ublk.OpWrite
-		case q.TagFixed(tag):
+		case fixedBuf:
 			kind = ublk.OpReadFixed
 		}
 		ublk.PrepRW(s, kind, file, data, off, ud)
@@ -195,42 +204,21 @@ func (a *Array) newQueue(q ring) *queue {
 		// wrong, so every slot is set again before its first use.
 		h.fixed[r] = unsynced
 	}
-	h.exec = engine.NewExecutor(a.Engine, h, q.Depth(), q.MaxIOBytes())
-	start := time.Now()
-	// The clock times bitmap waits, member reads (read balancing) and
-	// member timeouts. It is the queue loop's clock, read once per turn:
-	// a clock read per member operation cost 5% of the queue thread at 4k
-	// QD32 under TCG.
-	h.exec.Now = func() time.Duration { return q.Now().Sub(start) }
-	h.exec.Balance().WriteMostly = a.WriteMostly
-	if bm := a.Bitmap; bm != nil {
-		h.exec.Intent = bm
-		h.exec.Token = uint32(q.ID())
-		h.exec.Waited = a.bitmapWait.Observe
+	if a.Bitmap != nil {
 		h.inbox = make([]uint16, 0, q.Depth())
 		h.work = make([]uint16, 0, q.Depth())
 	}
-	if a.barrier != nil {
-		h.exec.Barrier = a.barrier
-	}
-	if a.sync != nil && a.Bitmap == nil {
-		h.exec.ResyncFrom = &a.sync.from
-	}
-	if a.repairs != nil {
-		h.exec.ReadRepair = a.requestRepair
-	}
-	if a.sync != nil {
-		h.exec.Unsynced = a.markUnsynced
-	}
 	h.stats.ops = make([][metrics.NumOps]metrics.OpCounter, len(a.Members))
-	h.exec.OpDone = h.opDone
-	h.exec.MemberTimeout = a.MemberTimeout
+	if a.Engine.Parity != nil {
+		h.exec = a.newParityRunner(h, q)
+	} else {
+		h.exec = a.newExecutor(h, q)
+	}
 	h.spare = make([]int, q.Depth())
 	for i := range h.spare {
 		h.spare[i] = -1
 	}
 	h.bytes = make([]int, q.Depth())
-	h.seq = make([]uint16, q.Depth())
 	h.open = make([]bool, q.Depth())
 	h.sent = make([][]*Member, q.Depth())
 	n := 4*a.Engine.MaxPlanIOs(q.MaxIOBytes()) + 4*engine.MaxCopies // as the executor's
@@ -246,6 +234,51 @@ func (a *Array) newQueue(q ring) *queue {
 	return h
 }
 
+// newExecutor is the raid0/1/10 executor of queue handler h on ring q.
+func (a *Array) newExecutor(h *queue, q ring) *engine.Executor {
+	e := engine.NewExecutor(a.Engine, h, q.Depth(), q.MaxIOBytes())
+	start := time.Now()
+	// The clock times bitmap waits, member reads (read balancing) and
+	// member timeouts. It is the queue loop's clock, read once per turn:
+	// a clock read per member operation cost 5% of the queue thread at 4k
+	// QD32 under TCG.
+	e.Now = func() time.Duration { return q.Now().Sub(start) }
+	e.Balance().WriteMostly = a.WriteMostly
+	if bm := a.Bitmap; bm != nil {
+		e.Intent = bm
+		e.Token = uint32(q.ID())
+		e.Waited = a.bitmapWait.Observe
+	}
+	if a.barrier != nil {
+		e.Barrier = a.barrier
+	}
+	if a.sync != nil && a.Bitmap == nil {
+		e.ResyncFrom = &a.sync.from
+	}
+	if a.repairs != nil {
+		e.ReadRepair = a.requestRepair
+	}
+	if a.sync != nil {
+		e.Unsynced = a.markUnsynced
+	}
+	e.OpDone = h.opDone
+	e.MemberTimeout = a.MemberTimeout
+	return e
+}
+
+// requestRunner is what a queue asks of its request executor:
+// *engine.Executor (raid0/1/10) or the raid5/6 one (parityRunner).
+type requestRunner interface {
+	Start(tag uint16, op engine.ReqOp, sector uint64, sectors uint32, fua bool, buf []byte)
+	Done(tag uint16, id engine.OpID, res int32)
+	Resume(tag uint16)
+	ResumeFailed(tag uint16, err error)
+	RetryParked()
+	Tick()
+	Persisted(gen uint64)
+	PersistFailed(err error)
+}
+
 // unsynced marks a fixed-file slot whose content the queue has not set.
 var unsynced = new(Member)
 
@@ -254,7 +287,7 @@ var unsynced = new(Member)
 type queue struct {
 	q     ring
 	a     *Array
-	exec  *engine.Executor
+	exec  requestRunner
 	fixed []*Member // per role: the member in the ring's fixed-file table
 	// filesSeen is the array's filesEpoch the queue's fixed-file table
 	// matched at its last syncFiles; closed is set when the queue stops.
@@ -274,9 +307,7 @@ type queue struct {
 	bytes      []int
 	quarantine []quarantined
 	held       []heldBuf
-	// Per tag: the request's OpID sequence number (Seq) when it gave up
-	// an operation; open: it left buffers in held.
-	seq  []uint16
+	// Per tag: open: its request left buffers in held.
 	open []bool
 	// sent[tag][i]: the member operation i of tag's request was submitted
 	// to (Departed, Abandon: the role may have another device since).
@@ -432,7 +463,7 @@ func (h *queue) Complete(tag uint16, err error) {
 				b.open = false
 			}
 		}
-		h.releaseHeld(tag, h.seq[tag])
+		h.releaseHeld(tag)
 	}
 	h.q.Complete(tag, err)
 }
@@ -449,26 +480,29 @@ func (h *queue) Rebuffer(tag uint16) []byte {
 }
 
 // swap gives tag the spare reserved for it, with its data, and holds the
-// old buffer (request h.seq[tag], still running).
+// old buffer (its request still running).
 func (h *queue) swap(tag uint16) {
 	sp := h.spare[tag]
 	h.spare[tag] = -1
 	old := h.q.SwapBuffer(tag, sp, h.bytes[tag])
-	h.held = append(h.held, heldBuf{tag: tag, seq: h.seq[tag], buf: old, open: true})
+	h.held = append(h.held, heldBuf{tag: tag, buf: old, open: true})
 	h.open[tag] = true
 }
 
-// releaseHeld frees the buffers request seq of tag left, if it has
-// completed and none of its operations given up is still out.
-func (h *queue) releaseHeld(tag uint16, seq uint16) {
+// releaseHeld frees the buffers requests of tag left, once they have
+// completed and no operation of tag given up is still out. By tag, not by
+// request: a raid5/6 request's operations take a new OpID sequence with
+// each plan; an older request's late operation only delays the release
+// (on the worst day).
+func (h *queue) releaseHeld(tag uint16) {
 	for _, q := range h.quarantine {
-		if q.tag == tag && q.op.Seq() == seq {
+		if q.tag == tag {
 			return
 		}
 	}
 	kept := h.held[:0]
 	for _, b := range h.held {
-		if b.tag == tag && b.seq == seq && !b.open {
+		if b.tag == tag && !b.open {
 			h.q.ReleaseBuffer(b.buf)
 			continue
 		}
@@ -488,13 +522,12 @@ type quarantined struct {
 	lateWrite *Member
 }
 
-// heldBuf is a buffer request seq of tag left (Rebuffer, or Complete
-// after giving up an operation): an operation given up may still use it.
-// It is freed once the request has completed (open false) and all of
-// its operations given up have come back.
+// heldBuf is a buffer a request of tag left (Rebuffer, or Complete after
+// giving up an operation): an operation given up may still use it. It is
+// freed once the request has completed (open false) and no operation of
+// tag given up is out.
 type heldBuf struct {
 	tag  uint16
-	seq  uint16
 	buf  int
 	open bool
 }
@@ -530,7 +563,6 @@ func (h *queue) Abandon(tag uint16, op engine.OpID, io engine.MemberIO) bool {
 		}
 		h.spare[tag] = sp
 	}
-	h.seq[tag] = op.Seq()
 	// The device it went to, which the role may no longer hold.
 	m := h.sentTo(tag, op, io)
 	key := lateBegin(m)
@@ -570,7 +602,7 @@ func (h *queue) Stale(tag uint16, op engine.OpID) {
 		if q.lateWrite != nil {
 			q.lateWrite.lateWrites.Add(-1)
 		}
-		h.releaseHeld(tag, op.Seq())
+		h.releaseHeld(tag)
 		return
 	}
 }

@@ -65,7 +65,10 @@ func (a *Array) markUnsynced(sector uint64, sectors uint32) {
 // differ between the copies; a resync makes them equal (md syncs a new
 // array, and the space a grow adds, instead), so that a clean region's
 // copies are equal throughout and check finds no difference. Reads are not
-// redirected meanwhile: the written data is equal on every copy.
+// redirected meanwhile: the written data is equal on every copy. For a
+// parity array the same: the write makes only the stripes it writes
+// consistent, the region's other stripes keep whatever parity the members
+// held (parityUntrusted until the resync recomputes it).
 func (a *Array) markFill(r int) {
 	if a.sync == nil {
 		return

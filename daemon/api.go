@@ -31,8 +31,12 @@ type AddRequest struct {
 	Members []string `json:"members"`
 	// Level is "0", "1" or "10" ("raid0", "raid1", "raid10" accepted) for a
 	// new array; "" only assembles (the members must carry superblocks).
+	// "5" and "6" ("raid5", "raid6") are validated (members, layout,
+	// chunk) and then refused: not served yet (array.ErrParityNotServed).
 	Level string `json:"level,omitempty"`
-	// Layout is the raid10 layout: n2 (default), f2, o2, n3, f3, o3.
+	// Layout is the raid10 layout: n2 (default), f2, o2, n3, f3, o3; or
+	// the raid5/6 layout: left-symmetric (ls, default), right-symmetric
+	// (rs), left-asymmetric (la), right-asymmetric (ra).
 	Layout string `json:"layout,omitempty"`
 	// ChunkBytes is the chunk size of a new array: a power of two from
 	// 4 KiB to 64 MiB; 0 (or absent) means 512 KiB.
@@ -220,19 +224,32 @@ func (r AddRequest) spec() (array.CreateSpec, *FieldError) {
 		s.Level = engine.Level1
 	case "10", "raid10":
 		s.Level = engine.Level10
+	case "5", "raid5":
+		s.Level = engine.Level5
+	case "6", "raid6":
+		s.Level = engine.Level6
 	default:
-		return s, fieldErr("level", strconv.Quote(r.Level), "want 0, 1 or 10")
+		return s, fieldErr("level", strconv.Quote(r.Level), "want 0, 1, 5, 6 or 10")
 	}
-	if r.Layout != "" {
-		if s.Level != engine.Level10 {
-			return s, fieldErr("layout", strconv.Quote(r.Layout), "is for raid10 only")
+	parity := engine.IsParityLevel(s.Level)
+	switch {
+	case r.Layout != "" && parity:
+		l, err := engine.ParseParityLayout(r.Layout)
+		if err != nil {
+			return s, &FieldError{Field: "layout", Value: strconv.Quote(r.Layout), Err: err}
 		}
+		s.ParityLayout = l
+	case r.Layout != "" && s.Level == engine.Level10:
 		l, err := engine.ParseLayout(r.Layout)
 		if err != nil {
 			return s, &FieldError{Field: "layout", Value: strconv.Quote(r.Layout), Err: err}
 		}
 		s.Layout = l
-	} else if s.Level == engine.Level10 {
+	case r.Layout != "":
+		return s, fieldErr("layout", strconv.Quote(r.Layout), "is for raid5, raid6 and raid10 only")
+	case parity:
+		s.ParityLayout = engine.LeftSymmetric // md's default
+	case s.Level == engine.Level10:
 		s.Layout = engine.LayoutN2
 	}
 	chunk := r.ChunkBytes
@@ -243,7 +260,13 @@ func (r AddRequest) spec() (array.CreateSpec, *FieldError) {
 		return s, fieldErr("chunk_bytes", strconv.FormatUint(r.ChunkBytes, 10), "must be a power of two from 4K to 64M")
 	}
 	s.ChunkSectors = chunk >> 9
-	if s.Level >= 0 {
+	if parity {
+		g := engine.ParityGeometry{Level: s.Level, Members: len(r.Members), Layout: s.ParityLayout, ChunkSectors: s.ChunkSectors,
+			MemberSectors: engine.MaxMemberSectors}
+		if err := g.Validate(); err != nil {
+			return s, &FieldError{Field: "members", Err: err}
+		}
+	} else if s.Level >= 0 {
 		g := engine.Geometry{Level: s.Level, Members: len(r.Members), Layout: s.Layout, ChunkSectors: s.ChunkSectors,
 			MemberSectors: engine.MaxMemberSectors}
 		if err := g.Validate(); err != nil {
@@ -295,6 +318,9 @@ func (r AddRequest) spec() (array.CreateSpec, *FieldError) {
 		if s.Level == engine.Level0 {
 			return s, fieldErr("write_mostly", "", "raid0 has a single copy of everything")
 		}
+		if parity {
+			return s, fieldErr("write_mostly", "", "%s reads every member's own chunks: no member can be read less", s.Level)
+		}
 	}
 	s.WriteMostly = r.WriteMostly
 	s.NoBitmap, s.AssumeClean = r.NoBitmap, r.AssumeClean
@@ -322,6 +348,11 @@ func (r AddRequest) spec() (array.CreateSpec, *FieldError) {
 		return s, fieldErr("depth", strconv.Itoa(r.Depth), "must be 0..4096")
 	case r.MaxIOBytes < 0 || r.MaxIOBytes%4096 != 0 || r.MaxIOBytes > 32<<20:
 		return s, fieldErr("max_io_bytes", strconv.Itoa(r.MaxIOBytes), "must be a multiple of 4K up to 32M")
+	}
+	if parity {
+		// Everything else about the request is checked (so its other
+		// mistakes are told first); the level itself cannot be served.
+		return s, &FieldError{Field: "level", Value: strconv.Quote(r.Level), Err: array.ErrParityNotServed}
 	}
 	return s, nil
 }

@@ -9,9 +9,11 @@ import (
 	"os"
 	"path/filepath"
 	"reflect"
+	"strconv"
 	"strings"
 	"testing"
 
+	"github.com/ublk-raid/ublk-raid/array"
 	"github.com/ublk-raid/ublk-raid/daemon"
 	"github.com/ublk-raid/ublk-raid/daemon/daemontest"
 )
@@ -227,6 +229,11 @@ func TestSpecFieldErrors(t *testing.T) {
 		{Level: "1", Members: two, BitmapRegionBytes: 3 << 20},
 		{Level: "1", Members: two, SyncMinBytes: 10, SyncMaxBytes: 1},
 		{Level: "1", Members: []string{"/dev/a\n", "/dev/b"}},
+		{Level: "5", Members: two}, {Level: "6", Members: []string{"/dev/a", "/dev/b", "/dev/c"}},
+		{Level: "5", Layout: "n2", Members: []string{"/dev/a", "/dev/b", "/dev/c"}},
+		{Level: "10", Layout: "ls", Members: two}, {Level: "1", Layout: "ls", Members: two},
+		{Level: "5", Members: []string{"/dev/a", "/dev/b", "/dev/c"}, WriteMostly: two[:1]},
+		{Level: "6", Members: []string{"/dev/a", "/dev/b", "/dev/c", "/dev/d"}},
 	} {
 		_, err := req.Spec()
 		var fe *daemon.FieldError
@@ -247,5 +254,48 @@ func TestAPIZeroIsDefault(t *testing.T) {
 	s, err := daemon.AddRequest{Level: "1", Members: []string{"/dev/a", "/dev/b"}}.Spec()
 	if err != nil || s.RegionSectors != 0 || s.ChunkSectors != 1024 {
 		t.Fatalf("defaults: %+v %v", s, err)
+	}
+}
+
+// raid5/6 requests are validated as the other levels' (members by level,
+// layouts of the level, chunk) and then refused, naming the field at
+// fault: a valid one as not served yet.
+func TestAddRequestParity(t *testing.T) {
+	m := func(n int) []string {
+		var out []string
+		for i := range n {
+			out = append(out, "/dev/vd"+strconv.Itoa(i))
+		}
+		return out
+	}
+	for _, tc := range []struct {
+		req         daemon.AddRequest
+		field, want string
+	}{
+		{daemon.AddRequest{Level: "5", Members: m(2)}, "members", "raid5 needs 3 to 64 members, not 2"},
+		{daemon.AddRequest{Level: "raid6", Members: m(3)}, "members", "raid6 needs 4 to 64 members, not 3"},
+		{daemon.AddRequest{Level: "5", Layout: "n2", Members: m(3)}, "layout", `invalid raid5/6 layout "n2"`},
+		{daemon.AddRequest{Level: "6", Layout: "left", Members: m(4)}, "layout", `invalid raid5/6 layout "left"`},
+		{daemon.AddRequest{Level: "10", Layout: "ls", Members: m(4)}, "layout", `invalid raid10 layout "ls"`},
+		{daemon.AddRequest{Level: "0", Layout: "ra", Members: m(4)}, "layout", "is for raid5, raid6 and raid10 only"},
+		{daemon.AddRequest{Level: "5", ChunkBytes: 3000, Members: m(3)}, "chunk_bytes", "power of two"},
+		{daemon.AddRequest{Level: "6", ChunkBytes: 128 << 20, Members: m(4)}, "chunk_bytes", "power of two"},
+		{daemon.AddRequest{Level: "5", Members: m(3), WriteMostly: m(1)}, "write_mostly", "raid5 reads every member"},
+		{daemon.AddRequest{Level: "5", Members: m(3), Depth: 5000}, "depth", "0..4096"},
+		{daemon.AddRequest{Level: "5", Members: m(3)}, "level", "raid5/6 arrays are not served yet"},
+		{daemon.AddRequest{Level: "6", Layout: "right-asymmetric", Members: m(4), Spares: []string{"/dev/sdz"}}, "level", "not served yet"},
+		{daemon.AddRequest{Level: "raid5", Layout: "la", Members: m(64)}, "level", "not served yet"},
+		{daemon.AddRequest{Level: "5", Members: m(65)}, "members", "raid5 needs 3 to 64 members, not 65"},
+	} {
+		_, err := tc.req.Spec()
+		var fe *daemon.FieldError
+		if !errors.As(err, &fe) || fe.Field != tc.field || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("%+v: %v, want a FieldError on %s with %q", tc.req, err, tc.field, tc.want)
+		}
+	}
+	for _, l := range []string{"ls", "rs", "la", "ra", "left-symmetric", "right-symmetric", "left-asymmetric", "right-asymmetric"} {
+		if _, err := (daemon.AddRequest{Level: "6", Layout: l, Members: m(4)}).Spec(); !errors.Is(err, array.ErrParityNotServed) {
+			t.Errorf("raid6 layout %s: %v, want only the not-served refusal", l, err)
+		}
 	}
 }

@@ -492,9 +492,9 @@ func (m *Manager) Add(_ context.Context, req AddRequest) (Array, error) {
 	if err != nil {
 		return Array{}, Refused(err)
 	}
-	if spec.Level >= 0 && !a.Created && a.Engine.Geo.Level != spec.Level {
+	if spec.Level >= 0 && !a.Created && a.Engine.Level() != spec.Level {
 		a.Close()
-		return Array{}, Refused(fmt.Errorf("the members hold a %s array; level %d would create a new one: wipe them first", a.Engine.Geo.Level, spec.Level))
+		return Array{}, Refused(fmt.Errorf("the members hold a %s array; level %d would create a new one: wipe them first", a.Engine.Level(), spec.Level))
 	}
 	created, warnings := a.Created, a.Warnings
 	s, err := m.start(a, n, m.config(n, req.Queues, req.Depth, req.MaxIOBytes), false)
@@ -750,7 +750,7 @@ func (m *Manager) Detail(n int) (Array, error) {
 
 // role resolves a member given as a role number or a path.
 func role(s *served, member string) (int, error) {
-	disks := s.a.Engine.Geo.Members
+	disks := s.a.Engine.MemberCount()
 	if r, err := strconv.Atoi(member); err == nil {
 		if r < 0 || r >= disks {
 			return 0, fmt.Errorf("role %d: %s has roles 0..%d: %w", r, DevicePath(s.n), disks-1, ErrNotFound)

@@ -52,7 +52,7 @@ type RoleAssignment struct {
 type Assembly struct {
 	UUID          [16]byte
 	Name          string
-	Level, Layout uint32 // as in the superblock: 0, 1, 10; md's layout number
+	Level, Layout uint32 // as in the superblock: 0, 1, 5, 6, 10; md's layout number
 	ChunkSectors  uint32
 	Members       int   // member count (raid disks); len(Roles)
 	CreateTime    int64 // Unix nanoseconds
@@ -77,8 +77,9 @@ type Assembly struct {
 	// Degraded is true when a role is not active.
 	Degraded bool
 	// Failed is true when the array certainly cannot serve data: no role
-	// is active, a RAID 0 role is not active, or a RAID 10 has fewer
-	// active roles than members/copies. Otherwise the engine decides with
+	// is active, a RAID 0 role is not active, a RAID 10 has fewer
+	// active roles than members/copies, or a RAID 5 (6) has more than one
+	// (two) roles not active. Otherwise the engine decides with
 	// the geometry (which roles hold copies of which chunks) whether the
 	// active roles cover the array.
 	Failed bool
@@ -110,6 +111,10 @@ var (
 	// ErrFailedMember: the only members with current data are recorded
 	// as failed by their own superblocks; Force starts from them anyway.
 	ErrFailedMember = errors.New("member recorded as failed")
+	// ErrDirtyDegraded: a raid5/6 array that was not stopped cleanly is
+	// degraded (md's "cannot start dirty degraded array"); Force starts
+	// it anyway.
+	ErrDirtyDegraded = errors.New("dirty degraded array")
 )
 
 // AssembleOptions changes Assemble's rules.
@@ -119,6 +124,8 @@ type AssembleOptions struct {
 	// failed: the freshest is authoritative (its own role active), and
 	// every other member given that the freshest table does not trust in
 	// its role is put back in it for a full rebuild (RoleAssignment.Forced).
+	// It also starts a raid5/6 array that is dirty and degraded
+	// (ErrDirtyDegraded), as mdadm --force does.
 	Force bool
 }
 
@@ -394,6 +401,12 @@ func AssembleWith(ms []MemberSB, opt AssembleOptions) (*Assembly, error) {
 			a.Failed = a.ActiveRoles*copies < a.Members
 		}
 	}
+	if IsParityLevel(Level(a.Level)) {
+		a.Failed = parityFailed(Level(a.Level), a.Members, a.ActiveRoles)
+		if err := checkDirtyDegraded(a, opt); err != nil {
+			return nil, err
+		}
+	}
 	return a, nil
 }
 
@@ -523,7 +536,7 @@ func roleDesc(e RoleEntry) string {
 // ArraySpec describes a new array for NewSuperblocks.
 type ArraySpec struct {
 	Name          string
-	Level, Layout uint32 // 0, 1 or 10; md's layout number (Layout.MD)
+	Level, Layout uint32 // 0, 1, 5, 6 or 10; md's layout number (Layout.MD, ParityLayout)
 	ChunkSectors  uint32
 	// MemberBytes are the sizes of the members' devices in bytes, in role
 	// order; their number is the member count.

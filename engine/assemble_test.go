@@ -210,7 +210,7 @@ func TestNewSuperblocksRejects(t *testing.T) {
 		{"huge bitmap", ArraySpec{Level: 1, MemberBytes: []uint64{asmGiB}, BitmapBytes: 1 << 63}, "too large"},
 		{"bitmap too big for member", ArraySpec{Level: 1, MemberBytes: []uint64{asmGiB}, BitmapBytes: asmGiB}, "too small"},
 		{"raid0 spare", ArraySpec{Level: 0, ChunkSectors: 8, MemberBytes: []uint64{asmGiB, asmGiB}, SpareBytes: []uint64{asmGiB}}, "spare in a RAID 0 array"},
-		{"level 5", ArraySpec{Level: 5, ChunkSectors: 8, MemberBytes: []uint64{asmGiB, asmGiB}}, "RAID level 5"},
+		{"level 4", ArraySpec{Level: 4, ChunkSectors: 8, MemberBytes: []uint64{asmGiB, asmGiB}}, "RAID level 4"},
 		{"bad chunk", ArraySpec{Level: 10, Layout: 0x102, ChunkSectors: 12, MemberBytes: []uint64{asmGiB, asmGiB}}, "chunk of 12 sectors"},
 		{"bad name", ArraySpec{Level: 1, Name: strings.Repeat("x", 33), MemberBytes: []uint64{asmGiB}}, "longer than 32"},
 	} {

@@ -260,6 +260,9 @@ func (a *Array) coveredWithout(st *ArrayState, m int) bool {
 
 // MaxPlanIOs is the capacity a plan needs for requests of up to maxBytes.
 func (a *Array) MaxPlanIOs(maxBytes int) int {
+	if a.Parity != nil {
+		return a.Parity.maxPlanIOs(maxBytes)
+	}
 	pieces := 1
 	if a.Geo.Level != Level1 {
 		pieces = maxBytes/int(a.Geo.ChunkSectors<<9) + 2

@@ -42,17 +42,29 @@ package engine
 // only once the new state is durable: Backend.Persist, then Persisted
 // with its generation (PersistFailed fails the waiting requests).
 //
+// A member operation older than MemberTimeout is given up (Tick), as by
+// Executor: it counts as failed (its member fails, but not the last copy)
+// and the buffers it may still use are kept from the request's later
+// work until it comes back: the stripe buffer it was given is lent (the
+// request takes another; allocated on the worst day only), and a read
+// given up in the request's pages makes the next plan take other pages
+// (Backend.Rebuffer). An operation whose device left its role meanwhile
+// blames nobody (Backend.Departed).
+//
 // FLUSH goes to every writable member, as Executor's. DISCARD and
 // WRITE_ZEROES are refused with ErrParityUnsupported (EOPNOTSUPP: the
 // device must not advertise them yet; the kernel's zeroout falls back to
 // writing zeroes).
 //
-// Not done yet: the write-intent bitmap and the write barrier (no
-// IntentLog/WriteBarrier gating: no resync for parity exists to need
-// them), so no per-region parity trust either (Untrusted is the hook:
-// the caller says which stripes have never-written, garbage parity); the
-// write-hole log; member timeouts (Tick/Abandon: a hung member hangs its
-// requests); read repair (a bad sector of a data chunk fails its whole
+// Writes are gated by the write-intent bitmap (Intent) as Executor's:
+// StartWrite before the stripe lock, nothing issued until the regions are
+// durably dirty, EndWrite at the end.
+//
+// Not done yet: the write barrier (no WriteBarrier gating: no resync for
+// parity exists to need it); per-region parity trust from the bitmap
+// (Untrusted is the hook: the caller says which stripes have garbage
+// parity; see docs/raid56.md on why a region's state alone does not say
+// it for a stripe); the write-hole log; read repair (a bad sector of a data chunk fails its whole
 // member instead of being rewritten from the reconstruction; md rewrites
 // it); the Unsynced/bad-block record of a write that failed on a member
 // kept as the last copy (its stripe is then inconsistent: EIO is all the
@@ -70,6 +82,10 @@ import (
 	"fmt"
 	"math/bits"
 	"syscall"
+	"time"
+	"unsafe"
+
+	"github.com/ublk-raid/ublk-raid/bitmap"
 )
 
 // ErrParityUnsupported fails DISCARD and WRITE_ZEROES on a parity array:
@@ -80,6 +96,7 @@ type parityPhase uint8
 
 const (
 	parityIdle     parityPhase = iota
+	parityIntent               // a write waiting for its bitmap regions to be durably dirty
 	parityParked               // waiting for the stripe lock
 	parityHeld                 // planned, waiting for a failure to be durable before issue
 	parityReading              // pre-reads (or a read's reads) in flight
@@ -117,20 +134,40 @@ type parityReq struct {
 	locked  bool
 	first   uint64 // stripes first..last
 	last    uint64
-	segs    []paritySeg
-	ios     []MemberIO
-	data    [][]byte
-	failed  []bool
-	done    []bool
-	pending int
-	anyFail bool
-	slab    []byte // the stripe buffer
-	used    int
-	err     error
-	needGen uint64
+	// started: a write StartWrite'd on the bitmap (Intent), regions
+	// rfirst..rlast; EndWrite is due when it finishes.
+	started       bool
+	rfirst, rlast int
+	segs          []paritySeg
+	ios           []MemberIO
+	data          [][]byte
+	failed        []bool
+	done          []bool
+	times         []time.Duration // per ios entry: when it was submitted (Now)
+	hung          []bool          // per ios entry: past the timeout, not given up: its member was failed
+	pending       int
+	anyFail       bool
+	slab          []byte // the stripe buffer
+	used          int
+	err           error
+	needGen       uint64
 	// lastCopy: an operation failed on a member kept because failing it
 	// would lose a stripe.
 	lastCopy bool
+	// rebuffer: a read into the request's pages was given up and may
+	// still land there: the next plan takes another buffer first
+	// (Backend.Rebuffer).
+	rebuffer bool
+}
+
+// lentSlab is a stripe buffer an operation given up after the member
+// timeout may still use (a late read lands in it, a late write reads from
+// it): the request took another, and this one is reused only once every
+// such operation has come back.
+type lentSlab struct {
+	tag uint16
+	op  OpID
+	buf []byte
 }
 
 // alloc takes n bytes of the request's stripe buffer.
@@ -162,9 +199,34 @@ type ParityExecutor struct {
 	// MemberError, if set, is told of every failed member operation.
 	MemberError func(member int, kind IOKind, res int32)
 	// Untrusted, if set, reports whether stripe s's parity may be garbage
-	// (never written since the array was made): its writes are planned
-	// with parityTrusted false (RCW, lost data taken as zeroes).
+	// (never written since the array was made, or not resynced since):
+	// its writes are planned with parityTrusted false (never RMW; RCW,
+	// or Reconstruct when a member is lost).
 	Untrusted func(stripe uint64) bool
+	// Intent, if set, is the write-intent bitmap, as Executor's: a write
+	// calls StartWrite on the regions of the array sectors it writes
+	// before it takes its stripes, and nothing of it is planned or
+	// issued until they are durably dirty (StartWrite true, or Resume
+	// when the flusher hands its token, Token<<32 | tag, back;
+	// ResumeFailed if they could not be made so); EndWrite when it
+	// finishes, after its member writes completed and any member failure
+	// it caused is durable. A write changes the parity only of the
+	// stripes its sectors lie in, so a resync of a dirty region must
+	// recompute every stripe the region's sectors touch. Reads and
+	// flushes do not use it.
+	Intent IntentLog
+	// Token is this executor's high bits of bitmap tokens.
+	Token uint32
+	// Now and MemberTimeout, if set, give up member operations older than
+	// the timeout (Tick), as Executor's.
+	Now           func() time.Duration
+	MemberTimeout time.Duration
+
+	lent      []lentSlab // stripe buffers operations given up may still use
+	freeSlabs [][]byte   // stripe buffers they gave back
+	// given: operations given up whose results have not come back; no
+	// plan of their tag takes their OpID sequence (as Executor's).
+	given []givenUp
 }
 
 // NewParityExecutor makes the executor of queue (its waiter bit in lock)
@@ -183,12 +245,8 @@ func NewParityExecutor(arr *Array, be Backend, lock *StripeLock, queue, depth, m
 	nd := uint64(g.DataMembers())
 	cs := g.ChunkSectors
 	maxSectors := uint64(maxBytes+511) >> 9
-	stripes := maxSectors/(cs*nd) + 2
-	// A range within a stripe is at most 3 runs of rows (a partial first
-	// chunk, whole rows, a partial last chunk); each segment reads then
-	// writes at most every member once.
-	segs := 3 * stripes
-	ios := max(int(segs)*2*g.Members, g.Members)
+	segs := g.maxSegs(maxBytes)
+	ios := g.maxPlanIOs(maxBytes)
 	// The rows of a request's segments add up to at most its sectors,
 	// and to at most a chunk per stripe it touches (whole stripes hold
 	// nd sectors per row); each row needs at most a buffer per member
@@ -202,6 +260,8 @@ func NewParityExecutor(arr *Array, be Backend, lock *StripeLock, queue, depth, m
 		r.data = make([][]byte, 0, ios)
 		r.failed = make([]bool, 0, ios)
 		r.done = make([]bool, 0, ios)
+		r.times = make([]time.Duration, 0, ios)
+		r.hung = make([]bool, 0, ios)
 		r.slab = make([]byte, slab)
 	}
 	e.wsegs = make([]StripeSegment, 0, 2*nd+2)
@@ -210,6 +270,21 @@ func NewParityExecutor(arr *Array, be Backend, lock *StripeLock, queue, depth, m
 	e.parked = make([]uint16, 0, depth)
 	e.spare = make([]uint16, 0, depth)
 	return e, nil
+}
+
+// maxSegs is how many stripe segments a request of maxBytes may plan: a
+// range within a stripe is at most 3 runs of rows (a partial first chunk,
+// whole rows, a partial last chunk).
+func (g *ParityGeometry) maxSegs(maxBytes int) uint64 {
+	maxSectors := uint64(maxBytes+511) >> 9
+	stripes := maxSectors/(g.ChunkSectors*uint64(g.DataMembers())) + 2
+	return 3 * stripes
+}
+
+// maxPlanIOs is how many member operations a request of maxBytes may
+// plan: each segment reads then writes at most every member once.
+func (g *ParityGeometry) maxPlanIOs(maxBytes int) int {
+	return max(int(g.maxSegs(maxBytes))*2*g.Members, g.Members)
 }
 
 // Start begins request tag. buf holds the data of a write and receives the
@@ -221,7 +296,7 @@ func (e *ParityExecutor) Start(tag uint16, op ReqOp, sector uint64, sectors uint
 	}
 	r.op, r.sector, r.sectors, r.fua, r.buf = op, sector, sectors, fua, buf
 	r.active, r.locked, r.phase = true, false, parityIdle
-	r.err, r.needGen, r.lastCopy = nil, 0, false
+	r.err, r.needGen, r.lastCopy, r.rebuffer = nil, 0, false, false
 	switch op {
 	case ReqFlush:
 		e.flush(tag)
@@ -249,12 +324,49 @@ func (e *ParityExecutor) Start(tag uint16, op ReqOp, sector uint64, sectors uint
 	}
 	per := e.geo.ChunkSectors * uint64(e.geo.DataMembers())
 	r.first, r.last = sector/per, (sector+uint64(sectors)-1)/per
+	if op == ReqWrite && e.Intent != nil {
+		r.rfirst, r.rlast = e.Intent.Regions(sector, uint64(sectors))
+		r.started = true
+		if !e.Intent.StartWrite(r.rfirst, r.rlast, bitmap.Waiter(uint64(e.Token)<<32|uint64(tag))) {
+			r.phase = parityIntent
+			return
+		}
+	}
+	e.lockAndPlan(tag)
+}
+
+// lockAndPlan takes the request's stripes and plans it, or parks it
+// until the stripe lock wakes the queue.
+func (e *ParityExecutor) lockAndPlan(tag uint16) {
+	r := &e.reqs[tag]
 	if !e.tryLock(tag) {
 		r.phase = parityParked
 		e.parked = append(e.parked, tag)
 		return
 	}
 	e.plan(tag)
+}
+
+// Resume continues write tag whose bitmap token was released (its regions
+// are durably dirty now): it takes its stripes and is planned.
+func (e *ParityExecutor) Resume(tag uint16) {
+	r := &e.reqs[tag]
+	if !r.active || r.phase != parityIntent {
+		panic(fmt.Sprintf("engine: resume of parity request %d that is not waiting for the bitmap", tag))
+	}
+	r.phase = parityIdle
+	e.lockAndPlan(tag)
+}
+
+// ResumeFailed finishes write tag, whose bitmap token came back failed
+// (its regions could not be made durably dirty), with err: nothing of it
+// was issued.
+func (e *ParityExecutor) ResumeFailed(tag uint16, err error) {
+	r := &e.reqs[tag]
+	if !r.active || r.phase != parityIntent {
+		panic(fmt.Sprintf("engine: failed resume of parity request %d that is not waiting for the bitmap", tag))
+	}
+	e.finish(tag, err)
 }
 
 // tryLock takes the request's stripes, trying again at once when the
@@ -305,8 +417,8 @@ func (e *ParityExecutor) Parked() int { return len(e.parked) }
 
 // reset empties the request's plan for a new one.
 func (r *parityReq) reset() {
-	r.seq++
 	r.segs, r.ios, r.data, r.failed, r.done = r.segs[:0], r.ios[:0], r.data[:0], r.failed[:0], r.done[:0]
+	r.times, r.hung = r.times[:0], r.hung[:0]
 	r.used, r.anyFail, r.pending = 0, false, 0
 }
 
@@ -315,6 +427,13 @@ func (r *parityReq) reset() {
 func (e *ParityExecutor) plan(tag uint16) {
 	r := &e.reqs[tag]
 	r.reset()
+	r.seq = e.nextSeq(tag, r.seq)
+	if r.rebuffer {
+		// A read given up may still land in the request's pages: nothing
+		// more is read into them.
+		r.rebuffer = false
+		r.buf = e.be.Rebuffer(tag)
+	}
 	g := &e.geo
 	st := e.arr.State()
 	per := g.ChunkSectors * uint64(g.DataMembers())
@@ -446,6 +565,13 @@ func (e *ParityExecutor) submit(tag uint16, first int) {
 	for len(r.failed) < len(r.ios) {
 		r.failed = append(r.failed, false)
 		r.done = append(r.done, false)
+		r.hung = append(r.hung, false)
+	}
+	if e.Now != nil {
+		now := e.Now()
+		for len(r.times) < len(r.ios) {
+			r.times = append(r.times, now)
+		}
 	}
 	end := len(r.ios)
 	if first == end {
@@ -466,6 +592,8 @@ func (e *ParityExecutor) Done(tag uint16, id OpID, res int32) {
 	r := &e.reqs[tag]
 	i := id.Index()
 	if !r.active || id.seq() != r.seq || i >= len(r.ios) || r.done[i] {
+		e.returned(tag, id)
+		e.slabReturned(tag, id)
 		e.be.Stale(tag, id)
 		return
 	}
@@ -475,9 +603,12 @@ func (e *ParityExecutor) Done(tag uint16, id OpID, res int32) {
 	if io.Kind == IORead || io.Kind == IOWrite {
 		want = int32(io.Sectors) << 9
 	}
-	if res != want {
+	departed := e.be.Departed(tag, id, io)
+	if res != want || (departed && io.Kind != IORead) {
+		// (A write to a device that left its role counts for nothing,
+		// whatever its result: Backend.Departed.)
 		r.failed[i], r.anyFail = true, true
-		if e.MemberError != nil {
+		if e.MemberError != nil && !departed {
 			e.MemberError(int(io.Member), io.Kind, res)
 		}
 	}
@@ -487,11 +618,153 @@ func (e *ParityExecutor) Done(tag uint16, id OpID, res int32) {
 	}
 }
 
+// Tick gives up member operations older than MemberTimeout (queue thread,
+// every second or so), as Executor's: the member is failed (not the last
+// copy: the request then fails) and the request goes on as after an I/O
+// error (a read or pre-read is planned again around it, reconstructing
+// its chunk from the others). What it may still use is kept from reuse
+// until it comes back: its stripe buffer (the request takes another), the
+// request's pages (the backend's, see Backend.Abandon; a read given up
+// there makes the next plan take another buffer, Rebuffer).
+func (e *ParityExecutor) Tick() {
+	if e.MemberTimeout <= 0 || e.Now == nil {
+		return
+	}
+	now := e.Now()
+	for t := range e.reqs {
+		tag := uint16(t)
+		r := &e.reqs[t]
+		if !r.active || r.pending == 0 {
+			continue
+		}
+		for i := 0; i < len(r.ios) && i < len(r.times); i++ {
+			if r.done[i] || now-r.times[i] < e.MemberTimeout {
+				continue
+			}
+			io, id := r.ios[i], opID(r.seq, i)
+			departed := e.be.Departed(tag, id, io)
+			if !e.be.Abandon(tag, id, io) {
+				if io.Kind == IORead && !r.hung[i] && !departed {
+					// Waited for, but its member is failed now, so that
+					// later requests leave it alone.
+					r.hung[i] = true
+					if e.MemberError != nil {
+						e.MemberError(int(io.Member), io.Kind, -int32(errnoTimedOut))
+					}
+					e.arr.FailRedundant(int(io.Member))
+				}
+				continue
+			}
+			r.done[i], r.failed[i], r.anyFail = true, true, true
+			e.given = append(e.given, givenUp{tag: tag, id: id})
+			if e.MemberError != nil && !departed {
+				e.MemberError(int(io.Member), io.Kind, -int32(errnoTimedOut))
+			}
+			if d := r.data[i]; len(d) > 0 {
+				if e.lend(tag, id, r, d) {
+					// (in a stripe buffer)
+				} else if io.Kind == IORead {
+					r.rebuffer = true
+				}
+			}
+			r.pending--
+			if r.pending == 0 {
+				e.phaseDone(tag)
+				break
+			}
+		}
+	}
+}
+
+// lend keeps the stripe buffer d lies in from reuse until operation id of
+// tag comes back (returned); the request takes another if d lies in its
+// own. It reports false when d is not in a stripe buffer (the request's
+// pages).
+func (e *ParityExecutor) lend(tag uint16, id OpID, r *parityReq, d []byte) bool {
+	if within(d, r.slab) {
+		e.lent = append(e.lent, lentSlab{tag: tag, op: id, buf: r.slab})
+		n := len(r.slab)
+		r.slab = nil
+		for i, b := range e.freeSlabs {
+			if len(b) == n {
+				r.slab = b
+				e.freeSlabs = append(e.freeSlabs[:i], e.freeSlabs[i+1:]...)
+				break
+			}
+		}
+		if r.slab == nil {
+			r.slab = make([]byte, n) // the worst day only
+		}
+		return true
+	}
+	for _, l := range e.lent {
+		if l.tag == tag && within(d, l.buf) {
+			// A buffer the request left already (another operation of
+			// the same plan given up).
+			e.lent = append(e.lent, lentSlab{tag: tag, op: id, buf: l.buf})
+			return true
+		}
+	}
+	return false
+}
+
+// nextSeq is the OpID sequence of tag's next plan: the one after seq,
+// but none an operation of tag given up and still out carries (see
+// Executor.nextSeq).
+func (e *ParityExecutor) nextSeq(tag uint16, seq uint16) uint16 {
+	seq++
+	for i := 0; i < len(e.given); i++ {
+		if g := e.given[i]; g.tag == tag && g.id.seq() == seq {
+			seq++
+			i = -1
+		}
+	}
+	return seq
+}
+
+// returned forgets operation id of tag, given up, now that it came back.
+func (e *ParityExecutor) returned(tag uint16, id OpID) {
+	for i, g := range e.given {
+		if g.tag == tag && g.id == id {
+			e.given = append(e.given[:i], e.given[i+1:]...)
+			return
+		}
+	}
+}
+
+// slabReturned takes note that operation id of tag, given up, came back: a
+// stripe buffer no other such operation uses is free again.
+func (e *ParityExecutor) slabReturned(tag uint16, id OpID) {
+	for i, l := range e.lent {
+		if l.tag != tag || l.op != id {
+			continue
+		}
+		e.lent = append(e.lent[:i], e.lent[i+1:]...)
+		for _, o := range e.lent {
+			if unsafe.SliceData(o.buf) == unsafe.SliceData(l.buf) {
+				return
+			}
+		}
+		e.freeSlabs = append(e.freeSlabs, l.buf)
+		return
+	}
+}
+
+// within reports whether d lies in buf.
+func within(d, buf []byte) bool {
+	if len(d) == 0 || len(buf) == 0 {
+		return false
+	}
+	p := uintptr(unsafe.Pointer(unsafe.SliceData(d)))
+	b := uintptr(unsafe.Pointer(unsafe.SliceData(buf)))
+	return p >= b && p < b+uintptr(len(buf))
+}
+
 // phaseDone moves a request on once its operations have all finished.
 func (e *ParityExecutor) phaseDone(tag uint16) {
 	r := &e.reqs[tag]
 	if r.anyFail {
-		e.failMembers(r)
+		e.failMembers(tag, r)
 	}
 	switch r.phase {
 	case parityReading:
@@ -560,10 +833,17 @@ func (e *ParityExecutor) phaseDone(tag uint16) {
 }
 
 // failMembers fails the members of the request's failed operations (not
-// the last copy: see the contract).
-func (e *ParityExecutor) failMembers(r *parityReq) {
+// the last copy: see the contract), but for operations whose device has
+// left the role since (Backend.Departed): they blame nobody.
+func (e *ParityExecutor) failMembers(tag uint16, r *parityReq) {
 	for i, io := range r.ios {
 		if !r.failed[i] {
+			continue
+		}
+		if e.be.Departed(tag, opID(r.seq, i), io) {
+			// Acknowledged only once the role's drop is durable, as for
+			// a blamed failure (see Executor.Done).
+			r.needGen = max(r.needGen, e.arr.State().DropGen)
 			continue
 		}
 		st, _, out := e.arr.FailRedundant(int(io.Member))
@@ -603,8 +883,6 @@ func (e *ParityExecutor) compute(r *parityReq, s *paritySeg) error {
 		b := s.chunk[mem]
 		if s.want&(1<<uint(mem)) != 0 {
 			b = e.reqData(r, s, mem)
-		} else if s.mode == ParityRCW && s.missing&(1<<uint(mem)) != 0 {
-			clear(b) // old contents undefined: taken as zeroes
 		}
 		shards[s.m.Slot[mem]] = b
 	}
@@ -664,6 +942,7 @@ func (e *ParityExecutor) rebuild(s *paritySeg) error {
 func (e *ParityExecutor) flush(tag uint16) {
 	r := &e.reqs[tag]
 	r.reset()
+	r.seq = e.nextSeq(tag, r.seq)
 	st := e.arr.State()
 	var err error
 	r.ios, err = e.arr.PlanFlush(st, r.ios)
@@ -704,6 +983,10 @@ func (e *ParityExecutor) finish(tag uint16, err error) {
 	if r.locked {
 		r.locked = false
 		e.lock.Unlock(r.first, r.last, StripeToken(e.queue, tag))
+	}
+	if r.started {
+		r.started = false
+		e.Intent.EndWrite(r.rfirst, r.rlast)
 	}
 	e.be.Complete(tag, err)
 }

@@ -2,12 +2,14 @@ package engine
 
 import (
 	"bytes"
+	"crypto/subtle"
 	"errors"
 	"fmt"
 	"math/bits"
 	"runtime"
 	"syscall"
 	"testing"
+	"time"
 
 	"pgregory.net/rapid"
 )
@@ -50,6 +52,16 @@ type pWorld struct {
 	// durable.
 	failedOn []map[uint16]uint64
 	early    string
+	// intent, if set, is the executors' bitmap: a member write of a
+	// request waiting for it is an error (issued).
+	intent *pIntent
+	issued string
+	// Member timeouts: abandon lets the executor give operations up (they
+	// move to late); rebuf[q][tag] is the buffer a Rebuffer gave the
+	// request.
+	abandon bool
+	late    []pOp
+	rebuf   []map[uint16][]byte
 }
 
 // fataler is what the helpers need of *testing.T and *rapid.T.
@@ -66,6 +78,9 @@ type pBackend struct {
 
 func (b pBackend) Submit(tag uint16, op OpID, io MemberIO, data []byte) {
 	b.w.submits++
+	if b.w.intent != nil && b.w.intent.waiting(b.q, tag) && b.w.issued == "" {
+		b.w.issued = fmt.Sprintf("queue %d request %d issued %v to member %d while waiting for the bitmap", b.q, tag, io.Kind, io.Member)
+	}
 	b.w.pending = append(b.w.pending, pOp{b.q, tag, op, io, data})
 }
 
@@ -85,9 +100,36 @@ func (b pBackend) Complete(tag uint16, err error) {
 	delete(b.w.failedOn[b.q], tag)
 }
 
-func (b pBackend) Persist(st *ArrayState)               { b.w.asked = max(b.w.asked, st.Gen) }
-func (b pBackend) Abandon(uint16, OpID, MemberIO) bool  { return false }
-func (b pBackend) Rebuffer(uint16) []byte               { panic("no abandonment") }
+func (b pBackend) Persist(st *ArrayState) { b.w.asked = max(b.w.asked, st.Gen) }
+func (b pBackend) Abandon(tag uint16, op OpID, _ MemberIO) bool {
+	if !b.w.abandon {
+		return false
+	}
+	for i, o := range b.w.pending {
+		if o.q == b.q && o.tag == tag && o.op == op {
+			b.w.pending = append(b.w.pending[:i], b.w.pending[i+1:]...)
+			b.w.late = append(b.w.late, o)
+			return true
+		}
+	}
+	panic(fmt.Sprintf("Abandon of queue %d tag %d op %#x, which is not pending", b.q, tag, op))
+}
+
+func (b pBackend) Rebuffer(tag uint16) []byte {
+	if !b.w.abandon {
+		panic("no abandonment")
+	}
+	cur := b.w.execs[b.q].reqs[tag].buf
+	nb := bytes.Clone(cur)
+	if b.w.rebuf == nil {
+		b.w.rebuf = make([]map[uint16][]byte, len(b.w.execs))
+	}
+	if b.w.rebuf[b.q] == nil {
+		b.w.rebuf[b.q] = map[uint16][]byte{}
+	}
+	b.w.rebuf[b.q][tag] = nb
+	return nb
+}
 func (b pBackend) Stale(uint16, OpID)                   { b.w.stale++ }
 func (b pBackend) Departed(uint16, OpID, MemberIO) bool { return false }
 
@@ -293,6 +335,11 @@ func TestRaid56ExecutorModel(t *testing.T) {
 		w := newPWorld(t, g, queues, depth, maxSectors<<9)
 		size := g.ArraySectors()
 		ref := make([]byte, size<<9)
+		var bm *pIntent
+		if rapid.Bool().Draw(t, "bitmap") {
+			bm = newPIntent(w, uint64(rapid.SampledFrom([]int{8, 16, 64}).Draw(t, "region")))
+			bm.shared = true
+		}
 		inflight := make([][]*pInflight, queues)
 		bufs := make([][][]byte, queues)
 		for q := range inflight {
@@ -340,6 +387,12 @@ func TestRaid56ExecutorModel(t *testing.T) {
 		collect := func() {
 			if w.early != "" {
 				t.Fatal(w.early)
+			}
+			if w.issued != "" {
+				t.Fatal(w.issued)
+			}
+			if bm != nil && bm.problem != "" {
+				t.Fatal(bm.problem)
 			}
 			for q := range w.done {
 				for tag, err := range w.done[q] {
@@ -405,6 +458,12 @@ func TestRaid56ExecutorModel(t *testing.T) {
 						w.wake(q)
 					}
 				}
+				if bm != nil && len(bm.waiters) > 0 && rapid.Bool().Draw(t, "bitmap durable") {
+					bm.resume(rapid.IntRange(0, len(bm.waiters)-1).Draw(t, "waiter"))
+				}
+				if bm != nil && rapid.Bool().Draw(t, "clear idle") {
+					bm.clearIdle(rapid.IntRange(0, int(size/bm.regionSectors)).Draw(t, "region cleared"))
+				}
 			case 5: // a member dies
 				m := rapid.IntRange(0, g.Members-1).Draw(t, "kill")
 				if rapid.IntRange(0, 3).Draw(t, "really") == 0 && mayLose(m) {
@@ -416,7 +475,21 @@ func TestRaid56ExecutorModel(t *testing.T) {
 		}
 		w.failHook = nil
 		w.settle()
+		for bm != nil && len(bm.waiters) > 0 {
+			bm.resume(0)
+			w.settle()
+		}
 		collect()
+		if bm != nil {
+			for r, c := range bm.inFlight {
+				if c != 0 {
+					t.Fatalf("bitmap region %d: %d writes never ended", r, c)
+				}
+			}
+			if bm.starts != bm.ends {
+				t.Fatalf("bitmap: %d writes started, %d ended", bm.starts, bm.ends)
+			}
+		}
 		for q := range inflight {
 			for tag, f := range inflight[q] {
 				if f != nil {
@@ -636,14 +709,13 @@ func TestRaid56ExecutorUntrustedParity(t *testing.T) {
 	n := uint32(g.ArraySectors())
 	// Small writes to every stripe (RMW would be chosen over trusted
 	// parity): each leaves the rows it wrote consistent, with a member
-	// lost too (taken as zeroes).
+	// lost too (its rows as the old parity rebuilt them).
 	data := make([]byte, 2<<9)
 	per := g.ChunkSectors * uint64(g.DataMembers())
+	const lost = 2
 	for s := uint64(0); s < uint64(n); s += per {
 		if s == per {
-			// Its data counts as zeroes where it was never written.
-			clear(w.members[2].data)
-			w.arr.Fail(2)
+			w.arr.Fail(lost)
 			w.asked = w.arr.State().Gen
 			w.persist()
 		}
@@ -651,10 +723,73 @@ func TestRaid56ExecutorUntrustedParity(t *testing.T) {
 		if err := w.do(t, 0, ReqWrite, s+3, 2, data); err != nil {
 			t.Fatal(err)
 		}
+		if s >= per {
+			w.rebuildLost(t, s/per, 3, 5, lost)
+		}
 		w.rowsConsistent(t, s/per, 3, 5)
 		got := make([]byte, 2<<9)
 		if err := w.do(t, 0, ReqRead, s+3, 2, got); err != nil || !bytes.Equal(got, data) {
 			t.Fatalf("read back %d+2: %v", s+3, err)
+		}
+	}
+}
+
+// A stripe whose parity a write made right, in a region still untrusted
+// (the bitmap says it per region, not per stripe), keeps a lost member's
+// data through a later write to the stripe: it is rebuilt from the
+// parity, not taken as zeroes.
+func TestRaid56ExecutorUntrustedKeepsLostData(t *testing.T) {
+	for _, level := range []Level{Level5, Level6} {
+		g := raid56Geo(level, 5)
+		w := newPWorld(t, g, 1, 1, 64<<10)
+		for i, m := range w.members {
+			fill(m.data, uint64(200+i))
+		}
+		w.execs[0].Untrusted = func(uint64) bool { return true }
+		per := g.ChunkSectors * uint64(g.DataMembers())
+		stripe := make([]byte, per<<9)
+		fill(stripe, 7)
+		if err := w.do(t, 0, ReqWrite, per, uint32(per), stripe); err != nil { // stripe 1, whole: consistent
+			t.Fatal(err)
+		}
+		// Lose the member of stripe 1's data chunk 1, then write 2
+		// sectors of its chunk 0 only.
+		m := g.Stripe(1)
+		victim := int(m.Data[1])
+		w.arr.Fail(victim)
+		w.asked = w.arr.State().Gen
+		w.persist()
+		small := make([]byte, 2<<9)
+		fill(small, 8)
+		if err := w.do(t, 0, ReqWrite, per+1, 2, small); err != nil {
+			t.Fatal(err)
+		}
+		copy(stripe[1<<9:], small)
+		got := make([]byte, per<<9)
+		if err := w.do(t, 0, ReqRead, per, uint32(per), got); err != nil || !bytes.Equal(got, stripe) {
+			t.Fatalf("%s: stripe read back degraded: %v, equal %v (chunk 1 lost with member %d)", level, err, bytes.Equal(got, stripe), victim)
+		}
+	}
+}
+
+// rebuildLost puts into dead member mem's rows [lo, hi) of stripe s what
+// the stripe's P rebuilds there (if mem holds data in it), so that
+// rowsConsistent can check the rest against it.
+func (w *pWorld) rebuildLost(t fataler, s, lo, hi uint64, mem int) {
+	t.Helper()
+	g := w.g
+	m := g.Stripe(s)
+	if m.Slot[mem] < 0 {
+		return
+	}
+	rows := func(i int) []byte {
+		return w.members[i].data[(s*g.ChunkSectors+lo)<<9 : (s*g.ChunkSectors+hi)<<9]
+	}
+	out := rows(mem)
+	copy(out, rows(m.P))
+	for i := range g.Members {
+		if m.Slot[i] >= 0 && i != mem {
+			subtle.XORBytes(out, out, rows(i))
 		}
 	}
 }
@@ -933,5 +1068,216 @@ func TestRaid56ExecutorInlineBackend(t *testing.T) {
 	}
 	if s := w.arr.State().Members[2].State; s != MemberFaulty {
 		t.Fatalf("dead member %v", s)
+	}
+}
+
+// A member that stops answering is given up after MemberTimeout (Tick):
+// its member fails, a read is answered from the others' reconstruction
+// and a write goes on around it. What the late operation may still use
+// is kept from the request's later work: a late read landing in the
+// request's pages (after Rebuffer gave it others) or in its stripe buffer
+// (lent until it comes back) changes nothing the request reads or writes.
+func TestRaid56ExecutorMemberTimeout(t *testing.T) {
+	for _, level := range []Level{Level5, Level6} {
+		t.Run(level.String()+"/read", func(t *testing.T) {
+			g := raid56Geo(level, 5)
+			w := newPWorld(t, g, 1, 1, 64<<10)
+			n := uint32(g.ArraySectors())
+			data := make([]byte, n<<9)
+			fill(data, 7)
+			if err := w.do(t, 0, ReqWrite, 0, n, data); err != nil {
+				t.Fatal(err)
+			}
+			var now time.Duration
+			e := w.execs[0]
+			e.Now = func() time.Duration { return now }
+			e.MemberTimeout = 10 * time.Second
+			w.abandon = true
+			_, _, mem, _ := g.LocateData(9)
+			got := make([]byte, n<<9)
+			e.Start(0, ReqRead, 0, n, false, got)
+			w.deliverExcept(mem)
+			now = 11 * time.Second
+			e.Tick()
+			if len(w.late) == 0 {
+				t.Fatal("nothing given up")
+			}
+			if s := w.arr.State().Members[mem].State; s != MemberFaulty {
+				t.Fatalf("member %d past the timeout is %v", mem, s)
+			}
+			w.deliverExcept(-1)
+			w.landLate(t, 0xee) // the late reads land now, in the old pages
+			w.settle()
+			if err, ok := w.done[0][0]; !ok || err != nil {
+				t.Fatalf("read past the timeout: done %v, %v", ok, err)
+			}
+			buf := got
+			if w.rebuf != nil && w.rebuf[0][0] != nil {
+				buf = w.rebuf[0][0]
+			}
+			if !bytes.Equal(buf, data) {
+				t.Fatal("the read given up landed in the data the request answers with")
+			}
+		})
+		t.Run(level.String()+"/write", func(t *testing.T) {
+			g := raid56Geo(level, 5)
+			w := newPWorld(t, g, 1, 1, 64<<10)
+			n := uint32(g.ArraySectors())
+			old := make([]byte, n<<9)
+			fill(old, 8)
+			if err := w.do(t, 0, ReqWrite, 0, n, old); err != nil {
+				t.Fatal(err)
+			}
+			var now time.Duration
+			e := w.execs[0]
+			e.Now = func() time.Duration { return now }
+			e.MemberTimeout = 10 * time.Second
+			w.abandon = true
+			// Sectors 2..5 of data chunk 0 of stripe 0. raid5: an RMW,
+			// whose pre-read of the chunk's member (which hangs) goes into
+			// the stripe buffer; the new plan reads the other data into
+			// another. raid6: an RCW, whose P write (which hangs) is read
+			// from the stripe buffer.
+			_, _, hang, _ := g.LocateData(2)
+			if level == Level6 {
+				hang = g.Stripe(0).P
+			}
+			data := make([]byte, 4<<9)
+			fill(data, 9)
+			e.Start(0, ReqWrite, 2, 4, false, data)
+			w.deliverExcept(hang)
+			now = 11 * time.Second
+			e.Tick()
+			if len(w.late) != 1 || len(e.lent) != 1 {
+				t.Fatalf("given up %d, stripe buffers lent %d", len(w.late), len(e.lent))
+			}
+			w.persist() // the failure is durable
+			if level == Level5 {
+				// The new plan is issued: one of its pre-reads lands (in
+				// another stripe buffer), then the late one, in the
+				// buffer it was given.
+				if len(w.pending) < 2 {
+					t.Fatalf("the new plan issued %d operations", len(w.pending))
+				}
+				w.deliver(0)
+			}
+			w.landLate(t, 0xee)
+			w.settle()
+			if err, ok := w.done[0][0]; !ok || err != nil {
+				t.Fatalf("write past the timeout: done %v, %v", ok, err)
+			}
+			delete(w.done[0], 0)
+			if len(e.lent) != 0 || len(e.freeSlabs) != 1 {
+				t.Fatalf("after the late operation came back: lent %d, free %d", len(e.lent), len(e.freeSlabs))
+			}
+			copy(old[2<<9:], data) // (read back through the parity: the hung member failed)
+			got := make([]byte, n<<9)
+			if err := w.do(t, 0, ReqRead, 0, n, got); err != nil || !bytes.Equal(got, old) {
+				t.Fatalf("read back: %v, data right %v", err, bytes.Equal(got, old))
+			}
+		})
+	}
+}
+
+// deliverExcept delivers every pending operation but those on member mem.
+func (w *pWorld) deliverExcept(mem int) {
+	for i := 0; i < len(w.pending); {
+		if int(w.pending[i].io.Member) == mem {
+			i++
+			continue
+		}
+		w.deliver(i)
+	}
+}
+
+// landLate completes the operations given up: a read lands as bytes b in
+// the buffer it was given.
+func (w *pWorld) landLate(t *testing.T, b byte) {
+	t.Helper()
+	stale := w.stale
+	for _, o := range w.late {
+		res := int32(0)
+		if o.io.Kind == IORead || o.io.Kind == IOWrite {
+			res = int32(o.io.Sectors) << 9
+		}
+		if o.io.Kind == IORead {
+			for i := range o.data {
+				o.data[i] = b
+			}
+		}
+		w.execs[o.q].Done(o.tag, o.op, res)
+	}
+	if w.stale != stale+len(w.late) {
+		t.Fatalf("%d late results, %d reported stale", len(w.late), w.stale-stale)
+	}
+	w.late = nil
+}
+
+// A read given up in the request's pages whose request then fails (the
+// member is the last copy: not failed, ErrLastCopy) never plans again,
+// so its rebuffer flag must not outlive it: the next request of the tag
+// took no read given up and has no spare buffer reserved (the queue's
+// Rebuffer panics then).
+func TestRaid56ExecutorRebufferFlagOutlivesRequest(t *testing.T) {
+	g := raid56Geo(Level5, 3)
+	w := newPWorld(t, g, 1, 1, 64<<10)
+	data := make([]byte, 8<<9)
+	fill(data, 11)
+	if err := w.do(t, 0, ReqWrite, 0, 8, data); err != nil {
+		t.Fatal(err)
+	}
+	_, _, mem, _ := g.LocateData(0)
+	other := (mem + 1) % 3
+	w.arr.Fail(other)
+	w.asked = w.arr.State().Gen
+	w.persist()
+	var now time.Duration
+	e := w.execs[0]
+	e.Now = func() time.Duration { return now }
+	e.MemberTimeout = 10 * time.Second
+	w.abandon = true
+	got := make([]byte, 8<<9)
+	e.Start(0, ReqRead, 0, 8, false, got)
+	if len(w.pending) != 1 || int(w.pending[0].io.Member) != mem {
+		t.Fatalf("read planned as %+v", w.pending)
+	}
+	now = 11 * time.Second
+	e.Tick()
+	if err, ok := w.done[0][0]; !ok || !errors.Is(err, ErrLastCopy) {
+		t.Fatalf("read given up on the last copy: done %v, %v", ok, err)
+	}
+	delete(w.done[0], 0)
+	w.landLate(t, 0xee)
+	w.abandon = false // as the queue: no spare is reserved for the tag now
+	defer func() {
+		if p := recover(); p != nil {
+			t.Fatalf("next request of the tag: %v", p)
+		}
+	}()
+	got = make([]byte, 8<<9)
+	if err := w.do(t, 0, ReqRead, 0, 8, got); err != nil || !bytes.Equal(got, data) {
+		t.Fatalf("next read of the tag: %v, data right %v", err, bytes.Equal(got, data))
+	}
+}
+
+// A plan never takes the OpID sequence of an operation of its tag given
+// up and still out (the sequence is 16 bits and moves on with every
+// plan): only that tag's, and only while it is out.
+func TestRaid56ExecutorSkipsGivenUpSequences(t *testing.T) {
+	w := newPWorld(t, raid56Geo(Level5, 4), 1, 2, 64<<10)
+	e := w.execs[0]
+	e.given = []givenUp{{tag: 0, id: opID(5, 0)}, {tag: 0, id: opID(6, 2)}}
+	if got := e.nextSeq(0, 4); got != 7 {
+		t.Fatalf("tag 0 after 4: %d, want 7 (5 and 6 are out)", got)
+	}
+	if got := e.nextSeq(1, 4); got != 5 {
+		t.Fatalf("tag 1 after 4: %d, want 5 (tag 0's are not its)", got)
+	}
+	if got := e.nextSeq(0, 0xffff); got != 0 {
+		t.Fatalf("tag 0 after 0xffff: %d, want 0", got)
+	}
+	e.returned(0, opID(5, 0))
+	if got := e.nextSeq(0, 4); got != 5 {
+		t.Fatalf("tag 0 after 4 once 5's came back: %d, want 5", got)
 	}
 }

@@ -42,8 +42,7 @@ type StripeSegment struct {
 	// or not they can take it); Reads: the members to read first (old
 	// data and parity for RMW, the data not written for RCW, every
 	// readable member for Reconstruct); Missing: data members whose old
-	// data Reconstruct rebuilds, or (RCW over untrusted parity) that RCW
-	// takes as zeroes; Writes: the members to write (written data members
+	// data Reconstruct rebuilds; Writes: the members to write (written data members
 	// that can be written, and the parity members that can).
 	Written, Reads, Missing, Writes uint64
 }
@@ -60,13 +59,18 @@ var ErrStripeLost = errors.New("more members of the stripe are lost than its par
 // they leave possible (md always reconstruct-writes when a parity member
 // is lost; an RMW of the parity left is as right and reads less),
 // Reconstruct when neither is. parityTrusted false (a region never
-// written: its parity may be garbage) rules out RMW and Reconstruct, which
-// build on the old parity, as md forces RCW below its resync point; a lost
-// data member's old contents are then undefined too, and RCW takes them as
-// zeroes (Missing), which the new parity then stands for. (A region whose
-// parity is untrusted because a crash left it dirty, with a member lost,
-// is md's dirty degraded array: its lost data is gone, and the caller
-// should refuse it as md does without --force, not plan it.) A member is readable in the stripe when
+// written, or not resynced since: its parity may be garbage) rules out
+// RMW, which builds on the old parity, as md forces RCW below its resync
+// point; RCW makes the rows it writes consistent. When RCW cannot run (a
+// data member not written is lost) it is Reconstruct still: the lost
+// chunk rebuilt from garbage parity is garbage, no worse than the
+// never-written chunk it stands for, and the new parity is computed over
+// it, so the rows come out consistent; and where the stripe's parity was
+// right (written since, in a region whose state cannot say so per
+// stripe), the lost data is kept, which taking it as zeroes would destroy.
+// (A region whose parity is untrusted because a crash left it dirty, with
+// a member lost, is md's dirty degraded array: its lost data may be gone,
+// and assembly refuses it without force: ErrDirtyDegraded.) A member is readable in the stripe when
 // active, or rebuilding past the stripe's end; writable when active or
 // rebuilding.
 func (g ParityGeometry) PlanStripeWrite(st *ArrayState, sector uint64, sectors uint32, parityTrusted bool, segs []StripeSegment) ([]StripeSegment, error) {
@@ -193,10 +197,12 @@ func planSegment(lo, hi, written, data, parity, readable, writable uint64, parit
 		s.Mode, s.Reads = ParityRCW, rcw
 	case rmwOK:
 		s.Mode, s.Reads = ParityRMW, rmw
-	case !parityTrusted:
-		// Undefined old contents: the lost ones are taken as zeroes.
-		s.Mode, s.Reads, s.Missing = ParityRCW, rcw&readable, rcw&^readable
 	default:
+		// Over untrusted parity too: a lost chunk rebuilt from garbage
+		// parity is garbage, which is what an unwritten chunk holds
+		// anyway, and the new parity stands for it; where the parity is
+		// right after all (a stripe a write already made consistent in a
+		// region the bitmap cannot yet trust), the lost data is kept.
 		s.Mode = ParityReconstruct
 		s.Reads = (data | parity) & readable
 		s.Missing = data &^ readable

@@ -177,14 +177,6 @@ func (s *stripeSim) apply(t *rapid.T, seg StripeSegment, newData func(mem int) [
 					cur[sl] = shards[sl]
 				}
 			}
-		case ParityRCW:
-			// Missing in an RCW: old contents undefined (untrusted
-			// parity), taken as zeroes.
-			for sl := range nd {
-				if cur[sl] == nil && missing(sl) {
-					cur[sl] = make([]byte, n)
-				}
-			}
 		}
 		for sl := range nd {
 			if cur[sl] == nil {
@@ -219,7 +211,8 @@ func (s *stripeSim) apply(t *rapid.T, seg StripeSegment, newData func(mem int) [
 // the rows it writes on a rebuilding member right; with none lost, each
 // segment reads what md's rule picks. Over untrusted parity (garbage, as
 // in a never-written region) the rows the write covers come out
-// consistent, with lost unwritten data taken as zeroes.
+// consistent, never by RMW, with lost unwritten data as the old parity
+// rebuilds it.
 func TestPlanStripeWriteProperties(t *testing.T) {
 	rapid.Check(t, func(t *rapid.T) {
 		g := ParityGeometry{Level: rapid.SampledFrom([]Level{Level5, Level6}).Draw(t, "level"),
@@ -305,12 +298,15 @@ func TestPlanStripeWriteProperties(t *testing.T) {
 			t.Fatal(err)
 		}
 		// What the data should become: the write over the old data; with
-		// untrusted parity a lost member's unwritten data is zeroes.
+		// untrusted parity a lost member's unwritten data is what the old
+		// parity rebuilds (garbage, as the chunk it stands for), which the
+		// new parity must then stand for.
+		pre := s.logical(t)
 		want := make([][]byte, g.DataMembers())
 		for d := range want {
 			want[d] = append([]byte(nil), before[d]...)
 			if !trusted && s.readable&(1<<uint(s.m.Data[d])) == 0 {
-				clear(want[d])
+				want[d] = pre[d]
 			}
 		}
 		newBytes := make([]byte, n*simSector)
@@ -356,8 +352,11 @@ func TestPlanStripeWriteProperties(t *testing.T) {
 					t.Fatalf("segment %+v: %v reading %d; md reads %d with %v", seg, seg.Mode, bits.OnesCount64(seg.Reads), wantReads, wantMode)
 				}
 			}
-			if !trusted && (seg.Mode == ParityRMW || seg.Mode == ParityReconstruct) {
-				t.Fatalf("segment %+v builds on untrusted parity", seg)
+			if !trusted && seg.Mode == ParityRMW {
+				t.Fatalf("segment %+v updates untrusted parity", seg)
+			}
+			if !trusted && seg.Mode == ParityReconstruct && seg.Missing == 0 {
+				t.Fatalf("segment %+v reconstructs over untrusted parity with nothing lost", seg)
 			}
 			s.apply(t, seg, newData)
 		}

@@ -37,10 +37,11 @@ import (
 //	     8     4  format version (1)
 //	    12     4  checksum: CRC-32C (Castagnoli) of the 4096 bytes with this field zero
 //	    16     4  flags: bit 0 clean (the array was stopped cleanly); other bits zero
-//	    20     4  RAID level: 0, 1 or 10
-//	    24     4  layout, md's encoding: 0 for RAID 0 and 1; RAID 10: near | far<<8 | offset<<16
+//	    20     4  RAID level: 0, 1, 5, 6 or 10
+//	    24     4  layout, md's encoding: 0 for RAID 0 and 1; RAID 10: near | far<<8 | offset<<16;
+//	              RAID 5 and 6: md's algorithm, 0..3 (ParityLayout)
 //	    28     4  chunk size in sectors (a power of two >= 8; RAID 1 may have 0)
-//	    32     4  member count (raid disks), 1..64
+//	    32     4  member count (raid disks), 1..64 (RAID 5: at least 3, RAID 6: at least 4)
 //	    36     4  this member's role: 0..members-1, or 0xffffffff for a spare
 //	    40    16  array UUID
 //	    56    16  this member's UUID
@@ -199,10 +200,11 @@ type RoleEntry struct {
 type Superblock struct {
 	ArrayUUID [16]byte
 	Name      string // up to ArrayNameMax bytes of UTF-8, no control characters, no '/'
-	// Level is the RAID level: 0, 1 or 10.
+	// Level is the RAID level: 0, 1, 5, 6 or 10.
 	Level uint32
 	// Layout is md's layout number: 0 for RAID 0 and 1, near | far<<8 |
-	// offset<<16 for RAID 10 (Layout.MD; layout version 0).
+	// offset<<16 for RAID 10 (Layout.MD; layout version 0), md's
+	// algorithm 0..3 for RAID 5 and 6 (ParityLayout).
 	Layout       uint32
 	ChunkSectors uint32
 	Members      uint32 // raid disks: the number of roles
@@ -529,6 +531,10 @@ func (sb *Superblock) validate() error {
 		if sb.Layout != 0 {
 			return fmt.Errorf("RAID %d layout %#x is not 0", sb.Level, sb.Layout)
 		}
+	case uint32(Level5), uint32(Level6):
+		if err := validateParityFields(sb.Level, sb.Layout, sb.Members); err != nil {
+			return err
+		}
 	case 10:
 		copies, err := raid10Copies(sb.Layout)
 		if err != nil {
@@ -538,7 +544,7 @@ func (sb *Superblock) validate() error {
 			return fmt.Errorf("RAID 10 layout %#x has %d copies but only %d members", sb.Layout, copies, sb.Members)
 		}
 	default:
-		return fmt.Errorf("RAID level %d is not 0, 1 or 10", sb.Level)
+		return fmt.Errorf("RAID level %d is not 0, 1, 5, 6 or 10", sb.Level)
 	}
 	c := sb.ChunkSectors
 	if !(c == 0 && sb.Level == 1) && (c < sbMinChunk || c&(c-1) != 0) {

@@ -222,7 +222,21 @@ func TestParseSuperblockRejects(t *testing.T) {
 		{name: "zero member UUID", sb: func(sb *Superblock) { sb.MemberUUID = [16]byte{} }, want: "member UUID is zero"},
 		{name: "no members", sb: func(sb *Superblock) { sb.Members = 0 }, want: "member count 0"},
 		{name: "65 members", sb: func(sb *Superblock) { sb.Members = 65 }, want: "member count 65"},
-		{name: "level 5", sb: func(sb *Superblock) { sb.Level = 5 }, want: "RAID level 5"},
+		{name: "level 4", sb: func(sb *Superblock) { sb.Level = 4; sb.Layout = 0 }, want: "RAID level 4 is not 0, 1, 5, 6 or 10"},
+		{name: "level 7", sb: func(sb *Superblock) { sb.Level = 7; sb.Layout = 0 }, want: "RAID level 7"},
+		{name: "raid5 layout 4", sb: func(sb *Superblock) { sb.Level, sb.Layout = 5, 4 }, want: "RAID 5 layout 0x4 is not one of md's four"},
+		{name: "raid6 layout 0x102", sb: func(sb *Superblock) { sb.Level = 6 }, want: "RAID 6 layout 0x102"},
+		{name: "raid6 md restart layout", sb: func(sb *Superblock) { sb.Level, sb.Layout = 6, 16 }, want: "RAID 6 layout 0x10"},
+		{name: "raid5 layout huge", sb: func(sb *Superblock) { sb.Level, sb.Layout = 5, math.MaxUint32 }, want: "RAID 5 layout 0xffffffff"},
+		{name: "raid5 chunk zero", sb: func(sb *Superblock) { sb.Level, sb.Layout, sb.ChunkSectors = 5, 2, 0 }, want: "chunk of 0 sectors"},
+		{name: "raid5 two members", sb: func(sb *Superblock) {
+			sb.Level, sb.Layout, sb.Members = 5, 2, 2
+			sb.Roles[2], sb.Roles[3] = RoleEntry{State: RoleSpare, Member: sbUUID(0xc2)}, RoleEntry{}
+		}, want: "RAID 5 with 2 members: it needs at least 3"},
+		{name: "raid6 three members", sb: func(sb *Superblock) {
+			sb.Level, sb.Layout, sb.Members = 6, 2, 3
+			sb.Roles[3] = RoleEntry{}
+		}, want: "RAID 6 with 3 members: it needs at least 4"},
 		{name: "raid1 layout", sb: func(sb *Superblock) { sb.Level = 1; sb.Layout = 0x102 }, want: "RAID 1 layout 0x102"},
 		{name: "raid0 layout", sb: func(sb *Superblock) { sb.Level = 0; sb.Layout = 2 }, want: "RAID 0 layout 0x2"},
 		{name: "raid10 one copy", sb: func(sb *Superblock) { sb.Layout = 0x101 }, want: "need at least 2 copies"},
@@ -362,6 +376,14 @@ func TestParseSuperblockAccepts(t *testing.T) {
 			sb.Roles = [RoleTableSize]RoleEntry{{State: RoleActive, Member: sb.MemberUUID}}
 		}},
 		{"raid10 o3", func(sb *Superblock) { sb.Layout = 0x10301 }},
+		{"raid5 left-asymmetric", func(sb *Superblock) { sb.Level, sb.Layout = 5, 0 }},
+		{"raid5 right-symmetric", func(sb *Superblock) { sb.Level, sb.Layout = 5, 3 }},
+		{"raid5 three members", func(sb *Superblock) {
+			sb.Level, sb.Layout, sb.Members = 5, 2, 3
+			sb.Roles[3] = RoleEntry{}
+		}},
+		{"raid6 left-symmetric", func(sb *Superblock) { sb.Level, sb.Layout = 6, 2 }},
+		{"raid6 right-asymmetric smallest chunk", func(sb *Superblock) { sb.Level, sb.Layout, sb.ChunkSectors = 6, 1, 8 }},
 		{"64 members", func(sb *Superblock) {
 			sb.Members = 64
 			for i := 4; i < 64; i++ {

@@ -247,9 +247,10 @@ type run struct {
 	bufs    [][]byte // one per copy (check, repair); bufs[0] otherwise
 	unitBuf []byte   // one retry unit (readOne)
 	locs    [engine.MaxCopies]engine.Location
-	written uint64    // members written since the last flush
-	flushed time.Time // when
-	durable uint64    // position reached at the last flush
+	par     *parityRun // raid5/6 (parity.go); nil for copies
+	written uint64     // members written since the last flush
+	flushed time.Time  // when
+	durable uint64     // position reached at the last flush
 	thr     throttle
 	res     Result
 	// since is each rebuild target's MemberStatus.Since when the job
@@ -266,30 +267,19 @@ func (s *Syncer) Run(ctx context.Context, job Job) (Result, error) {
 		return Result{}, ErrBusy
 	}
 	defer s.running.Store(false)
-	g := s.arr.Geo
-	r := &run{Syncer: s, ctx: ctx, job: job, g: g, res: Result{Kind: job.Kind, Start: job.Start}}
-	if g.Level == engine.Level0 {
-		return r.res, ErrNoRedundancy
+	r := &run{Syncer: s, ctx: ctx, job: job, g: s.arr.Geo, res: Result{Kind: job.Kind, Start: job.Start}}
+	var total uint64
+	var err error
+	if s.arr.Parity != nil {
+		total, err = r.setupParity()
+	} else {
+		total, err = r.setupCopies()
 	}
-	total := g.ArraySectors()
-	switch job.Kind {
-	case Rebuild:
-		total = g.MemberSectors
-		if len(job.Targets) == 0 {
-			return r.res, errors.New("rebuild: no target member")
-		}
-		for i, t := range job.Targets {
-			if t < 0 || t >= g.Members || slices.Contains(job.Targets[:i], t) {
-				return r.res, fmt.Errorf("rebuild: invalid target list %v for %d members", job.Targets, g.Members)
-			}
-		}
-	case Resync, Check, Repair:
-		if len(job.Targets) != 0 {
-			return r.res, fmt.Errorf("%s takes no targets", job.Kind)
-		}
-	default:
-		return r.res, fmt.Errorf("unknown sync job kind %d", int(job.Kind))
+	if err != nil {
+		return r.res, err
 	}
+	job = r.job // (a parity job's start is rounded down to its stripe)
+	r.res.Start = job.Start
 	if job.Start > total {
 		return r.res, fmt.Errorf("%s: start %d is beyond the end (%d)", job.Kind, job.Start, total)
 	}
@@ -299,14 +289,6 @@ func (s *Syncer) Run(ctx context.Context, job Job) (Result, error) {
 			r.since = append(r.since, st.Members[t].Since)
 		}
 	}
-	nbufs := 1
-	if job.Kind == Check || job.Kind == Repair {
-		nbufs = g.Copies()
-	}
-	r.bufs = make([][]byte, nbufs)
-	for i := range r.bufs {
-		r.bufs[i] = alignedBuf(StepSectors << 9)
-	}
 	r.unitBuf = alignedBuf(int(s.cfg.RetryUnit) << 9)
 	s.total.Store(total)
 	s.done.Store(job.Start)
@@ -315,16 +297,20 @@ func (s *Syncer) Run(ctx context.Context, job Job) (Result, error) {
 	r.thr = throttle{cfg: &s.cfg, markTime: now}
 
 	pos := job.Start
-	var err error
 	for pos < total && err == nil {
 		if err = ctx.Err(); err != nil {
 			break
 		}
 		var n uint64
 		var did bool
-		if job.Kind == Rebuild {
+		switch {
+		case r.par != nil && job.Kind == Rebuild:
+			n, did, err = r.parityRebuildStep(pos)
+		case r.par != nil:
+			n, did, err = r.parityArrayStep(pos)
+		case job.Kind == Rebuild:
 			n, did, err = r.rebuildStep(pos)
-		} else {
+		default:
 			n, did, err = r.arrayStep(pos)
 		}
 		if err != nil {
@@ -359,6 +345,53 @@ func (s *Syncer) Run(ctx context.Context, job Job) (Result, error) {
 		return r.res, fmt.Errorf("%s at the end: %w", job.Kind, err)
 	}
 	return r.res, nil
+}
+
+// setupCopies checks job against a raid1/10 array (raid0: nothing to
+// sync), makes the copy buffers and returns the job's end position.
+func (r *run) setupCopies() (uint64, error) {
+	g, job := r.g, r.job
+	if g.Level == engine.Level0 {
+		return 0, ErrNoRedundancy
+	}
+	total := g.ArraySectors()
+	if err := checkKind(job, g.Members); err != nil {
+		return 0, err
+	}
+	if job.Kind == Rebuild {
+		total = g.MemberSectors
+	}
+	nbufs := 1
+	if job.Kind == Check || job.Kind == Repair {
+		nbufs = g.Copies()
+	}
+	r.bufs = make([][]byte, nbufs)
+	for i := range r.bufs {
+		r.bufs[i] = alignedBuf(StepSectors << 9)
+	}
+	return total, nil
+}
+
+// checkKind checks job's kind and targets for an array of members roles.
+func checkKind(job Job, members int) error {
+	switch job.Kind {
+	case Rebuild:
+		if len(job.Targets) == 0 {
+			return errors.New("rebuild: no target member")
+		}
+		for i, t := range job.Targets {
+			if t < 0 || t >= members || slices.Contains(job.Targets[:i], t) {
+				return fmt.Errorf("rebuild: invalid target list %v for %d members", job.Targets, members)
+			}
+		}
+	case Resync, Check, Repair:
+		if len(job.Targets) != 0 {
+			return fmt.Errorf("%s takes no targets", job.Kind)
+		}
+	default:
+		return fmt.Errorf("unknown sync job kind %d", int(job.Kind))
+	}
+	return nil
 }
 
 // report calls Progress, flushing the written members first when the flush

@@ -88,6 +88,19 @@ func (q *Queue) BufOffset(tag uint16, data []byte) uint64 {
 	return uint64(uintptr(unsafe.Pointer(unsafe.SliceData(data))) - uintptr(unsafe.Pointer(unsafe.SliceData(q.reqs[tag].Buf))))
 }
 
+// InTagBuf reports whether data lies within request tag's Buf. A target
+// may also move data from buffers of its own (a raid5/6 array's stripe
+// buffers), which the fixed read and write operations on the tag's
+// buffer cannot reach.
+func (q *Queue) InTagBuf(tag uint16, data []byte) bool {
+	b := q.reqs[tag].Buf
+	if len(data) == 0 || len(data) > len(b) {
+		return false
+	}
+	p, lo := uintptr(unsafe.Pointer(unsafe.SliceData(data))), uintptr(unsafe.Pointer(unsafe.SliceData(b)))
+	return p >= lo && p-lo <= uintptr(len(b)-len(data))
+}
+
 // TagFixed reports whether tag's buffer is in the registered buffer
 // (OpReadFixed/OpWriteFixed may be used on it). It is not after the tag
 // took a buffer mapped when the spares had run out (SwapBuffer).

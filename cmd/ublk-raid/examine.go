@@ -109,6 +109,9 @@ func runExamine(o examineOptions, stdout io.Writer) error {
 			j.Layout = l.String()
 		}
 	}
+	if engine.IsParityLevel(engine.Level(sb.Level)) {
+		j.Layout = engine.ParityLayout(sb.Layout).String() // bounded to md's 0..3 by ParseSuperblock
+	}
 	if !sb.IsSpare() {
 		r := sb.Role
 		j.Role = &r

@@ -26,7 +26,7 @@ func TestManageUsageErrors(t *testing.T) {
 		{[]string{"serve", "--poll", "soon"}, "invalid argument"},
 		{[]string{"serve", "--log-level", "loud"}, "--log-level"},
 		{[]string{"add"}, "at least one member"},
-		{[]string{"add", "--level", "5", "/dev/a", "/dev/b"}, "--level \"5\""},
+		{[]string{"add", "--level", "4", "/dev/a", "/dev/b"}, "--level \"4\""},
 		{[]string{"add", "--level", "1", "--layout", "f2", "/dev/a", "/dev/b"}, "raid10 only"},
 		{[]string{"add", "--level", "10", "--layout", "x9", "/dev/a", "/dev/b"}, "layout"},
 		{[]string{"add", "--level", "0", "--chunk", "3K", "/dev/a", "/dev/b"}, "--chunk"},

@@ -114,8 +114,8 @@ func newRunCmd(logLevel *string) *cobra.Command {
 	o.serve.addFlags(c)
 	c.Flags().StringVar(&o.cpuProfile, "cpuprofile", "", "write a Go CPU profile of the server to FILE (development)")
 	_ = c.Flags().MarkHidden("cpuprofile")
-	c.Flags().StringVarP(&o.level, "level", "l", "", "RAID level for a new array: 0, 1 or 10")
-	c.Flags().StringVar(&o.layout, "layout", "", "raid10 layout: n2 (default), f2, o2, n3, f3, o3")
+	c.Flags().StringVarP(&o.level, "level", "l", "", "RAID level for a new array: 0, 1 or 10 (5 and 6 are checked, then refused: not served yet)")
+	c.Flags().StringVar(&o.layout, "layout", "", "raid10 layout: n2 (default), f2, o2, n3, f3, o3; raid5/6: ls (default), rs, la, ra")
 	c.Flags().StringVarP(&o.chunk, "chunk", "c", "512K", "chunk size for a new array: power of two, 4K..64M")
 	c.Flags().StringVar(&o.name, "name", "", "array name (up to 32 bytes)")
 	c.Flags().BoolVar(&o.recover, "recover", false, "re-attach to device -n N whose server died")
@@ -246,10 +246,10 @@ func runArray(o runOptions, spec array.CreateSpec, cfg ublk.Config, stdout io.Wr
 	for _, w := range a.Warnings {
 		log.Warn(w)
 	}
-	g := a.Engine.Geo
-	log.Info("array open", zap.String("level", g.Level.String()), zap.Int("members", g.Members),
-		zap.String("layout", g.Layout.String()), zap.Uint64("chunk_bytes", g.ChunkSectors<<9),
-		zap.Uint64("size_bytes", g.ArraySectors()<<9), zap.Bool("created", a.Created), zap.Bool("degraded", a.Degraded()))
+	st := a.Status()
+	log.Info("array open", zap.String("level", st.Level), zap.Int("members", st.RaidDisks),
+		zap.String("layout", st.Layout), zap.Uint64("chunk_bytes", st.ChunkBytes),
+		zap.Uint64("size_bytes", st.SizeBytes), zap.Bool("created", a.Created), zap.Bool("degraded", a.Degraded()))
 	a.Configure(func() {
 		a.OnMemberFailed = func(role int, path string) {
 			log.Error("member failed", zap.Int("role", role), zap.String("member", path), zap.Bool("degraded", true))
@@ -327,9 +327,9 @@ func openArray(members []string, spec array.CreateSpec) (*array.Array, error) {
 	if err != nil {
 		return nil, err
 	}
-	if spec.Level >= 0 && !a.Created && a.Engine.Geo.Level != spec.Level {
+	if spec.Level >= 0 && !a.Created && a.Engine.Level() != spec.Level {
 		a.Close()
-		return nil, fmt.Errorf("the members hold a %s array; --level %d would create a new one: wipe them first", a.Engine.Geo.Level, spec.Level)
+		return nil, fmt.Errorf("the members hold a %s array; --level %d would create a new one: wipe them first", a.Engine.Level(), spec.Level)
 	}
 	return a, nil
 }

@@ -178,7 +178,7 @@ func TestRequestFlags(t *testing.T) {
 		"--bitmap-region 1M: contradicts --no-bitmap")
 	wantUsage(t, fake, sock, []string{"add", "--level", "1", "--sync-speed-min", "2M", "--sync-speed-max", "1M", "/dev/a", "/dev/b"},
 		"--sync-speed-min 2M: is above --sync-speed-max")
-	wantUsage(t, fake, sock, []string{"add", "--level", "1", "--layout", "f2", "/dev/a", "/dev/b"}, `--layout "f2": is for raid10 only`)
+	wantUsage(t, fake, sock, []string{"add", "--level", "1", "--layout", "f2", "/dev/a", "/dev/b"}, `--layout "f2": is for raid5, raid6 and raid10 only`)
 	wantUsage(t, fake, sock, []string{"add", "--level", "0", "/dev/a"}, "members: raid0 needs 2")
 }
 

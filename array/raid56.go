@@ -1,0 +1,188 @@
+package array
+
+import (
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/ublk-raid/ublk-raid/engine"
+	"github.com/ublk-raid/ublk-raid/ublk"
+)
+
+// raid5 and raid6 at the array level. The engine has their superblock,
+// assembly rules, geometry, planners and request executor; this file
+// builds a parity array's engine state and queue executors, and
+// sync_parity.go runs the syncer's parity jobs on it; management (fail,
+// remove, re-add, replace, spares) knows it, grow refuses it. It is not
+// served to users yet: it has not run through the kernel's ublk driver,
+// and member timeouts are not implemented for its requests, so a parity
+// array is refused, before anything is written, both when
+// asked to create one and when members carrying one are assembled
+// (docs/raid56.md, "Not done"), unless CreateSpec.serveParity is set,
+// which only this package's tests do.
+
+// ErrParityNotServed refuses creating or assembling a raid5/6 array.
+var ErrParityNotServed = errors.New("raid5/6 arrays are not served yet (issue 14): this build can examine their members but not run them")
+
+// refuseParity returns an error wrapping ErrParityNotServed if level is
+// raid5 or raid6 and spec does not allow it; what names the array or
+// request in the message.
+func refuseParity(spec CreateSpec, level engine.Level, what string) error {
+	if !engine.IsParityLevel(level) {
+		return nil
+	}
+	if !spec.serveParity {
+		return fmt.Errorf("%s is %s: %w; nothing was written", what, level, ErrParityNotServed)
+	}
+	if len(spec.WriteMostly) > 0 {
+		return fmt.Errorf("%s is %s: write-mostly members are not supported for it", what, level)
+	}
+	return nil
+}
+
+// A parity array without the write-intent bitmap has its parity built
+// in full by the syncer's resync, as md does: when created (unless
+// AssumeClean: members known zeroed, whose parity is zeroes) and after an
+// unclean stop, from the position a stopped one had reached (initSync).
+// Until the resync passes a stripe its parity is untrusted
+// (parityUnsyncedStripe). A dirty degraded one is refused at assembly
+// (ErrDirtyDegraded), as with a bitmap.
+
+// engineArray is the engine array a superblock describes (levels 0, 1,
+// 10 and, for parity, NewParityArray), with the smallest member data size
+// among sbs.
+func engineArray(sb *engine.Superblock, sbs []*engine.Superblock) (*engine.Array, error) {
+	g := geometryOf(sb, sbs)
+	if engine.IsParityLevel(g.Level) {
+		return engine.NewParityArray(engine.ParityGeometryOf(sb, g.MemberSectors))
+	}
+	return engine.NewArray(g)
+}
+
+// arraySectors is the size of the array ea serves.
+func arraySectors(ea *engine.Array) uint64 {
+	if ea.Parity != nil {
+		return ea.Parity.ArraySectors()
+	}
+	return ea.Geo.ArraySectors()
+}
+
+// maxArraySectors is the size of the largest array spec makes of n
+// members of memberSectors each (no data offset), for the bitmap's size.
+func maxArraySectors(spec CreateSpec, n int, memberSectors uint64) uint64 {
+	if engine.IsParityLevel(spec.Level) {
+		pg := engine.ParityGeometry{Level: spec.Level, Members: n, Layout: spec.ParityLayout,
+			ChunkSectors: spec.ChunkSectors, MemberSectors: memberSectors}
+		return pg.ArraySectors()
+	}
+	upper := engine.Geometry{Level: spec.Level, Members: n, Layout: spec.Layout,
+		ChunkSectors: spec.ChunkSectors, MemberSectors: memberSectors}
+	return upper.ArraySectors()
+}
+
+// parityCovered reports whether parity array ea can serve every sector:
+// no more members out of sync than its parity covers.
+func parityCovered(ea *engine.Array) bool {
+	lost := 0
+	for _, m := range ea.State().Members {
+		if m.State != engine.MemberActive {
+			lost++
+		}
+	}
+	return lost <= ea.Parity.ParityMembers()
+}
+
+// parityUntrusted reports whether stripe s of a parity array may have
+// garbage or stale parity: some bitmap region its sectors touch was never
+// written or needs sync (first written since, or dirty at assembly). The
+// planner then never updates the old parity (RMW). Any queue thread.
+func (a *Array) parityUntrusted(s uint64) bool {
+	g := a.Engine.Parity
+	per := g.ChunkSectors * uint64(g.DataMembers())
+	first, last := a.Bitmap.Regions(s*per, per)
+	for r := first; r <= last; r++ {
+		if !a.Bitmap.Written(r) || a.Bitmap.NeedsSync(r) {
+			return true
+		}
+	}
+	return false
+}
+
+// parityUnsyncedStripe is the Untrusted of a parity array without a
+// bitmap: stripe s is not wholly below the full resync's position (the
+// parity may be garbage there, or stale after an unclean stop). Any
+// queue thread.
+func (a *Array) parityUnsyncedStripe(s uint64) bool {
+	g := a.Engine.Parity
+	per := g.ChunkSectors * uint64(g.DataMembers())
+	return (s+1)*per > a.sync.from.Load()
+}
+
+// parityRunner is a queue's raid5/6 executor.
+type parityRunner struct{ *engine.ParityExecutor }
+
+// newParityRunner makes the executor of queue handler h on ring q.
+func (a *Array) newParityRunner(h *queue, q ring) requestRunner {
+	e, err := engine.NewParityExecutor(a.Engine, h, a.parityStripeLock(), q.ID(), q.Depth(), q.MaxIOBytes())
+	if err != nil {
+		panic(fmt.Sprintf("array: raid5/6 executor: %v", err)) // the engine array is a parity one
+	}
+	start := time.Now()
+	e.Now = func() time.Duration { return q.Now().Sub(start) } // the loop's clock, as newExecutor's
+	e.MemberTimeout = a.MemberTimeout
+	if bm := a.Bitmap; bm != nil {
+		e.Intent = bm
+		e.Token = uint32(q.ID())
+		e.Untrusted = a.parityUntrusted
+	} else if a.sync != nil {
+		e.Untrusted = a.parityUnsyncedStripe
+	}
+	return parityRunner{e}
+}
+
+// wakeStripeWaiters wakes the queues of stripe lock waiter bit (queue ID
+// mod 64): the lock released a stripe one of them waits for. Never blocks.
+func (a *Array) wakeStripeWaiters(bit int) {
+	a.qmu.Lock()
+	defer a.qmu.Unlock()
+	for id, h := range a.queues {
+		if id%64 == bit {
+			h.q.Wake()
+		}
+	}
+	if bit == syncLockQueue%64 {
+		select {
+		case a.syncWake <- struct{}{}:
+		default:
+		}
+	}
+}
+
+// parityParams are the device parameters of a parity array: io_min the
+// chunk, io_opt the full stripe when it is a power of two (ublk takes a
+// shift), no chunk_sectors (the block layer would split full-stripe
+// writes into per-chunk ones), no DISCARD or WRITE_ZEROES (the executor
+// refuses them).
+func (a *Array) parityParams() ublk.Params {
+	g := a.Engine.Parity
+	var p ublk.Params
+	p.Types = ublk.ParamTypeBasic
+	b := &p.Basic
+	lbs, pbs := 512, 512
+	a.mu.Lock()
+	for _, m := range a.Members {
+		if m != nil {
+			lbs, pbs = max(lbs, m.LogicalBlock), max(pbs, m.PhysicalBlock)
+		}
+	}
+	a.mu.Unlock()
+	b.LogicalBSShift, b.PhysicalBSShift = log2(uint64(lbs)), log2(uint64(pbs))
+	chunk := g.ChunkSectors << 9
+	b.IOMinShift = log2(max(chunk, uint64(pbs)))
+	if w := chunk * uint64(g.DataMembers()); w&(w-1) == 0 {
+		b.IOOptShift = log2(w)
+	}
+	b.DevSectors = g.ArraySectors()
+	b.Attrs |= ublk.AttrVolatileCache | ublk.AttrFUA
+	return p
+}

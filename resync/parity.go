@@ -1,0 +1,280 @@
+package resync
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+
+	"github.com/ublk-raid/ublk-raid/engine"
+)
+
+// Jobs on a raid5/6 array (engine.Array.Parity set). Positions and Need,
+// Skip, Progress are as for copies (array sectors; member sectors for a
+// Rebuild), but a step is one whole stripe: a resync, check or repair
+// step covers the stripe's data (ChunkSectors × data members of array
+// sectors), a rebuild step the stripe's chunk on the targets
+// (ChunkSectors member sectors). A stripe is worked through in pieces of
+// at most parityPieceSectors of every member's chunk (parity is computed
+// column by column: a piece is consistent on its own), each piece under
+// the Barrier raised over the stripe's array range, which for a parity
+// array is its stripe lock: no user request is inside the stripe while
+// the piece is read and written.
+//
+//   - Resync and Repair read every member's piece, compute P (and Q) from
+//     the data and write those that differ; Check only counts. Every
+//     member must be in sync (md refuses check and repair on a degraded
+//     array, and a lost member's data lives only in the parity the resync
+//     would rewrite): a member out of sync stops the job with ErrDegraded.
+//   - Rebuild reads the other members' pieces (those readable over the
+//     stripe) and reconstructs the targets' (data from the others and P,
+//     or Q for raid6; P and Q recomputed), then writes them.
+//
+// Mismatches counts 4 KiB rows of a stripe (the same 4 KiB of every
+// member) whose P or Q differed, as md counts its 4 KiB stripe heads
+// (md's mismatch_cnt is that in sectors: 8 per row). Read errors are not
+// repaired from the parity (md does): the member fails; a resync, check
+// or repair then stops, a rebuild goes on around it while the parity
+// covers the members lost.
+
+// parityPieceSectors bounds the piece of a member's chunk one parity step
+// reads or writes at a time (256 KiB): the job's buffers are (members +
+// 2) pieces, whatever the chunk size (up to 64 MiB).
+const parityPieceSectors = 512
+
+// ErrDegraded stops a parity resync, check or repair: a member is not in
+// sync, so the parity cannot be recomputed from the data.
+var ErrDegraded = errors.New("raid5/6 parity cannot be resynced or checked while a member is not in sync")
+
+// parityRun is a parity job's state.
+type parityRun struct {
+	g     engine.ParityGeometry
+	p     *engine.Parity
+	piece uint64   // sectors of a member's chunk per piece
+	bufs  [][]byte // a piece per member, then the computed P and Q
+	// shards is the data in syndrome order, then P and Q, for the
+	// parity's calls.
+	shards [][]byte
+	per    uint64 // array sectors per stripe
+}
+
+// setupParity checks job against a raid5/6 array, makes the piece
+// buffers, rounds the job's start down to its stripe and returns the
+// job's end position.
+func (r *run) setupParity() (uint64, error) {
+	g := *r.arr.Parity
+	if err := checkKind(r.job, g.Members); err != nil {
+		return 0, err
+	}
+	if len(r.job.Targets) > g.ParityMembers() {
+		return 0, fmt.Errorf("rebuild: %d targets, but %s rebuilds at most %d at once", len(r.job.Targets), g.Level, g.ParityMembers())
+	}
+	p, err := engine.NewParity(g.DataMembers(), g.Level == engine.Level6)
+	if err != nil {
+		return 0, err
+	}
+	pr := &parityRun{g: g, p: p, piece: min(g.ChunkSectors, parityPieceSectors), per: g.ChunkSectors * uint64(g.DataMembers())}
+	pb := int(pr.piece << 9)
+	buf := alignedBuf((g.Members + 2) * pb)
+	for i := range g.Members + 2 {
+		pr.bufs = append(pr.bufs, buf[i*pb:(i+1)*pb:(i+1)*pb])
+	}
+	pr.shards = make([][]byte, g.DataMembers()+p.Count())
+	r.par = pr
+	if r.job.Kind == Rebuild {
+		r.job.Start -= r.job.Start % g.ChunkSectors
+		return g.Stripes() * g.ChunkSectors, nil
+	}
+	r.job.Start -= r.job.Start % pr.per
+	return g.ArraySectors(), nil
+}
+
+// parityArrayStep resyncs, checks or repairs the stripe at array sector a
+// (a stripe's start) and returns its array sectors.
+func (r *run) parityArrayStep(a uint64) (n uint64, did bool, err error) {
+	pr := r.par
+	g := pr.g
+	n = pr.per
+	if r.job.Need != nil && !r.job.Need(a, n) {
+		if r.job.Skip != nil {
+			if next := min(r.job.Skip(a+n), g.ArraySectors()); next > a+n {
+				next -= next % pr.per
+				n = max(n, next-a)
+			}
+		}
+		r.res.Skipped += n
+		return n, false, nil
+	}
+	s := a / pr.per
+	for o := uint64(0); o < g.ChunkSectors; o += pr.piece {
+		if err := r.bar.Raise(r.ctx, a, n); err != nil {
+			return 0, did, err
+		}
+		err := r.parityPiece(s, o)
+		r.bar.Lower()
+		if err != nil {
+			return 0, did, fmt.Errorf("stripe %d: %w", s, err)
+		}
+		did = true
+	}
+	r.res.Synced += n
+	return n, did, nil
+}
+
+// parityPiece reads every member's piece of stripe s at chunk offset o,
+// computes the parity and counts (and for Resync and Repair rewrites)
+// the parity that differs. The stripe is locked.
+func (r *run) parityPiece(s, o uint64) error {
+	pr := r.par
+	g := pr.g
+	st := r.arr.State()
+	for i, m := range st.Members {
+		if m.State != engine.MemberActive {
+			return fmt.Errorf("member %d is %s: %w", i, m.State, ErrDegraded)
+		}
+	}
+	ms := s*g.ChunkSectors + o
+	m := g.Stripe(s)
+	nd := g.DataMembers()
+	for i := range g.Members {
+		if err := r.members.ReadAt(i, pr.bufs[i], ms); err != nil {
+			return r.memberError(i, "read", ms, err)
+		}
+		if !r.unchanged(st, i) {
+			return fmt.Errorf("member %d was replaced: %w", i, ErrDegraded)
+		}
+		if sl := m.Slot[i]; sl >= 0 {
+			pr.shards[sl] = pr.bufs[i]
+		}
+	}
+	computed := pr.bufs[g.Members : g.Members+pr.p.Count()]
+	if err := pr.p.Compute(pr.shards[:nd], computed); err != nil {
+		return err
+	}
+	pms := [2]int{m.P, m.Q}
+	const blk = BlockSectors << 9
+	for off := 0; off < len(computed[0]); off += blk {
+		for k, pm := range pms[:pr.p.Count()] {
+			if !bytes.Equal(computed[k][off:off+blk], pr.bufs[pm][off:off+blk]) {
+				r.res.Mismatches++
+				break
+			}
+		}
+	}
+	if r.job.Kind == Check {
+		return nil
+	}
+	for k, pm := range pms[:pr.p.Count()] {
+		if bytes.Equal(computed[k], pr.bufs[pm]) {
+			continue
+		}
+		if err := r.write(pm, computed[k], ms); err != nil {
+			return err
+		}
+		r.res.Repaired += uint64(len(computed[k]) / blk)
+	}
+	return nil
+}
+
+// parityRebuildStep rebuilds the targets' chunk of the stripe at member
+// sector ms (a stripe's start) and returns its member sectors.
+func (r *run) parityRebuildStep(ms uint64) (n uint64, did bool, err error) {
+	pr := r.par
+	g := pr.g
+	n = g.ChunkSectors
+	st := r.arr.State()
+	if err := r.targetsKept(st); err != nil {
+		return 0, false, err
+	}
+	var want uint64 // targets not rebuilt past the stripe yet
+	for _, t := range r.job.Targets {
+		if m := st.Members[t]; !(m.State == engine.MemberRebuilding && m.RebuildOffset >= ms+n) {
+			want |= 1 << uint(t)
+		}
+	}
+	s := ms / g.ChunkSectors
+	a := s * pr.per
+	if want == 0 || (r.job.Need != nil && !r.job.Need(a, pr.per)) {
+		r.res.Skipped += n
+		return n, false, nil
+	}
+	for o := uint64(0); o < g.ChunkSectors; o += pr.piece {
+		if err := r.bar.Raise(r.ctx, a, pr.per); err != nil {
+			return 0, did, err
+		}
+		err := r.parityRebuildPiece(s, o, want)
+		r.bar.Lower()
+		if err != nil {
+			return 0, did, fmt.Errorf("stripe %d: %w", s, err)
+		}
+		did = true
+	}
+	r.res.Synced += n
+	return n, did, nil
+}
+
+// parityRebuildPiece reconstructs the piece at chunk offset o of stripe
+// s for the targets in want (a mask of roles) and writes it to them. The
+// stripe is locked.
+func (r *run) parityRebuildPiece(s, o uint64, want uint64) error {
+	pr := r.par
+	g := pr.g
+	st := r.arr.State() // after the lock: any write since sees it too
+	ms := s*g.ChunkSectors + o
+	end := (s + 1) * g.ChunkSectors
+	m := g.Stripe(s)
+	nd := g.DataMembers()
+	shard := func(i int) int {
+		switch i {
+		case m.P:
+			return nd
+		case m.Q:
+			return nd + 1
+		}
+		return int(m.Slot[i])
+	}
+	lost := 0
+	var readErr error
+	for i := range g.Members {
+		k := shard(i)
+		pr.shards[k] = pr.bufs[i][:0] // missing: reconstructed into its buffer
+		if want&(1<<uint(i)) != 0 || !r.readableNow(st, i, end) {
+			lost++
+			continue
+		}
+		if err := r.members.ReadAt(i, pr.bufs[i], ms); err != nil {
+			// Failed (unless it is needed: then the job stops below),
+			// and rebuilt around while the parity covers it, as a
+			// user read is.
+			e := &MemberError{Role: i, Op: "read", Sector: ms, Err: err}
+			if r.job.OnMemberError != nil {
+				r.job.OnMemberError(i, e)
+			}
+			r.res.ReadErrors++
+			readErr = e
+			lost++
+			continue
+		}
+		if !r.unchanged(st, i) {
+			return fmt.Errorf("member %d was replaced during the read", i)
+		}
+		pr.shards[k] = pr.bufs[i]
+	}
+	if lost > pr.p.Count() {
+		if readErr != nil {
+			return fmt.Errorf("%d members of the stripe cannot be read: %w: %w", lost, engine.ErrNoCopy, readErr)
+		}
+		return fmt.Errorf("%d members of the stripe cannot be read: %w", lost, engine.ErrNoCopy)
+	}
+	if err := pr.p.Reconstruct(pr.shards); err != nil {
+		return err
+	}
+	for i := range g.Members {
+		if want&(1<<uint(i)) == 0 {
+			continue
+		}
+		if err := r.write(i, pr.shards[shard(i)], ms); err != nil {
+			return err
+		}
+	}
+	return nil
+}

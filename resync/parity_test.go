@@ -1,0 +1,363 @@
+package resync
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"testing"
+
+	"github.com/ublk-raid/ublk-raid/engine"
+)
+
+// stripeBarrier records the array range raised; its members check that
+// every member I/O of a parity job is inside a raised stripe.
+type stripeBarrier struct {
+	lo, hi uint64 // raised array range [lo, hi); hi 0: none
+	raises int
+}
+
+func (b *stripeBarrier) Raise(_ context.Context, sector, sectors uint64) error {
+	if b.hi != 0 {
+		return errors.New("raised twice")
+	}
+	b.lo, b.hi = sector, sector+sectors
+	b.raises++
+	return nil
+}
+
+func (b *stripeBarrier) Lower() { b.hi = 0 }
+
+// lockedMembers fails any I/O to a stripe whose array range is not
+// raised.
+type lockedMembers struct {
+	*memMembers
+	g   engine.ParityGeometry
+	bar *stripeBarrier
+}
+
+func (m lockedMembers) inside(sector uint64) error {
+	per := m.g.ChunkSectors * uint64(m.g.DataMembers())
+	s := sector / m.g.ChunkSectors
+	if m.bar.hi == 0 || s*per < m.bar.lo || (s+1)*per > m.bar.hi {
+		return fmt.Errorf("I/O at member sector %d (stripe %d) outside the raised range [%d, %d)", sector, s, m.bar.lo, m.bar.hi)
+	}
+	return nil
+}
+
+func (m lockedMembers) ReadAt(role int, p []byte, sector uint64) error {
+	if err := m.inside(sector); err != nil {
+		return err
+	}
+	return m.memMembers.ReadAt(role, p, sector)
+}
+
+func (m lockedMembers) WriteAt(role int, p []byte, sector uint64) error {
+	if err := m.inside(sector); err != nil {
+		return err
+	}
+	return m.memMembers.WriteAt(role, p, sector)
+}
+
+func newParityMem(g engine.ParityGeometry) *memMembers {
+	m := &memMembers{flushes: make([]int, g.Members)}
+	for range g.Members {
+		m.cache = append(m.cache, make([]byte, g.MemberSectors<<9))
+		m.durable = append(m.durable, make([]byte, g.MemberSectors<<9))
+	}
+	return m
+}
+
+// parityRowsWrong counts the 4 KiB rows of the members' stripes whose P or
+// Q is not that of their data (computed here stripe by stripe, whole
+// chunks).
+func parityRowsWrong(t *testing.T, g engine.ParityGeometry, m *memMembers) int {
+	t.Helper()
+	par, err := engine.NewParity(g.DataMembers(), g.Level == engine.Level6)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cb := int(g.ChunkSectors << 9)
+	want := [][]byte{make([]byte, cb), make([]byte, cb)}[:par.Count()]
+	data := make([][]byte, g.DataMembers())
+	wrong := 0
+	for s := range g.Stripes() {
+		sm := g.Stripe(s)
+		off := int(s) * cb
+		for i := range g.Members {
+			if sl := sm.Slot[i]; sl >= 0 {
+				data[sl] = m.cache[i][off : off+cb]
+			}
+		}
+		if err := par.Compute(data, want); err != nil {
+			t.Fatal(err)
+		}
+		for row := 0; row < cb; row += 4096 {
+			p := m.cache[sm.P][off+row : off+row+4096]
+			bad := !bytes.Equal(p, want[0][row:row+4096])
+			if sm.Q >= 0 {
+				bad = bad || !bytes.Equal(m.cache[sm.Q][off+row:off+row+4096], want[1][row:row+4096])
+			}
+			if bad {
+				wrong++
+			}
+		}
+	}
+	return wrong
+}
+
+func parityTestGeometries() []engine.ParityGeometry {
+	var gs []engine.ParityGeometry
+	for _, l := range []engine.Level{engine.Level5, engine.Level6} {
+		lo := 3
+		if l == engine.Level6 {
+			lo = 4
+		}
+		for n := lo; n <= 6; n++ {
+			lay := engine.ParityLayout(n % 4)
+			// Small chunks (many stripes), and a chunk of several pieces;
+			// member sizes leaving a partial last chunk.
+			gs = append(gs, engine.ParityGeometry{Level: l, Members: n, Layout: lay, ChunkSectors: 16, MemberSectors: 23*16 + 5})
+		}
+		gs = append(gs, engine.ParityGeometry{Level: l, Members: 5, Layout: engine.LeftSymmetric, ChunkSectors: 2048, MemberSectors: 3*2048 + 100})
+	}
+	return gs
+}
+
+// A parity check counts the rows whose parity is wrong and writes nothing;
+// a resync makes every stripe's parity right (a check then finds none); a
+// repair rewrites one corrupted P (and Q) row, counted as one each; a
+// resync limited by Need changes only what it accepts; check and resync
+// of an array with a member out of sync stop with ErrDegraded. Every
+// member I/O is inside the stripe raised.
+func TestParityResyncCheckRepair(t *testing.T) {
+	for _, g := range parityTestGeometries() {
+		t.Run(fmt.Sprintf("%s-%dx%s-c%d", g.Level, g.Members, g.Layout, g.ChunkSectors), func(t *testing.T) {
+			arr, err := engine.NewParityArray(g)
+			if err != nil {
+				t.Fatal(err)
+			}
+			mem := newParityMem(g)
+			mem.fillRandom(uint64(g.Members) * uint64(g.ChunkSectors))
+			bar := &stripeBarrier{}
+			s := New(arr, bar, lockedMembers{mem, g, bar}, Config{})
+			ctx := context.Background()
+			wrong := parityRowsWrong(t, g, mem)
+			before := mem.snapshot()
+			res, err := s.Run(ctx, Job{Kind: Check})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if res.Mismatches != uint64(wrong) || wrong == 0 {
+				t.Fatalf("check counted %d rows, %d are wrong", res.Mismatches, wrong)
+			}
+			if !mem.equal(before) {
+				t.Fatal("check wrote a member")
+			}
+			// A resync of the second stripe only.
+			per := g.ChunkSectors * uint64(g.DataMembers())
+			only := func(a, n uint64) bool { return a < 2*per && a+n > per }
+			if _, err := s.Run(ctx, Job{Kind: Resync, Need: only}); err != nil {
+				t.Fatal(err)
+			}
+			for i := range g.Members {
+				cb := int(g.ChunkSectors << 9)
+				if !bytes.Equal(mem.cache[i][:cb], before[i][:cb]) || !bytes.Equal(mem.cache[i][2*cb:], before[i][2*cb:]) {
+					t.Fatalf("a resync of stripe 1 wrote member %d elsewhere", i)
+				}
+			}
+			if n := parityRowsWrong(t, g, mem); n >= wrong {
+				t.Fatalf("after stripe 1's resync %d rows wrong (%d before)", n, wrong)
+			}
+			if res, err = s.Run(ctx, Job{Kind: Resync}); err != nil {
+				t.Fatal(err)
+			}
+			if n := parityRowsWrong(t, g, mem); n != 0 {
+				t.Fatalf("%d rows wrong after a resync", n)
+			}
+			if res, err = s.Run(ctx, Job{Kind: Check}); err != nil || res.Mismatches != 0 {
+				t.Fatalf("check after resync: %+v, %v", res, err)
+			}
+			// One row of P wrong in the last stripe; raid6: one of Q in
+			// the first.
+			last := g.Stripes() - 1
+			sm := g.Stripe(last)
+			off := (last*g.ChunkSectors + g.ChunkSectors - 8) << 9
+			mem.cache[sm.P][off+100] ^= 1
+			corrupt := uint64(1)
+			if g.Level == engine.Level6 {
+				mem.cache[g.Stripe(0).Q][7] ^= 0x80
+				corrupt++
+			}
+			if res, err = s.Run(ctx, Job{Kind: Check}); err != nil || res.Mismatches != corrupt {
+				t.Fatalf("check of %d corrupted rows: %+v, %v", corrupt, res, err)
+			}
+			if res, err = s.Run(ctx, Job{Kind: Repair}); err != nil || res.Mismatches != corrupt {
+				t.Fatalf("repair of %d corrupted rows: %+v, %v", corrupt, res, err)
+			}
+			if n := parityRowsWrong(t, g, mem); n != 0 {
+				t.Fatalf("%d rows wrong after a repair", n)
+			}
+			arr.Update(func(ms []engine.MemberStatus) { ms[1].State = engine.MemberFaulty })
+			mem.cache[g.Stripe(0).P][0] ^= 1
+			for _, k := range []Kind{Check, Repair, Resync} {
+				if _, err := s.Run(ctx, Job{Kind: k}); !errors.Is(err, ErrDegraded) {
+					t.Fatalf("%s of a degraded array: %v", k, err)
+				}
+			}
+		})
+	}
+}
+
+// A rebuild reconstructs one lost member (raid6: two, or one) from the
+// others, data and parity alike, byte for byte, from its start or resumed
+// part-way (rounded down to the stripe); the part below the start and
+// stripes Need refuses are left alone; a target failed meanwhile stops
+// it; too many members lost fail it with ErrNoCopy.
+func TestParityRebuild(t *testing.T) {
+	for _, g := range parityTestGeometries() {
+		t.Run(fmt.Sprintf("%s-%dx%s-c%d", g.Level, g.Members, g.Layout, g.ChunkSectors), func(t *testing.T) {
+			mem := newParityMem(g)
+			mem.fillRandom(uint64(g.Members)*7 + g.ChunkSectors)
+			arr, err := engine.NewParityArray(g)
+			if err != nil {
+				t.Fatal(err)
+			}
+			bar := &stripeBarrier{}
+			s := New(arr, bar, lockedMembers{mem, g, bar}, Config{})
+			ctx := context.Background()
+			if _, err := s.Run(ctx, Job{Kind: Resync}); err != nil {
+				t.Fatal(err)
+			}
+			good := mem.snapshot()
+			targetSets := [][]int{{0}, {g.Members - 1}}
+			if g.Level == engine.Level6 {
+				targetSets = append(targetSets, []int{1, g.Members - 2}, []int{0, 2})
+			}
+			used := g.Stripes() * g.ChunkSectors << 9
+			for _, targets := range targetSets {
+				for _, start := range []uint64{0, 2*g.ChunkSectors + 5} {
+					for _, tg := range targets {
+						fillBytes(mem.cache[tg], uint64(tg)+start)
+					}
+					junk := mem.snapshot()
+					startRebuild(arr, targets...)
+					var durable []uint64
+					if _, err := s.Run(ctx, Job{Kind: Rebuild, Targets: targets, Start: start, Progress: advance(arr, targets, &durable)}); err != nil {
+						t.Fatal(err)
+					}
+					from := (start - start%g.ChunkSectors) << 9
+					for _, tg := range targets {
+						if !bytes.Equal(mem.cache[tg][from:used], good[tg][from:used]) {
+							t.Fatalf("targets %v from %d: member %d not rebuilt", targets, start, tg)
+						}
+						if !bytes.Equal(mem.cache[tg][:from], junk[tg][:from]) {
+							t.Fatalf("targets %v from %d: member %d written below the start", targets, start, tg)
+						}
+					}
+					finishRebuild(arr, targets...)
+					copy(mem.cache[targets[0]], good[targets[0]])
+					for _, tg := range targets {
+						copy(mem.cache[tg], good[tg])
+					}
+				}
+			}
+			// Need refusing stripe 1: its chunk is left alone.
+			per := g.ChunkSectors * uint64(g.DataMembers())
+			fillBytes(mem.cache[0], 99)
+			junk := mem.snapshot()
+			startRebuild(arr, 0)
+			need := func(a, n uint64) bool { return a != per }
+			if _, err := s.Run(ctx, Job{Kind: Rebuild, Targets: []int{0}, Need: need, Progress: advance(arr, []int{0}, nil)}); err != nil {
+				t.Fatal(err)
+			}
+			cb := g.ChunkSectors << 9
+			if !bytes.Equal(mem.cache[0][cb:2*cb], junk[0][cb:2*cb]) || !bytes.Equal(mem.cache[0][2*cb:used], good[0][2*cb:used]) {
+				t.Fatal("a rebuild with stripe 1 not needed")
+			}
+			finishRebuild(arr, 0)
+			copy(mem.cache[0], good[0])
+			// A source failing a read: failed, and rebuilt around while
+			// the parity covers it (raid6); raid5 stops with ErrNoCopy.
+			fillBytes(mem.cache[0], 98)
+			startRebuild(arr, 0)
+			var failed []int
+			onErr := func(role int, err error) {
+				failed = append(failed, role)
+				arr.Update(func(ms []engine.MemberStatus) { ms[role].State = engine.MemberFaulty })
+			}
+			mem.failRead = func(role int, sector, _ uint64) error {
+				if role == 2 && sector >= g.ChunkSectors {
+					return errors.New("EIO")
+				}
+				return nil
+			}
+			_, err = s.Run(ctx, Job{Kind: Rebuild, Targets: []int{0}, Progress: advance(arr, []int{0}, nil), OnMemberError: onErr})
+			mem.failRead = nil
+			if len(failed) != 1 || failed[0] != 2 {
+				t.Fatalf("members failed by the read error: %v", failed)
+			}
+			if g.Level == engine.Level5 {
+				if !errors.Is(err, engine.ErrNoCopy) {
+					t.Fatalf("raid5 rebuild with a source failing: %v", err)
+				}
+			} else if err != nil || !bytes.Equal(mem.cache[0][:used], good[0][:used]) {
+				t.Fatalf("raid6 rebuild with a source failing: %v, rebuilt right %v", err, bytes.Equal(mem.cache[0][:used], good[0][:used]))
+			}
+			arr.Update(func(ms []engine.MemberStatus) {
+				ms[0] = engine.MemberStatus{State: engine.MemberActive}
+				ms[2] = engine.MemberStatus{State: engine.MemberActive}
+			})
+			copy(mem.cache[0], good[0])
+			// More members lost than the parity covers.
+			lost := []int{1}
+			if g.Level == engine.Level6 {
+				lost = append(lost, 2)
+			}
+			arr.Update(func(ms []engine.MemberStatus) {
+				for _, l := range lost {
+					ms[l].State = engine.MemberFaulty
+				}
+			})
+			startRebuild(arr, 0)
+			if _, err := s.Run(ctx, Job{Kind: Rebuild, Targets: []int{0}}); !errors.Is(err, engine.ErrNoCopy) {
+				t.Fatalf("rebuild with %d more members lost: %v", len(lost), err)
+			}
+			// A target failed during the job stops it.
+			arr.Update(func(ms []engine.MemberStatus) {
+				for _, l := range lost {
+					ms[l].State = engine.MemberActive
+				}
+			})
+			startRebuild(arr, 0)
+			fail := func(reached, _ uint64) error {
+				if reached >= 2*g.ChunkSectors {
+					arr.Update(func(ms []engine.MemberStatus) { ms[0].State = engine.MemberFaulty })
+				}
+				return nil
+			}
+			if _, err := s.Run(ctx, Job{Kind: Rebuild, Targets: []int{0}, Progress: fail}); !errors.Is(err, ErrTargetGone) {
+				t.Fatalf("rebuild of a target failed meanwhile: %v", err)
+			}
+		})
+	}
+}
+
+// snapshot copies every member's cache.
+func (m *memMembers) snapshot() [][]byte {
+	out := make([][]byte, len(m.cache))
+	for i, c := range m.cache {
+		out[i] = bytes.Clone(c)
+	}
+	return out
+}
+
+// equal reports whether every member's cache is as in snap.
+func (m *memMembers) equal(snap [][]byte) bool {
+	for i, c := range m.cache {
+		if !bytes.Equal(c, snap[i]) {
+			return false
+		}
+	}
+	return true
+}
