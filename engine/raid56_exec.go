@@ -37,7 +37,10 @@ package engine
 // request gets ErrLastCopy, EIO). A failed pre-read, or a failed read of
 // a read request, plans the request again from the new state, so that
 // the lost chunk is reconstructed from the others (and the read error of
-// one data chunk is answered so). A failed write leaves its chunk to the
+// one data chunk is answered so). With ReadRepair set, a read that failed
+// with an error (not a timeout) fails no member: as md, the request reads
+// around that member (it alone) and ReadRepair is told to rewrite the
+// rows from the others. A failed write leaves its chunk to the
 // parity written with it. A request that failed a member is acknowledged
 // only once the new state is durable: Backend.Persist, then Persisted
 // with its generation (PersistFailed fails the waiting requests).
@@ -64,9 +67,7 @@ package engine
 // parity exists to need it); per-region parity trust from the bitmap
 // (Untrusted is the hook: the caller says which stripes have garbage
 // parity; see docs/raid56.md on why a region's state alone does not say
-// it for a stripe); the write-hole log; read repair (a bad sector of a data chunk fails its whole
-// member instead of being rewritten from the reconstruction; md rewrites
-// it); the Unsynced/bad-block record of a write that failed on a member
+// it for a stripe); the write-hole log; the Unsynced/bad-block record of a write that failed on a member
 // kept as the last copy (its stripe is then inconsistent: EIO is all the
 // caller learns); the stripe cache (chunks read for one request are not
 // kept for the next); reads that skip the lock (healthy reads could);
@@ -158,6 +159,12 @@ type parityReq struct {
 	// still land there: the next plan takes another buffer first
 	// (Backend.Rebuffer).
 	rebuffer bool
+	// avoid: members a read of this request failed on (an error, not a
+	// timeout) with ReadRepair set: its later plans read around them,
+	// reconstructing their chunks, and they stay in the array.
+	avoid uint64
+	// readErr: per ios entry, a read that failed with an error result.
+	readErr []bool
 }
 
 // lentSlab is a stripe buffer an operation given up after the member
@@ -198,6 +205,14 @@ type ParityExecutor struct {
 
 	// MemberError, if set, is told of every failed member operation.
 	MemberError func(member int, kind IOKind, res int32)
+	// ReadRepair, if set, is told of the member sectors [sector,
+	// sector+sectors) of member that a read failed with an error (not a
+	// timeout): the member is not failed for it, the request reads
+	// around it (its chunk reconstructed from the others), and the
+	// caller rewrites those rows from the others (md's read error
+	// handling; a rewrite that fails fails the member). Without it, the
+	// member is failed.
+	ReadRepair func(member int, sector uint64, sectors uint32)
 	// Untrusted, if set, reports whether stripe s's parity may be garbage
 	// (never written since the array was made, or not resynced since):
 	// its writes are planned with parityTrusted false (never RMW; RCW,
@@ -262,6 +277,7 @@ func NewParityExecutor(arr *Array, be Backend, lock *StripeLock, queue, depth, m
 		r.done = make([]bool, 0, ios)
 		r.times = make([]time.Duration, 0, ios)
 		r.hung = make([]bool, 0, ios)
+		r.readErr = make([]bool, 0, ios)
 		r.slab = make([]byte, slab)
 	}
 	e.wsegs = make([]StripeSegment, 0, 2*nd+2)
@@ -296,7 +312,7 @@ func (e *ParityExecutor) Start(tag uint16, op ReqOp, sector uint64, sectors uint
 	}
 	r.op, r.sector, r.sectors, r.fua, r.buf = op, sector, sectors, fua, buf
 	r.active, r.locked, r.phase = true, false, parityIdle
-	r.err, r.needGen, r.lastCopy, r.rebuffer = nil, 0, false, false
+	r.err, r.needGen, r.lastCopy, r.rebuffer, r.avoid = nil, 0, false, false, 0
 	switch op {
 	case ReqFlush:
 		e.flush(tag)
@@ -418,7 +434,7 @@ func (e *ParityExecutor) Parked() int { return len(e.parked) }
 // reset empties the request's plan for a new one.
 func (r *parityReq) reset() {
 	r.segs, r.ios, r.data, r.failed, r.done = r.segs[:0], r.ios[:0], r.data[:0], r.failed[:0], r.done[:0]
-	r.times, r.hung = r.times[:0], r.hung[:0]
+	r.times, r.hung, r.readErr = r.times[:0], r.hung[:0], r.readErr[:0]
 	r.used, r.anyFail, r.pending = 0, false, 0
 }
 
@@ -446,13 +462,13 @@ func (e *ParityExecutor) plan(tag uint16) {
 		var err error
 		if write {
 			trusted := e.Untrusted == nil || !e.Untrusted(stripe)
-			e.wsegs, err = g.PlanStripeWrite(st, s, uint32(n), trusted, e.wsegs[:0])
+			e.wsegs, err = g.planWrite(st, r.avoid, s, uint32(n), trusted, e.wsegs[:0])
 			for _, w := range e.wsegs {
 				r.segs = append(r.segs, paritySeg{stripe: stripe, m: m, lo: w.Lo, hi: w.Hi, mode: w.Mode,
 					want: w.Written, reads: w.Reads, missing: w.Missing, writes: w.Writes})
 			}
 		} else {
-			e.rsegs, err = g.PlanStripeRead(st, s, uint32(n), e.rsegs[:0])
+			e.rsegs, err = g.planRead(st, r.avoid, s, uint32(n), e.rsegs[:0])
 			for _, w := range e.rsegs {
 				r.segs = append(r.segs, paritySeg{stripe: stripe, m: m, lo: w.Lo, hi: w.Hi,
 					want: w.Wanted, reads: w.Reads, missing: w.Missing})
@@ -566,6 +582,7 @@ func (e *ParityExecutor) submit(tag uint16, first int) {
 		r.failed = append(r.failed, false)
 		r.done = append(r.done, false)
 		r.hung = append(r.hung, false)
+		r.readErr = append(r.readErr, false)
 	}
 	if e.Now != nil {
 		now := e.Now()
@@ -608,6 +625,7 @@ func (e *ParityExecutor) Done(tag uint16, id OpID, res int32) {
 		// (A write to a device that left its role counts for nothing,
 		// whatever its result: Backend.Departed.)
 		r.failed[i], r.anyFail = true, true
+		r.readErr[i] = io.Kind == IORead && !departed
 		if e.MemberError != nil && !departed {
 			e.MemberError(int(io.Member), io.Kind, res)
 		}
@@ -844,6 +862,14 @@ func (e *ParityExecutor) failMembers(tag uint16, r *parityReq) {
 			// Acknowledged only once the role's drop is durable, as for
 			// a blamed failure (see Executor.Done).
 			r.needGen = max(r.needGen, e.arr.State().DropGen)
+			continue
+		}
+		if r.readErr[i] && e.ReadRepair != nil {
+			// A bad sector, not a dead member (md's read error path):
+			// the request reads around it (the next plan reconstructs
+			// the chunk), and the rows are rewritten from the others.
+			r.avoid |= 1 << uint(io.Member)
+			e.ReadRepair(int(io.Member), io.Sector, io.Sectors)
 			continue
 		}
 		st, _, out := e.arr.FailRedundant(int(io.Member))

@@ -74,10 +74,16 @@ var ErrStripeLost = errors.New("more members of the stripe are lost than its par
 // active, or rebuilding past the stripe's end; writable when active or
 // rebuilding.
 func (g ParityGeometry) PlanStripeWrite(st *ArrayState, sector uint64, sectors uint32, parityTrusted bool, segs []StripeSegment) ([]StripeSegment, error) {
+	return g.planWrite(st, 0, sector, sectors, parityTrusted, segs)
+}
+
+// planWrite is PlanStripeWrite with the members in avoid taken as
+// unreadable (a read of them failed: read repair rewrites them).
+func (g ParityGeometry) planWrite(st *ArrayState, avoid uint64, sector uint64, sectors uint32, parityTrusted bool, segs []StripeSegment) ([]StripeSegment, error) {
 	if sectors == 0 {
 		return segs, nil
 	}
-	v, err := g.view(st, sector, sectors)
+	v, err := g.view(st, avoid, sector, sectors)
 	if err != nil {
 		return segs, fmt.Errorf("write: %w", err)
 	}
@@ -101,8 +107,8 @@ type stripeView struct {
 }
 
 // view checks that [sector, sector+sectors) lies within one stripe and
-// returns that stripe's view under st.
-func (g ParityGeometry) view(st *ArrayState, sector uint64, sectors uint32) (stripeView, error) {
+// returns that stripe's view under st, the members in avoid unreadable.
+func (g ParityGeometry) view(st *ArrayState, avoid uint64, sector uint64, sectors uint32) (stripeView, error) {
 	var v stripeView
 	cs := g.ChunkSectors
 	nd := uint64(g.DataMembers())
@@ -117,7 +123,7 @@ func (g ParityGeometry) view(st *ArrayState, sector uint64, sectors uint32) (str
 	v.m = g.Stripe(v.stripe)
 	stripeEnd := (v.stripe + 1) * cs
 	for i, ms := range st.Members {
-		if ms.readable(stripeEnd) {
+		if ms.readable(stripeEnd) && avoid&(1<<uint(i)) == 0 {
 			v.readable |= 1 << uint(i)
 		}
 		if ms.writable() {
@@ -226,10 +232,16 @@ type StripeReadSegment struct {
 // enough other chunks (P before Q) to rebuild it, as md's degraded reads
 // do. Readable as for PlanStripeWrite.
 func (g ParityGeometry) PlanStripeRead(st *ArrayState, sector uint64, sectors uint32, segs []StripeReadSegment) ([]StripeReadSegment, error) {
+	return g.planRead(st, 0, sector, sectors, segs)
+}
+
+// planRead is PlanStripeRead with the members in avoid taken as
+// unreadable.
+func (g ParityGeometry) planRead(st *ArrayState, avoid uint64, sector uint64, sectors uint32, segs []StripeReadSegment) ([]StripeReadSegment, error) {
 	if sectors == 0 {
 		return segs, nil
 	}
-	v, err := g.view(st, sector, sectors)
+	v, err := g.view(st, avoid, sector, sectors)
 	if err != nil {
 		return segs, fmt.Errorf("read: %w", err)
 	}
