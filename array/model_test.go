@@ -392,6 +392,7 @@ type arrayModel struct {
 	// forcedDirty: a raid5/6 assembly refused as dirty and degraded was
 	// forced, as an operator would (see writeHole)
 	forcedDirty bool
+	repairs     uint64               // the array's ReadRepairs seen (coverage)
 	reqs        map[[2]int]*modelReq // by queue, tag
 	hung        map[string]bool      // queue operations not delivered
 	// devHung: every operation on the disk waits (memdev Hang)
@@ -710,6 +711,10 @@ func (m *arrayModel) run(t *rapid.T) {
 		m.reap()
 		if m.a != nil {
 			m.logf("  state %s", m.states())
+			if n := m.a.ReadRepairs(); n != m.repairs {
+				m.repairs = n
+				m.count("read repair rewrote a range")
+			}
 		}
 		if m.cutArmed && !m.rack.Armed() {
 			m.cutArmed = false
@@ -753,6 +758,10 @@ func (m *arrayModel) step(t *rapid.T) {
 		switch rapid.IntRange(0, 2).Draw(t, "fault") {
 		case 0:
 			off := int64(rapid.IntRange(0, modelDisk/4096-1).Draw(t, "faultblock")) * 4096
+			if m.a != nil && rapid.Bool().Draw(t, "fault in the window") {
+				// Where the window's data lies (read repair's ground).
+				off = int64(m.a.dataOffset) + int64(rapid.IntRange(0, 63).Draw(t, "window faultblock"))*4096
+			}
 			ops := memdev.Op(rapid.SampledFrom([]int{int(memdev.OpRead), int(memdev.OpWrite), int(memdev.OpWrite | memdev.OpRead | memdev.OpFlush)}).Draw(t, "faultops"))
 			m.rack.SetFaults(d, memdev.Fault{Ops: ops, Off: off, Len: 4096 * 64, Err: unix.EIO})
 			m.logf("fault: EIO on %v ops %d at %d", d.Path(), ops, off)

@@ -137,6 +137,11 @@ func (a *Array) newParityRunner(h *queue, q ring) requestRunner {
 	} else if a.sync != nil {
 		e.Untrusted = a.parityUnsyncedStripe
 	}
+	if a.repairs != nil {
+		e.ReadRepair = func(member int, sector uint64, sectors uint32) {
+			a.requestRepair(sector, sectors, 1<<uint(member))
+		}
+	}
 	return parityRunner{e}
 }
 

@@ -6,19 +6,21 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/ublk-raid/ublk-raid/engine"
+	"github.com/ublk-raid/ublk-raid/resync"
 )
 
-// exclusiveBarrier shares the array's write barrier between the syncer
-// and the read-repair worker: one range is raised at a time (Raise waits
-// for the other's Lower, or for its context: a job stopped while the
-// other waits for writes that no queue serves any more, as at Close, must
-// not wait for it).
+// exclusiveBarrier shares the array's barrier (the write barrier of
+// copies, the stripe lock's sync side for parity) between the syncer and
+// the read-repair worker: one range is raised at a time (Raise waits for
+// the other's Lower, or for its context: a job stopped while the other
+// waits for writes that no queue serves any more, as at Close, must not
+// wait for it).
 type exclusiveBarrier struct {
-	b   *engine.Barrier
+	b   resync.Barrier
 	sem chan struct{} // holds a token while a range is raised
 }
 
-func newExclusiveBarrier(b *engine.Barrier) *exclusiveBarrier {
+func newExclusiveBarrier(b resync.Barrier) *exclusiveBarrier {
 	return &exclusiveBarrier{b: b, sem: make(chan struct{}, 1)}
 }
 
@@ -41,7 +43,8 @@ func (x *exclusiveBarrier) Lower() {
 }
 
 // repairReq is a range a queue read from one copy after other copies (the
-// roles in bad) failed it.
+// roles in bad) failed it. For raid5/6 it is member sectors [sector,
+// sector+sectors) of the roles in bad (one stripe's rows).
 type repairReq struct {
 	sector  uint64
 	sectors uint32
@@ -101,6 +104,10 @@ func (a *Array) startRepairs() {
 // copy read is the newest data, and nothing overwrites the rewrite with
 // something older. A rewrite that fails fails its member.
 func (a *Array) repair(ctx context.Context, r repairReq, buf []byte, io memberIO) {
+	if a.Engine.Parity != nil {
+		a.repairParity(ctx, r, buf, io)
+		return
+	}
 	g := a.Engine.Geo
 	var locs [engine.MaxCopies]engine.Location
 	for s, end := r.sector, r.sector+uint64(r.sectors); s < end; {

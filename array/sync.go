@@ -344,18 +344,16 @@ func (a *Array) initSync(spec CreateSpec) {
 	if a.Engine.Level() == engine.Level0 {
 		return
 	}
-	// The syncer's barrier: the write barrier, shared with read repair
-	// (copies); a parity array's jobs take its stripe lock instead, as
-	// its requests do (no read repair yet).
-	var bar resync.Barrier
+	// The syncer's barrier, shared with read repair: the write barrier
+	// (copies); a parity array's stripe lock, as its requests take it.
 	if a.Engine.Parity != nil {
-		bar = &stripeBarrier{a: a}
+		a.xbar = newExclusiveBarrier(&stripeBarrier{a: a})
 	} else {
 		a.barrier = engine.NewBarrier(barrierShift, a.wakeQueues)
 		a.xbar = newExclusiveBarrier(a.barrier)
-		a.startRepairs()
-		bar = a.xbar
 	}
+	a.startRepairs()
+	var bar resync.Barrier = a.xbar
 	io := newMemberIO(a)
 	a.syncBounce = io.bounce
 	a.sync = &syncer{a: a, s: resync.New(a.Engine, bar, io, resync.Config{

@@ -38,8 +38,9 @@ func (a *Array) parityStripeLock() *engine.StripeLock {
 
 // stripeBarrier is a parity array's resync.Barrier: Raise takes the
 // stripe lock of the stripes an array range touches (waiting for the
-// requests holding them), Lower releases them. One job at a time uses it
-// (the syncer runs one), so one range is held at a time.
+// requests holding them), Lower releases them. One user at a time (the
+// array's exclusiveBarrier: the syncer's job or read repair), so one
+// range is held at a time.
 type stripeBarrier struct {
 	a           *Array
 	first, last uint64 // stripes held

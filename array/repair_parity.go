@@ -1,0 +1,105 @@
+package array
+
+import (
+	"context"
+
+	"github.com/ublk-raid/ublk-raid/engine"
+)
+
+// repairParity is read repair for raid5/6 (md's: a read error of a
+// member's rows is answered from the reconstruction, then the rows are
+// rewritten from it): r is member sectors [sector, sector+sectors) of
+// the roles in r.bad, within one stripe. With the stripe locked (no
+// request writes it meanwhile, so data and parity agree), every other
+// member's rows are read, the bad rows rebuilt from them and written. A
+// rewrite that fails fails its member (never past the parity's budget:
+// FailRedundant); when too few members can be read the rows are left as
+// they are (the next read that fails reports them again). Repair worker
+// only (its Parity is the worker's).
+func (a *Array) repairParity(ctx context.Context, r repairReq, buf []byte, io memberIO) {
+	g := *a.Engine.Parity
+	cs := g.ChunkSectors
+	stripe, lo := r.sector/cs, r.sector%cs
+	if stripe >= g.Stripes() || r.sectors == 0 || r.bad == 0 {
+		return
+	}
+	if a.repairPar == nil {
+		p, err := engine.NewParity(g.DataMembers(), g.Level == engine.Level6)
+		if err != nil {
+			return
+		}
+		a.repairPar = p
+	}
+	per := cs * uint64(g.DataMembers())
+	end := min(lo+uint64(r.sectors), cs)
+	// Every member's rows in buf (page-aligned, for O_DIRECT), each at
+	// a multiple of 512 bytes.
+	step := uint64(len(buf)/g.Members) >> 9
+	for lo < end {
+		n := min(end-lo, step)
+		if err := a.xbar.Raise(ctx, stripe*per, per); err != nil {
+			return
+		}
+		a.repairParityRows(r.bad, stripe, lo, n, buf, io)
+		a.xbar.Lower()
+		lo += n
+	}
+}
+
+// repairParityRows rewrites rows [lo, lo+n) of stripe's chunks on the
+// members in bad from the others (the stripe raised).
+func (a *Array) repairParityRows(bad, stripe, lo, n uint64, buf []byte, io memberIO) {
+	g := *a.Engine.Parity
+	cs := g.ChunkSectors
+	st := a.Engine.State()
+	sm := g.Stripe(stripe)
+	nd := g.DataMembers()
+	slot := func(m int) int { // shard index: data in syndrome order, P, Q
+		switch m {
+		case sm.P:
+			return nd
+		case sm.Q:
+			return nd + 1
+		}
+		return int(sm.Slot[m])
+	}
+	shards := make([][]byte, nd+g.ParityMembers())
+	missing := 0
+	for m, ms := range st.Members {
+		b := buf[uint64(m)*n<<9 : uint64(m+1)*n<<9]
+		// Missing: empty, with b's room for the reconstruction.
+		shards[slot(m)] = b[:0]
+		ok := ms.State == engine.MemberActive || (ms.State == engine.MemberRebuilding && ms.RebuildOffset >= (stripe+1)*cs)
+		if !ok || bad&(1<<uint(m)) != 0 {
+			missing++
+			continue
+		}
+		if io.ReadAt(m, b, stripe*cs+lo) != nil || !a.sameMember(st, m) {
+			// (Its own read errors are reported by the reads that meet them.)
+			missing++
+			continue
+		}
+		shards[slot(m)] = b
+	}
+	if missing > g.ParityMembers() {
+		return // not enough left to rebuild from: left as it is
+	}
+	if err := a.repairPar.Reconstruct(shards); err != nil {
+		return
+	}
+	for m := range g.Members {
+		if bad&(1<<uint(m)) == 0 || !writable(st.Members[m]) || !a.sameMember(st, m) {
+			continue // (a device put in the role since is rebuilt whole)
+		}
+		if err := io.WriteAt(m, shards[slot(m)], stripe*cs+lo); err != nil {
+			if !a.sameMember(st, m) {
+				continue
+			}
+			if st, changed, _ := a.Engine.FailRedundant(m); changed {
+				a.persist(st)
+			}
+			continue
+		}
+		a.readRepairs.Add(1)
+	}
+}
