@@ -162,7 +162,7 @@ type parityReq struct {
 	// avoid: members a read of this request failed on (an error, not a
 	// timeout) with ReadRepair set: its later plans read around them,
 	// reconstructing their chunks, and they stay in the array.
-	avoid uint64
+	avoid []uint64 // per stripe, from first
 	// readErr: per ios entry, a read that failed with an error result.
 	readErr []bool
 }
@@ -278,6 +278,7 @@ func NewParityExecutor(arr *Array, be Backend, lock *StripeLock, queue, depth, m
 		r.times = make([]time.Duration, 0, ios)
 		r.hung = make([]bool, 0, ios)
 		r.readErr = make([]bool, 0, ios)
+		r.avoid = make([]uint64, 0, segs/3+1)
 		r.slab = make([]byte, slab)
 	}
 	e.wsegs = make([]StripeSegment, 0, 2*nd+2)
@@ -312,7 +313,7 @@ func (e *ParityExecutor) Start(tag uint16, op ReqOp, sector uint64, sectors uint
 	}
 	r.op, r.sector, r.sectors, r.fua, r.buf = op, sector, sectors, fua, buf
 	r.active, r.locked, r.phase = true, false, parityIdle
-	r.err, r.needGen, r.lastCopy, r.rebuffer, r.avoid = nil, 0, false, false, 0
+	r.err, r.needGen, r.lastCopy, r.rebuffer = nil, 0, false, false
 	switch op {
 	case ReqFlush:
 		e.flush(tag)
@@ -340,6 +341,10 @@ func (e *ParityExecutor) Start(tag uint16, op ReqOp, sector uint64, sectors uint
 	}
 	per := e.geo.ChunkSectors * uint64(e.geo.DataMembers())
 	r.first, r.last = sector/per, (sector+uint64(sectors)-1)/per
+	r.avoid = r.avoid[:0]
+	for range r.last - r.first + 1 {
+		r.avoid = append(r.avoid, 0)
+	}
 	if op == ReqWrite && e.Intent != nil {
 		r.rfirst, r.rlast = e.Intent.Regions(sector, uint64(sectors))
 		r.started = true
@@ -462,13 +467,13 @@ func (e *ParityExecutor) plan(tag uint16) {
 		var err error
 		if write {
 			trusted := e.Untrusted == nil || !e.Untrusted(stripe)
-			e.wsegs, err = g.planWrite(st, r.avoid, s, uint32(n), trusted, e.wsegs[:0])
+			e.wsegs, err = g.planWrite(st, r.avoid[stripe-r.first], s, uint32(n), trusted, e.wsegs[:0])
 			for _, w := range e.wsegs {
 				r.segs = append(r.segs, paritySeg{stripe: stripe, m: m, lo: w.Lo, hi: w.Hi, mode: w.Mode,
 					want: w.Written, reads: w.Reads, missing: w.Missing, writes: w.Writes})
 			}
 		} else {
-			e.rsegs, err = g.planRead(st, r.avoid, s, uint32(n), e.rsegs[:0])
+			e.rsegs, err = g.planRead(st, r.avoid[stripe-r.first], s, uint32(n), e.rsegs[:0])
 			for _, w := range e.rsegs {
 				r.segs = append(r.segs, paritySeg{stripe: stripe, m: m, lo: w.Lo, hi: w.Hi,
 					want: w.Wanted, reads: w.Reads, missing: w.Missing})
@@ -868,7 +873,7 @@ func (e *ParityExecutor) failMembers(tag uint16, r *parityReq) {
 			// A bad sector, not a dead member (md's read error path):
 			// the request reads around it (the next plan reconstructs
 			// the chunk), and the rows are rewritten from the others.
-			r.avoid |= 1 << uint(io.Member)
+			r.avoid[io.Sector/e.geo.ChunkSectors-r.first] |= 1 << uint(io.Member)
 			e.ReadRepair(int(io.Member), io.Sector, io.Sectors)
 			continue
 		}
