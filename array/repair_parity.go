@@ -33,8 +33,12 @@ func (a *Array) repairParity(ctx context.Context, r repairReq, buf []byte, io me
 	per := cs * uint64(g.DataMembers())
 	end := min(lo+uint64(r.sectors), cs)
 	// Every member's rows in buf (page-aligned, for O_DIRECT), each at
-	// a multiple of 512 bytes.
-	step := uint64(len(buf)/g.Members) >> 9
+	// a multiple of 4 KiB (members with 4 KiB logical blocks), in pieces
+	// of whole pages.
+	step := uint64(len(buf)/g.Members) &^ 4095 >> 9
+	if step == 0 {
+		return // (MaxMembers keeps it at 32 sectors or more)
+	}
 	for lo < end {
 		n := min(end-lo, step)
 		if err := a.xbar.Raise(ctx, stripe*per, per); err != nil {
@@ -91,11 +95,22 @@ func (a *Array) repairParityRows(bad, stripe, lo, n uint64, buf []byte, io membe
 		if bad&(1<<uint(m)) == 0 || !writable(st.Members[m]) || !a.sameMember(st, m) {
 			continue // (a device put in the role since is rebuilt whole)
 		}
-		if err := io.WriteAt(m, shards[slot(m)], stripe*cs+lo); err != nil {
+		a.mu.Lock()
+		f := a.Members[m]
+		a.mu.Unlock()
+		err := io.WriteAt(m, shards[slot(m)], stripe*cs+lo)
+		if err == nil {
+			// md's R5_ReWrite: read the rows back; a bad sector the
+			// rewrite did not cure fails the member.
+			err = io.ReadAt(m, shards[slot(m)], stripe*cs+lo)
+		}
+		if err != nil {
+			// Not a device put in the role meanwhile (failHolding: the
+			// check and the change under the array's lock).
 			if !a.sameMember(st, m) {
 				continue
 			}
-			if st, changed, _ := a.Engine.FailRedundant(m); changed {
+			if st, changed := a.failHolding(m, f); changed {
 				a.persist(st)
 			}
 			continue
