@@ -580,7 +580,13 @@ func TestParityLogDoesNotAllocate(t *testing.T) {
 }
 
 // FuzzDecodeParityLogEntry: nothing panics, every error is classified,
-// and an accepted entry re-encodes to the very bytes it came from.
+// and an accepted entry re-encodes to the very bytes it came from. Run it
+// with
+//
+//	go test ./engine -run '^$' -fuzz FuzzDecodeParityLogEntry -fuzztime 60s -fuzzminimizetime 2s
+//
+// (minimizing a new input of several KiB for the default 60 s stalls a
+// short run).
 func FuzzDecodeParityLogEntry(f *testing.F) {
 	g := ParityGeometry{Level: Level6, Members: 6, Layout: LeftSymmetric, ChunkSectors: 64, MemberSectors: 256}
 	e := ParityLogEntry{Array: plogUUID, Seq: 7, Stripe: 3, RowLo: 8, RowHi: 16, Lost: 0b0011, Written: 0b0110, Parity: 2,
