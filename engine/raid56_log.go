@@ -8,33 +8,38 @@ import (
 	"math/bits"
 )
 
-// The write-hole log of the parity levels (format version 1): what closes
-// the write hole of a degraded stripe.
+// The write-hole log of the parity levels (format version 1).
 //
-// A crash during a write to a stripe with a data chunk's member lost can
-// leave the surviving data and parity disagreeing (some sectors written,
-// others not); the lost chunk, which exists only as parity, is then
-// rebuilt wrong, though nobody was writing it. So before such a write's
-// data and parity writes are issued, an entry is written durably to the
-// log area of each surviving parity member of the stripe. For the rows
-// [RowLo, RowHi) the write covers and the data slots Lost (syndrome
-// order, StripeMap.Slot) whose members are lost, its payload is the
-// partial parity of the lost chunks' intended values (the new data of a
-// lost chunk the write writes, the old, reconstructed one of a lost chunk
-// it does not):
+// A crash during a write to a stripe can leave its data and parity
+// disagreeing (some sectors written, others not). If a member is then
+// lost, or was lost before, its chunk is rebuilt from that parity, and
+// data nobody was writing comes back wrong: the write hole. So before a
+// write's data and parity writes are issued, an entry is written durably
+// to the log area of each surviving parity member of the stripe. For the
+// rows [RowLo, RowHi) and a set X of data slots (syndrome order,
+// StripeMap.Slot), Logged, its payload is the partial parity of the X
+// chunks' intended values:
 //
-//	L_P = XOR over the lost slots s of D_s
-//	L_Q = Σ over the lost slots s of g^s · D_s   (raid6)
+//	L_P = XOR over the slots s in X of D_s
+//	L_Q = Σ over the slots s in X of g^s · D_s   (raid6)
 //
-// After a crash, each valid entry newer than the log's checkpoint is
-// replayed, in increasing sequence order (a later entry for the same rows
-// wins): read the stripe's surviving (non-lost) data chunks for the rows,
-// as they are on disk (old, new or any per-sector mix of the two), and
-// write P = L_P ^ their XOR and Q = L_Q ^ Σ g^s · D_s (Parity.RecoverParity)
-// to the parity members. Reconstructing a lost chunk from the surviving
-// data and that parity then gives its intended value: the parity equals
-// the syndrome of the chunks on disk with the lost ones at their intended
-// values. A stripe with no lost data chunk is not logged.
+// X is every data slot the recovery cannot read back as the write left
+// it: the slots the write does not write (their old data, md's PPL
+// "partial parity"), and, degraded, the written slots whose members are
+// lost (their new data, which exists only as parity). X is empty for a
+// full-stripe write of a healthy stripe (the entry then says only that
+// the stripe's parity is to be computed from its data). Rows outside
+// what the write writes may be logged too (rounded out to 4 KiB): there
+// nothing changes, and L over X of the old values gives the old parity.
+//
+// After a crash, each stripe's newest valid entry newer than the log's
+// checkpoint is replayed: read the stripe's chunks outside X for the
+// rows, as they are on disk (old, new or any per-sector mix of the two:
+// they were being written), and write P = L_P ^ their XOR and Q = L_Q ^
+// Σ g^s · D_s (Parity.RecoverParity) to the parity members. The parity
+// then equals the syndrome of the chunks on disk with the X chunks at
+// their intended values, so rebuilding any chunk in X (lost before, or
+// lost after the crash) gives its intended value.
 //
 // An entry is a 4096-byte header followed by its payload: the rows of L_P
 // (RowHi-RowLo sectors), then for raid6 those of L_Q; ParityLogEntrySize
@@ -52,7 +57,7 @@ import (
 //	    48     8  stripe
 //	    56     8  RowLo: first row, in sectors within the chunk, a multiple of 8 (4 KiB)
 //	    64     8  RowHi: end row (exclusive), a multiple of 8, RowLo < RowHi <= chunk size
-//	    72     8  Lost: bit s set when data slot s (syndrome order) is lost; 1 to parity count bits
+//	    72     8  Logged: bit s set when data slot s (syndrome order) is in X; any of the data slots
 //	    80     8  Written: bit s set when the write writes data slot s; at least one bit
 //	    88     4  parity count: 1 (raid5) or 2 (raid6)
 //	    92     4  member count of the array
@@ -85,7 +90,7 @@ const (
 	plOffStripe     = 48
 	plOffRowLo      = 56
 	plOffRowHi      = 64
-	plOffLost       = 72
+	plOffLogged     = 72
 	plOffWritten    = 80
 	plOffParity     = 88
 	plOffMembers    = 92
@@ -121,10 +126,10 @@ type ParityLogEntry struct {
 	// RowLo, RowHi: the rows logged, [RowLo, RowHi) in sectors within
 	// the chunk.
 	RowLo, RowHi uint64
-	// Lost and Written are masks of data slots (syndrome order): the
-	// slots whose members were lost when the entry was written, and
-	// those the write writes.
-	Lost, Written uint64
+	// Logged and Written are masks of data slots (syndrome order): X,
+	// the slots whose intended values the payload's parity holds, and
+	// the slots the write writes.
+	Logged, Written uint64
 	// Parity is the number of parity chunks: 1 (raid5) or 2 (raid6).
 	Parity int
 	// P and Q are the payload, L_P and L_Q (Q empty for raid5), each
@@ -191,11 +196,8 @@ func (e *ParityLogEntry) check(g *ParityGeometry, uuid [16]byte, payload bool) e
 		return fmt.Errorf("rows [%d, %d) are not 4 KiB aligned", e.RowLo, e.RowHi)
 	}
 	slots := uint64(1)<<uint(g.DataMembers()) - 1
-	if e.Lost == 0 || e.Lost&^slots != 0 {
-		return fmt.Errorf("lost slots %#x are none, or not within the %d data slots", e.Lost, g.DataMembers())
-	}
-	if n := bits.OnesCount64(e.Lost); n > e.Parity {
-		return fmt.Errorf("%d lost slots (%#x), more than the %d parity chunks cover", n, e.Lost, e.Parity)
+	if e.Logged&^slots != 0 {
+		return fmt.Errorf("logged slots %#x are not within the %d data slots", e.Logged, g.DataMembers())
 	}
 	if e.Written == 0 || e.Written&^slots != 0 {
 		return fmt.Errorf("written slots %#x are none, or not within the %d data slots", e.Written, g.DataMembers())
@@ -238,7 +240,7 @@ func (e *ParityLogEntry) Encode(b []byte, g ParityGeometry) (int, error) {
 	le.PutUint64(h[plOffStripe:], e.Stripe)
 	le.PutUint64(h[plOffRowLo:], e.RowLo)
 	le.PutUint64(h[plOffRowHi:], e.RowHi)
-	le.PutUint64(h[plOffLost:], e.Lost)
+	le.PutUint64(h[plOffLogged:], e.Logged)
 	le.PutUint64(h[plOffWritten:], e.Written)
 	le.PutUint32(h[plOffParity:], uint32(e.Parity))
 	le.PutUint32(h[plOffMembers:], uint32(g.Members))
@@ -309,7 +311,7 @@ func DecodeParityLogEntry(b []byte, g ParityGeometry, uuid [16]byte) (ParityLogE
 	e.Stripe = le.Uint64(h[plOffStripe:])
 	e.RowLo = le.Uint64(h[plOffRowLo:])
 	e.RowHi = le.Uint64(h[plOffRowHi:])
-	e.Lost = le.Uint64(h[plOffLost:])
+	e.Logged = le.Uint64(h[plOffLogged:])
 	e.Written = le.Uint64(h[plOffWritten:])
 	e.Parity = int(pc)
 	if err := e.check(&g, uuid, false); err != nil {
@@ -327,26 +329,28 @@ func DecodeParityLogEntry(b []byte, g ParityGeometry, uuid [16]byte) (ParityLogE
 	return e, nil
 }
 
-var errParityLost = errors.New("parity: lost slots are none, out of range, or more than the parity covers")
+var errParityLogged = errors.New("parity: logged slots out of range")
 
-// checkLost checks a mask of lost data slots: at least one, within the
-// data slots, no more than the parity chunks.
-func (p *Parity) checkLost(lost uint64) error {
-	if lost == 0 || lost>>uint(p.data) != 0 || bits.OnesCount64(lost) > p.Count() {
-		return errParityLost
+// checkLogged checks a mask of data slots: within the data slots.
+func (p *Parity) checkLogged(logged uint64) error {
+	if logged>>uint(p.data) != 0 {
+		return errParityLogged
 	}
 	return nil
 }
 
 // LogParity computes the payload of a write-hole log entry: log (L_P,
-// then L_Q for raid6) is the parity of the data chunks in the lost slots
-// alone, as if every other chunk were zero. data is every data chunk's
-// rows in syndrome order, at its intended value (what the write leaves
-// there: the new data of a chunk it writes, the old, reconstructed if
-// lost, of one it does not); only the lost slots' entries are read (the
-// others may be nil). All chunks the same size. It does not allocate.
+// then L_Q for raid6) is the parity of the data chunks in the slots X
+// (lost) alone, as if every other chunk were zero. data is every data
+// chunk's rows in syndrome order, at its intended value (what the write
+// leaves there: the new data of a chunk it writes, the old, reconstructed
+// if its member is lost, of one it does not); only X's entries are read
+// (the others may be nil). All chunks the same size. It does not
+// allocate. (An RMW, which does not read the chunks it does not write,
+// has the same payload as the old parity plus the parity of the written
+// chunks' old data.)
 func (p *Parity) LogParity(data [][]byte, lost uint64, log [][]byte) error {
-	if err := p.checkLost(lost); err != nil {
+	if err := p.checkLogged(lost); err != nil {
 		return err
 	}
 	if len(data) != p.data || len(log) != p.Count() {
@@ -377,12 +381,12 @@ func (p *Parity) LogParity(data [][]byte, lost uint64, log [][]byte) error {
 
 // RecoverParity computes the parity to write when replaying a write-hole
 // log entry: parity (P, then Q for raid6) = log (the entry's L_P, L_Q)
-// plus the parity of the data chunks not in the lost slots, as they are
-// on disk now. data is in syndrome order; the lost slots' entries are
-// not read (nil is fine). parity may be log itself (computed in place).
+// plus the parity of the data chunks not in the slots X (lost), as they
+// are on disk now. data is in syndrome order; X's entries are not read
+// (nil is fine). parity may be log itself (computed in place).
 // All chunks the same size. It does not allocate.
 func (p *Parity) RecoverParity(log, data [][]byte, lost uint64, parity [][]byte) error {
-	if err := p.checkLost(lost); err != nil {
+	if err := p.checkLogged(lost); err != nil {
 		return err
 	}
 	if len(data) != p.data || len(log) != p.Count() || len(parity) != p.Count() {

@@ -6,7 +6,6 @@ import (
 	"errors"
 	"hash/crc32"
 	"math"
-	"math/bits"
 	"math/rand/v2"
 	"strings"
 	"testing"
@@ -58,7 +57,7 @@ func sectorMix(t *rapid.T, dst []byte, label string, srcs ...[]byte) {
 // sameEntry compares entries field by field, the payload by content.
 func sameEntry(a, b ParityLogEntry) bool {
 	return a.Array == b.Array && a.Seq == b.Seq && a.Stripe == b.Stripe && a.RowLo == b.RowLo && a.RowHi == b.RowHi &&
-		a.Lost == b.Lost && a.Written == b.Written && a.Parity == b.Parity && bytes.Equal(a.P, b.P) && bytes.Equal(a.Q, b.Q)
+		a.Logged == b.Logged && a.Written == b.Written && a.Parity == b.Parity && bytes.Equal(a.P, b.P) && bytes.Equal(a.Q, b.Q)
 }
 
 func cloneChunks(c [][]byte) [][]byte {
@@ -71,12 +70,17 @@ func cloneChunks(c [][]byte) [][]byte {
 	return out
 }
 
-// TestParityLogClosesWriteHole: a write to a degraded stripe crashes with
-// every surviving written data sector and parity sector old, new or torn;
-// replaying the log entry (through its encoding) makes every lost chunk
-// rebuild to its intended value: old where the write did not write it,
-// new where it did. And without the log the same crashes do rebuild lost
-// chunks wrong (the scenario really tears).
+// TestParityLogClosesWriteHole: a write to a stripe, healthy or degraded
+// (members lost before it), crashes with every surviving written data
+// sector and parity sector old, new or torn, and maybe members lost in
+// the crash; replaying the log entry (through its encoding), X being the
+// slots not written and the written slots of members lost before, with
+// the members left, and then losing more members (all within the
+// parity's budget), every chunk
+// rebuilds to its intended value: old where the write did not write it,
+// new where it wrote a lost member's, and as on disk where it wrote a
+// member that survived the crash. And without the log the same crashes
+// do rebuild chunks wrong (the scenario really tears).
 func TestParityLogClosesWriteHole(t *testing.T) {
 	runs, tears := 0, 0
 	rapid.Check(t, func(t *rapid.T) {
@@ -91,7 +95,7 @@ func TestParityLogClosesWriteHole(t *testing.T) {
 }
 
 // parityLogCrash runs one drawn crash and reports whether, without the
-// log, a lost chunk would have been rebuilt wrong.
+// log, a chunk would have been rebuilt wrong.
 func parityLogCrash(t *rapid.T) (tore bool) {
 	g := drawParityGeometry(t)
 	nd, pc := g.DataMembers(), g.ParityMembers()
@@ -106,31 +110,36 @@ func parityLogCrash(t *rapid.T) (tore bool) {
 	rows := hi - lo
 	n := int(rows) * sbSector
 
-	// The lost data members (1 to pc), as members, and with one data
-	// member lost in raid6, maybe a parity member too.
-	nlost := rapid.IntRange(1, pc).Draw(t, "lost data")
-	members := make([]int, nd)
-	for d := range nd {
-		members[d] = int(m.Data[d])
+	// Members lost before the write, in the crash (absent at the
+	// recovery) and after the recovery, in one drawn order over every
+	// member: budget pc in all. A data member lost in the crash holds a
+	// chunk the write does not write (one it writes is being written:
+	// whatever it held is as right).
+	all := make([]int, g.Members)
+	for i := range all {
+		all[i] = i
 	}
-	perm := rapid.Permutation(members).Draw(t, "lost order")
-	var lostMembers uint64
-	for _, mem := range perm[:nlost] {
-		lostMembers |= 1 << uint(mem)
+	perm := rapid.Permutation(all).Draw(t, "loss order")
+	nBefore := rapid.IntRange(0, pc).Draw(t, "lost before")
+	nCrash := rapid.IntRange(0, pc-nBefore).Draw(t, "lost in the crash")
+	nAfter := rapid.IntRange(0, pc-nBefore-nCrash).Draw(t, "lost after")
+	var before, crash, after uint64
+	for _, mem := range perm[:nBefore] {
+		before |= 1 << uint(mem)
 	}
-	parityLost := -1 // 0: P, 1: Q
-	if pc == 2 && nlost == 1 {
-		parityLost = rapid.IntRange(-1, 1).Draw(t, "parity lost")
-		if parityLost >= 0 {
-			lostMembers |= 1 << uint([2]int{m.P, m.Q}[parityLost])
-		}
+	for _, mem := range perm[nBefore : nBefore+nCrash] {
+		crash |= 1 << uint(mem)
 	}
-	lost := m.SlotMask(lostMembers)
-	if bits.OnesCount64(lost) != nlost {
-		t.Fatalf("SlotMask(%#x) = %#x, want %d slots", lostMembers, lost, nlost)
+	for _, mem := range perm[nBefore+nCrash : nBefore+nCrash+nAfter] {
+		after |= 1 << uint(mem)
 	}
+	lostBefore, lostCrash, lostAfter := m.SlotMask(before), m.SlotMask(crash), m.SlotMask(after)
 	full := uint64(1)<<uint(nd) - 1
-	written := rapid.Uint64Range(1, full).Draw(t, "written")
+	written := rapid.Uint64Range(1, full).Draw(t, "written") &^ lostCrash
+	if written == 0 {
+		written = full &^ lostCrash &^ (full&^lostCrash - 1) // the lowest slot left
+	}
+	x := full&^written | written&lostBefore
 
 	// The stripe's rows before the write (consistent), and the values the
 	// write means to leave.
@@ -154,18 +163,18 @@ func parityLogCrash(t *rapid.T) (tore bool) {
 	// Before the write: the log entry, computed in its block.
 	buf := make([]byte, ParityLogEntrySize(rows, pc)+rapid.IntRange(0, 2).Draw(t, "slack")*sbSector)
 	lp, lq := ParityLogPayload(buf, rows, pc)
-	arg := make([][]byte, nd) // the lost slots' entries only, or every one
-	all := rapid.Bool().Draw(t, "pass every chunk")
+	arg := make([][]byte, nd) // X's entries only, or every one
+	every := rapid.Bool().Draw(t, "pass every chunk")
 	for s := range nd {
-		if all || lost&(1<<uint(s)) != 0 {
+		if every || x&(1<<uint(s)) != 0 {
 			arg[s] = intended[s]
 		}
 	}
-	if err := p.LogParity(arg, lost, [][]byte{lp, lq}[:pc]); err != nil {
+	if err := p.LogParity(arg, x, [][]byte{lp, lq}[:pc]); err != nil {
 		t.Fatal(err)
 	}
 	ent := ParityLogEntry{Array: plogUUID, Seq: rapid.Uint64Range(1, math.MaxUint64).Draw(t, "seq"),
-		Stripe: stripe, RowLo: lo, RowHi: hi, Lost: lost, Written: written, Parity: pc, P: lp, Q: lq}
+		Stripe: stripe, RowLo: lo, RowHi: hi, Logged: x, Written: written, Parity: pc, P: lp, Q: lq}
 	size, err := ent.Encode(buf, g)
 	if err != nil {
 		t.Fatal(err)
@@ -178,7 +187,7 @@ func parityLogCrash(t *rapid.T) (tore bool) {
 	// each surviving parity sector old, new or torn.
 	disk := make([][]byte, nd)
 	for s := range nd {
-		if lost&(1<<uint(s)) != 0 {
+		if (lostBefore|lostCrash)&(1<<uint(s)) != 0 {
 			continue
 		}
 		disk[s] = bytes.Clone(old[s])
@@ -186,28 +195,58 @@ func parityLogCrash(t *rapid.T) (tore bool) {
 			sectorMix(t, disk[s], "data sector", old[s], intended[s], drawBytes(t, n, "torn data"))
 		}
 	}
+	parMember := [2]int{m.P, m.Q}
 	diskPar := make([][]byte, pc)
 	for k := range pc {
-		if k == parityLost {
+		if (before|crash)&(1<<uint(parMember[k])) != 0 {
 			continue
 		}
 		diskPar[k] = make([]byte, n)
 		sectorMix(t, diskPar[k], "parity sector", oldPar[k], newPar[k], drawBytes(t, n, "torn parity"))
 	}
+	// What a chunk must rebuild to: as on disk if its member survived
+	// the crash (written or not), else its intended value.
+	want := make([][]byte, nd)
+	for s := range nd {
+		want[s] = disk[s]
+		if want[s] == nil {
+			want[s] = intended[s]
+		}
+	}
+	// Every chunk lost, before or after, rebuilt from the parity on
+	// disk and the chunks left.
+	rebuild := func(par [][]byte) [][]byte {
+		shards := append(cloneChunks(disk), cloneChunks(par)...)
+		for s := range nd {
+			if lostAfter&(1<<uint(s)) != 0 {
+				shards[s] = nil
+			}
+		}
+		for k := range pc {
+			if after&(1<<uint(parMember[k])) != 0 {
+				shards[nd+k] = nil
+			}
+		}
+		if lostBefore|lostCrash|lostAfter == 0 {
+			return shards
+		}
+		if err := p.ReconstructData(shards); err != nil {
+			t.Fatal(err)
+		}
+		return shards
+	}
 
 	// Without the log: rebuild from the parity the crash left.
-	naive := append(cloneChunks(disk), cloneChunks(diskPar)...)
-	if err := p.ReconstructData(naive); err != nil {
-		t.Fatal(err)
-	}
+	naive := rebuild(diskPar)
 	for s := range nd {
-		if lost&(1<<uint(s)) != 0 && !bytes.Equal(naive[s], intended[s]) {
+		if !bytes.Equal(naive[s], want[s]) {
 			tore = true
 		}
 	}
 
 	// Recovery: decode the entry, recompute the parity from it and the
-	// surviving data on disk.
+	// data on disk outside X (whose members all survived the crash),
+	// written to the parity members that survived it.
 	got, err := DecodeParityLogEntry(buf, g, plogUUID)
 	if err != nil {
 		t.Fatal(err)
@@ -216,64 +255,36 @@ func parityLogCrash(t *rapid.T) (tore bool) {
 		t.Fatalf("decoded %+v, want %+v", got, ent)
 	}
 	rec := [][]byte{make([]byte, n), make([]byte, n)}[:pc]
-	if err := p.RecoverParity([][]byte{got.P, got.Q}[:pc], disk, lost, rec); err != nil {
+	if err := p.RecoverParity([][]byte{got.P, got.Q}[:pc], disk, x, rec); err != nil {
 		t.Fatal(err)
 	}
-	// The recovered parity is the syndrome of the disk with the lost
-	// chunks at their intended values.
-	whole := cloneChunks(disk)
-	for s := range nd {
-		if whole[s] == nil {
-			whole[s] = intended[s]
-		}
-	}
+	// The recovered parity is the syndrome of what the chunks must
+	// rebuild to.
 	wantPar := [][]byte{make([]byte, n), make([]byte, n)}[:pc]
-	if err := p.Compute(whole, wantPar); err != nil {
+	if err := p.Compute(want, wantPar); err != nil {
 		t.Fatal(err)
 	}
 	for k := range pc {
 		if !bytes.Equal(rec[k], wantPar[k]) {
-			t.Fatalf("recovered parity %d is not the syndrome of the disk with the lost chunks as intended", k)
+			t.Fatalf("recovered parity %d is not the syndrome of the chunks as they must rebuild", k)
+		}
+		if diskPar[k] == nil {
+			rec[k] = nil // (its member is lost: nothing written there)
 		}
 	}
-
-	// Rebuild the lost chunks from every set of surviving parity chunks
-	// that can (P and Q; with one lost in raid6, P alone and Q alone).
-	sets := [][2]bool{{true, pc == 2}}
-	if pc == 2 && nlost == 1 {
-		sets = append(sets, [2]bool{true, false}, [2]bool{false, true})
-	}
-	for _, use := range sets {
-		if parityLost >= 0 && use[parityLost] {
-			continue
-		}
-		shards := append(cloneChunks(disk), make([][]byte, pc)...)
-		for k := range pc {
-			if use[k] {
-				shards[nd+k] = rec[k]
-			}
-		}
-		if err := p.ReconstructData(shards); err != nil {
-			t.Fatal(err)
-		}
-		for s := range nd {
+	fixed := rebuild(rec)
+	for s := range nd {
+		if !bytes.Equal(fixed[s], want[s]) {
+			what := "kept"
 			switch {
-			case lost&(1<<uint(s)) == 0:
-				if !bytes.Equal(shards[s], disk[s]) {
-					t.Fatalf("surviving slot %d changed by the rebuild", s)
-				}
-				if written&(1<<uint(s)) == 0 && !bytes.Equal(shards[s], old[s]) {
-					t.Fatalf("surviving slot %d, not written, is not its old data", s)
-				}
-			case written&(1<<uint(s)) != 0:
-				if !bytes.Equal(shards[s], intended[s]) {
-					t.Fatalf("lost slot %d, written, rebuilt (parity %v) as other than its new data", s, use)
-				}
+			case written&(1<<uint(s)) == 0:
+				what = "not written: its old data"
+			case lostBefore&(1<<uint(s)) != 0:
+				what = "written, lost before: its new data"
 			default:
-				if !bytes.Equal(shards[s], old[s]) {
-					t.Fatalf("lost slot %d, not written, rebuilt (parity %v) as other than its old data", s, use)
-				}
+				what = "written: as the crash left it"
 			}
+			t.Fatalf("slot %d (%s) rebuilt wrong after the log's recovery (lost before %#x, in the crash %#x, after %#x)", s, what, lostBefore, lostCrash, lostAfter)
 		}
 	}
 	return tore
@@ -325,7 +336,7 @@ func plogFixture(t *testing.T) (ParityGeometry, ParityLogEntry, []byte) {
 	g := ParityGeometry{Level: Level6, Members: 6, Layout: LeftSymmetric, ChunkSectors: 64, MemberSectors: 256}
 	r := rand.New(rand.NewPCG(5, 6))
 	n := 16 * sbSector
-	e := ParityLogEntry{Array: plogUUID, Seq: 7, Stripe: 3, RowLo: 8, RowHi: 24, Lost: 0b0001, Written: 0b0110, Parity: 2,
+	e := ParityLogEntry{Array: plogUUID, Seq: 7, Stripe: 3, RowLo: 8, RowHi: 24, Logged: 0b0001, Written: 0b0110, Parity: 2,
 		P: randChunks(r, 1, n)[0], Q: randChunks(r, 1, n)[0]}
 	b := make([]byte, ParityLogEntrySize(64, 2))
 	for i := range b {
@@ -377,12 +388,12 @@ func TestParityLogRoundTrip(t *testing.T) {
 	}
 	// raid5: no Q.
 	g5 := ParityGeometry{Level: Level5, Members: 3, Layout: RightAsymmetric, ChunkSectors: 8, MemberSectors: 16}
-	e5 := ParityLogEntry{Array: plogUUID, Seq: 1, Stripe: 1, RowLo: 0, RowHi: 8, Lost: 2, Written: 3, Parity: 1, P: make([]byte, 4096)}
+	e5 := ParityLogEntry{Array: plogUUID, Seq: 1, Stripe: 1, RowLo: 0, RowHi: 8, Logged: 2, Written: 3, Parity: 1, P: make([]byte, 4096)}
 	b5 := make([]byte, ParityLogEntrySize(8, 1))
 	if n, err := e5.Encode(b5, g5); err != nil || n != 8192 {
 		t.Fatalf("raid5 Encode: %d, %v", n, err)
 	}
-	if got, err := DecodeParityLogEntry(b5, g5, plogUUID); err != nil || got.Q != nil || got.Lost != 2 {
+	if got, err := DecodeParityLogEntry(b5, g5, plogUUID); err != nil || got.Q != nil || got.Logged != 2 {
 		t.Fatalf("raid5 decode: %+v, %v", got, err)
 	}
 }
@@ -436,10 +447,8 @@ func TestParityLogDecodeBounds(t *testing.T) {
 		{"rows reversed", u64(plOffRowLo, 32), "rows"},
 		{"row start unaligned", u64(plOffRowLo, 4), "aligned"},
 		{"row end unaligned", u64(plOffRowHi, 20), "aligned"},
-		{"nothing lost", u64(plOffLost, 0), "lost slots"},
-		{"three lost of two parity", u64(plOffLost, 0b0111), "more than"},
-		{"lost past the data slots", u64(plOffLost, 1<<4), "lost slots"},
-		{"lost bit 63", u64(plOffLost, 1<<63), "lost slots"},
+		{"logged past the data slots", u64(plOffLogged, 1<<4), "logged slots"},
+		{"logged bit 63", u64(plOffLogged, 1<<63), "logged slots"},
 		{"nothing written", u64(plOffWritten, 0), "written slots"},
 		{"written past the data slots", u64(plOffWritten, 0b10010), "written slots"},
 		{"parity count 1 for raid6", u32(plOffParity, 1), "parity count"},
@@ -500,9 +509,7 @@ func TestParityLogEncodeRefuses(t *testing.T) {
 		{"stripe", func(e *ParityLogEntry) { e.Stripe = 4 }},
 		{"rows", func(e *ParityLogEntry) { e.RowHi = 72 }},
 		{"unaligned", func(e *ParityLogEntry) { e.RowLo = 1 }},
-		{"lost none", func(e *ParityLogEntry) { e.Lost = 0 }},
-		{"lost three", func(e *ParityLogEntry) { e.Lost = 7 }},
-		{"lost beyond", func(e *ParityLogEntry) { e.Lost = 16 }},
+		{"lost beyond", func(e *ParityLogEntry) { e.Logged = 16 }},
 		{"written beyond", func(e *ParityLogEntry) { e.Written = 17 }},
 		{"parity", func(e *ParityLogEntry) { e.Parity = 1 }},
 		{"short P", func(e *ParityLogEntry) { e.P = e.P[1:] }},
@@ -523,7 +530,7 @@ func TestParityLogMathRefuses(t *testing.T) {
 	}
 	d := randChunks(rand.New(rand.NewPCG(1, 1)), 4, 4096)
 	l := randChunks(rand.New(rand.NewPCG(2, 2)), 2, 4096)
-	for _, lost := range []uint64{0, 1 << 4, 1 << 63, 0b111} {
+	for _, lost := range []uint64{1 << 4, 1 << 63, 0b10101} {
 		if p.LogParity(d, lost, l) == nil {
 			t.Errorf("LogParity with lost %#x accepted", lost)
 		}
@@ -589,7 +596,7 @@ func TestParityLogDoesNotAllocate(t *testing.T) {
 // short run).
 func FuzzDecodeParityLogEntry(f *testing.F) {
 	g := ParityGeometry{Level: Level6, Members: 6, Layout: LeftSymmetric, ChunkSectors: 64, MemberSectors: 256}
-	e := ParityLogEntry{Array: plogUUID, Seq: 7, Stripe: 3, RowLo: 8, RowHi: 16, Lost: 0b0011, Written: 0b0110, Parity: 2,
+	e := ParityLogEntry{Array: plogUUID, Seq: 7, Stripe: 3, RowLo: 8, RowHi: 16, Logged: 0b0011, Written: 0b0110, Parity: 2,
 		P: bytes.Repeat([]byte{1}, 4096), Q: bytes.Repeat([]byte{2}, 4096)}
 	b := make([]byte, ParityLogEntrySize(8, 2))
 	if _, err := e.Encode(b, g); err != nil {
