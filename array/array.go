@@ -410,6 +410,7 @@ func newArray(ms, spares []*Member, spec CreateSpec, wipes map[*Member]signature
 	}
 	if engine.IsParityLevel(spec.Level) {
 		aspec.Layout = uint32(spec.ParityLayout)
+		aspec.LogBytes = parityLogBytes(minSize)
 	}
 	for _, m := range ms {
 		aspec.MemberNames = append(aspec.MemberNames, m.Path)
@@ -480,6 +481,21 @@ func newArray(ms, spares []*Member, spec CreateSpec, wipes map[*Member]signature
 		}
 		if err := m.WriteBlockSync(engine.SuperblockOffset, b); err != nil {
 			return nil, err
+		}
+	}
+	if sb := sbs[0]; sb.LogBytes > 0 {
+		// The write-hole log areas: a header with the first checkpoint
+		// (the entries there, of no array or another, are not this
+		// one's: nothing to zero).
+		b := make([]byte, engine.ParityLogHeaderSize)
+		h := engine.ParityLogHeader{Array: sb.ArrayUUID, Checkpoint: 1}
+		if err := h.Encode(b); err != nil {
+			return nil, err
+		}
+		for _, m := range append(append([]*Member(nil), ms...), spares...) {
+			if err := m.WriteBlockSync(int64(sb.LogOffset), b); err != nil {
+				return nil, fmt.Errorf("%s: write-hole log header: %w", m.Path, err)
+			}
 		}
 	}
 	for i, m := range spares {
