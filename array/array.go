@@ -589,7 +589,8 @@ func assemble(ms []*Member, inputs []engine.MemberSB, asm *engine.Assembly, spec
 	ref := asm.Freshest
 	for i, in := range inputs {
 		if sb := in.SB; (used[i] || isSpare[in.Path]) &&
-			(sb.DataOffset != ref.DataOffset || sb.BitmapOffset != ref.BitmapOffset || sb.BitmapBytes != ref.BitmapBytes) {
+			(sb.DataOffset != ref.DataOffset || sb.BitmapOffset != ref.BitmapOffset || sb.BitmapBytes != ref.BitmapBytes ||
+				sb.LogOffset != ref.LogOffset || sb.LogBytes != ref.LogBytes) {
 			return nil, fmt.Errorf("member %s: its superblock puts the data at byte %d and the bitmap area at byte %d (%d bytes), the array's are at byte %d and %d (%d bytes): corrupt or crafted superblock (leave it out to assemble the array without it)",
 				in.Path, sb.DataOffset, sb.BitmapOffset, sb.BitmapBytes, ref.DataOffset, ref.BitmapOffset, ref.BitmapBytes)
 		}
@@ -651,6 +652,17 @@ func assemble(ms []*Member, inputs []engine.MemberSB, asm *engine.Assembly, spec
 	if events >= engine.MaxEvents {
 		return nil, fmt.Errorf("array %q cannot be assembled: the events counter in %s is %d, the maximum %d: the next update would wrap (corrupt or crafted metadata)",
 			asm.Name, where, events, uint64(engine.MaxEvents))
+	}
+	if ea.Parity != nil {
+		// Everything is checked: the write-hole log is replayed before
+		// anything reads the parity or writes.
+		replayed, left, err := a.recoverParityLog(asm.Freshest)
+		if err != nil {
+			return nil, fmt.Errorf("array %q: write-hole log: %w", asm.Name, err)
+		}
+		if replayed+left > 0 {
+			a.Warnings = append(a.Warnings, fmt.Sprintf("write-hole log: the parity of %d interrupted writes recomputed, %d left (a member they need is missing)", replayed, left))
+		}
 	}
 	return a, nil
 }
