@@ -410,6 +410,7 @@ func newArray(ms, spares []*Member, spec CreateSpec, wipes map[*Member]signature
 	}
 	if engine.IsParityLevel(spec.Level) {
 		aspec.Layout = uint32(spec.ParityLayout)
+		aspec.LogBytes = parityLogBytes(minSize)
 	}
 	for _, m := range ms {
 		aspec.MemberNames = append(aspec.MemberNames, m.Path)
@@ -480,6 +481,21 @@ func newArray(ms, spares []*Member, spec CreateSpec, wipes map[*Member]signature
 		}
 		if err := m.WriteBlockSync(engine.SuperblockOffset, b); err != nil {
 			return nil, err
+		}
+	}
+	if sb := sbs[0]; sb.LogBytes > 0 {
+		// The write-hole log areas: a header with the first checkpoint
+		// (the entries there, of no array or another, are not this
+		// one's: nothing to zero).
+		b := make([]byte, engine.ParityLogHeaderSize)
+		h := engine.ParityLogHeader{Array: sb.ArrayUUID, Checkpoint: 1}
+		if err := h.Encode(b); err != nil {
+			return nil, err
+		}
+		for _, m := range append(append([]*Member(nil), ms...), spares...) {
+			if err := m.WriteBlockSync(int64(sb.LogOffset), b); err != nil {
+				return nil, fmt.Errorf("%s: write-hole log header: %w", m.Path, err)
+			}
 		}
 	}
 	for i, m := range spares {
@@ -573,7 +589,8 @@ func assemble(ms []*Member, inputs []engine.MemberSB, asm *engine.Assembly, spec
 	ref := asm.Freshest
 	for i, in := range inputs {
 		if sb := in.SB; (used[i] || isSpare[in.Path]) &&
-			(sb.DataOffset != ref.DataOffset || sb.BitmapOffset != ref.BitmapOffset || sb.BitmapBytes != ref.BitmapBytes) {
+			(sb.DataOffset != ref.DataOffset || sb.BitmapOffset != ref.BitmapOffset || sb.BitmapBytes != ref.BitmapBytes ||
+				sb.LogOffset != ref.LogOffset || sb.LogBytes != ref.LogBytes) {
 			return nil, fmt.Errorf("member %s: its superblock puts the data at byte %d and the bitmap area at byte %d (%d bytes), the array's are at byte %d and %d (%d bytes): corrupt or crafted superblock (leave it out to assemble the array without it)",
 				in.Path, sb.DataOffset, sb.BitmapOffset, sb.BitmapBytes, ref.DataOffset, ref.BitmapOffset, ref.BitmapBytes)
 		}
@@ -635,6 +652,17 @@ func assemble(ms []*Member, inputs []engine.MemberSB, asm *engine.Assembly, spec
 	if events >= engine.MaxEvents {
 		return nil, fmt.Errorf("array %q cannot be assembled: the events counter in %s is %d, the maximum %d: the next update would wrap (corrupt or crafted metadata)",
 			asm.Name, where, events, uint64(engine.MaxEvents))
+	}
+	if ea.Parity != nil {
+		// Everything is checked: the write-hole log is replayed before
+		// anything reads the parity or writes.
+		replayed, left, err := a.recoverParityLog(asm.Freshest)
+		if err != nil {
+			return nil, fmt.Errorf("array %q: write-hole log: %w", asm.Name, err)
+		}
+		if replayed+left > 0 {
+			a.Warnings = append(a.Warnings, fmt.Sprintf("write-hole log: the parity of %d interrupted writes recomputed, %d left (a member they need is missing)", replayed, left))
+		}
 	}
 	return a, nil
 }

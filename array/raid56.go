@@ -191,3 +191,12 @@ func (a *Array) parityParams() ublk.Params {
 	b.Attrs |= ublk.AttrVolatileCache | ublk.AttrFUA
 	return p
 }
+
+// parityLogBytes is the size of each member's write-hole log area for
+// members of memberBytes (the smallest): 1/512 of it, 256 KiB to
+// engine.MaxLogBytes (64 MiB from 32 GiB members on), whole pages. Its
+// rings must hold the entries of every write in flight and not yet made
+// durable (docs/raid56.md, the write hole).
+func parityLogBytes(memberBytes uint64) uint64 {
+	return min(max(memberBytes/512, 256<<10), engine.MaxLogBytes) &^ 4095
+}

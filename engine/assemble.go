@@ -549,6 +549,10 @@ type ArraySpec struct {
 	// BitmapBytes is the size of the write-intent bitmap (0: none); it is
 	// rounded up to 4 KiB.
 	BitmapBytes uint64
+	// LogBytes is the size of each member's write-hole log area (raid5/6;
+	// 0: none), a multiple of 4 KiB from MinLogBytes to MaxLogBytes: it
+	// ends at the data offset, past the bitmap and its headroom.
+	LogBytes uint64
 }
 
 // NewSuperblocks returns the superblocks of a new array: one per member
@@ -568,18 +572,26 @@ func NewSuperblocks(spec ArraySpec) ([]*Superblock, error) {
 	if spec.BitmapBytes > math.MaxUint64/2 {
 		return nil, fmt.Errorf("bitmap of %d bytes is too large", spec.BitmapBytes)
 	}
+	if spec.LogBytes > MaxLogBytes {
+		return nil, fmt.Errorf("write-hole log of %d bytes is too large", spec.LogBytes)
+	}
 	all := append(append([]uint64(nil), spec.MemberBytes...), spec.SpareBytes...)
 	var dataOffset uint64
 	for _, size := range all {
-		dataOffset = max(dataOffset, Reserve(size, spec.BitmapBytes))
+		dataOffset = max(dataOffset, Reserve(size, roundUp(spec.BitmapBytes, BitmapAlign)+spec.LogBytes))
 	}
 	bitmapBytes := roundUp(spec.BitmapBytes, BitmapAlign)
 	var bitmapOffset uint64
 	if bitmapBytes > 0 {
 		bitmapOffset = SuperblockOffset + SuperblockSize
 	}
+	var logOffset uint64
+	if spec.LogBytes > 0 {
+		logOffset = dataOffset - spec.LogBytes // (Reserve left room for it)
+	}
 	now := time.Now().UnixNano()
 	base := Superblock{
+		LogOffset:    logOffset,
 		ArrayUUID:    newUUID(),
 		Name:         spec.Name,
 		Level:        spec.Level,
@@ -590,6 +602,7 @@ func NewSuperblocks(spec ArraySpec) ([]*Superblock, error) {
 		BitmapOffset: bitmapOffset,
 		BitmapBytes:  bitmapBytes,
 		Events:       1,
+		LogBytes:     spec.LogBytes,
 		CreateTime:   now,
 		UpdateTime:   now,
 	}

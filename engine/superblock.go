@@ -23,7 +23,8 @@ import (
 //	[0, 4096)                     untouched
 //	[4096, 8192)                  superblock
 //	[BitmapOffset, +BitmapBytes)  write-intent bitmap (inside the reserved area)
-//	[8192, DataOffset)            reserved area: bitmap and headroom
+//	[LogOffset, +LogBytes)        raid5/6 write-hole log (inside the reserved area, at its end)
+//	[8192, DataOffset)            reserved area: bitmap, headroom and log
 //	[DataOffset, +DataSectors*512) data
 //
 // All integers are little-endian; offsets and sizes in the header are bytes
@@ -54,7 +55,9 @@ import (
 //	   144     8  creation time, Unix nanoseconds (signed)
 //	   152     8  update time, Unix nanoseconds (signed)
 //	   160     8  resync offset in array sectors (not clean only: a resync of an array without a bitmap resumes here)
-//	   168    88  reserved
+//	   168     8  write-hole log offset in bytes (raid5/6 only; 0 if no log)
+//	   176     8  write-hole log size in bytes (a multiple of 4096, 64 KiB to 64 MiB; 0 if no log)
+//	   184    72  reserved
 //	   256  2048  role table: 64 entries of 32 bytes, indexed by role (see below)
 //	  2304  1792  reserved
 //
@@ -95,6 +98,9 @@ const (
 	DataOffsetAlign = 1 << 20
 	// BitmapAlign is the alignment of BitmapOffset and BitmapBytes.
 	BitmapAlign = 4096
+	// MinLogBytes and MaxLogBytes bound a raid5/6 write-hole log area.
+	MinLogBytes = 64 << 10
+	MaxLogBytes = 64 << 20
 	// MaxBitmapBytes is the largest bitmap area (128 MiB, the largest
 	// headroom Reserve leaves): far more than any bitmap needs (a few MiB
 	// at most), small enough to read at assembly.
@@ -132,7 +138,9 @@ const (
 	offCreateTime   = 144
 	offUpdateTime   = 152
 	offResyncOffset = 160
-	offReserved1    = 168
+	offLogOffset    = 168
+	offLogBytes     = 176
+	offReserved1    = 184
 	offRoles        = 256
 	roleEntrySize   = 32
 	offReserved2    = offRoles + RoleTableSize*roleEntrySize // 2304
@@ -225,6 +233,10 @@ type Superblock struct {
 	// a crash, where a resync stopped when the array was stopped part-way
 	// through one. Zero when clean.
 	ResyncOffset uint64
+	// LogOffset and LogBytes are the write-hole log area of a raid5/6
+	// member (engine/raid56_log.go), both 0 without one: bytes from the
+	// start of the member, between the bitmap area and the data offset.
+	LogOffset, LogBytes uint64
 }
 
 // Errors. ParseSuperblock's errors wrap ErrNoSuperblock or
@@ -301,6 +313,9 @@ func (sb *Superblock) CheckMemberSize(memberBytes uint64) error {
 	if sb.BitmapBytes != 0 && sb.BitmapOffset+sb.BitmapBytes > memberBytes {
 		return fail("bitmap area at byte %d, %d bytes, ends past the member's end (%d bytes)", sb.BitmapOffset, sb.BitmapBytes, memberBytes)
 	}
+	if sb.LogBytes != 0 && sb.LogOffset+sb.LogBytes > memberBytes {
+		return fail("write-hole log area at byte %d, %d bytes, ends past the member's end (%d bytes)", sb.LogOffset, sb.LogBytes, memberBytes)
+	}
 	if sb.DataOffset >= memberBytes {
 		return fail("data offset %d is past the member's end (%d bytes)", sb.DataOffset, memberBytes)
 	}
@@ -356,6 +371,8 @@ func (sb *Superblock) encode() []byte {
 	le.PutUint64(b[offCreateTime:], uint64(sb.CreateTime))
 	le.PutUint64(b[offUpdateTime:], uint64(sb.UpdateTime))
 	le.PutUint64(b[offResyncOffset:], sb.ResyncOffset)
+	le.PutUint64(b[offLogOffset:], sb.LogOffset)
+	le.PutUint64(b[offLogBytes:], sb.LogBytes)
 	for i, e := range sb.Roles {
 		o := offRoles + i*roleEntrySize
 		le.PutUint32(b[o:], uint32(e.State))
@@ -433,6 +450,8 @@ func ParseSuperblock(b []byte) (*Superblock, error) {
 		CreateTime:   int64(le.Uint64(b[offCreateTime:])),
 		UpdateTime:   int64(le.Uint64(b[offUpdateTime:])),
 		ResyncOffset: le.Uint64(b[offResyncOffset:]),
+		LogOffset:    le.Uint64(b[offLogOffset:]),
+		LogBytes:     le.Uint64(b[offLogBytes:]),
 	}
 	copy(sb.ArrayUUID[:], b[offArrayUUID:])
 	copy(sb.MemberUUID[:], b[offMemberUUID:])
@@ -583,6 +602,9 @@ func (sb *Superblock) validate() error {
 			return fmt.Errorf("bitmap area of %d bytes is larger than the maximum of %d (128 MiB)", sb.BitmapBytes, MaxBitmapBytes)
 		}
 	}
+	if err := sb.validateLog(); err != nil {
+		return err
+	}
 	if sb.Events == 0 {
 		return errors.New("events is 0")
 	}
@@ -665,4 +687,36 @@ func UUIDString(u [16]byte) string {
 		s.WriteString(hex.EncodeToString(part))
 	}
 	return s.String()
+}
+
+// validateLog checks the write-hole log area: none (both fields 0), or,
+// for raid5/6 only, a 4 KiB aligned area of MinLogBytes to MaxLogBytes
+// past the superblock, clear of the bitmap area, ending at or below the
+// data offset.
+func (sb *Superblock) validateLog() error {
+	if sb.LogBytes == 0 {
+		if sb.LogOffset != 0 {
+			return fmt.Errorf("write-hole log offset %d without a log", sb.LogOffset)
+		}
+		return nil
+	}
+	if !IsParityLevel(Level(sb.Level)) {
+		return fmt.Errorf("a write-hole log area in a %s array", Level(sb.Level))
+	}
+	if sb.LogOffset%BitmapAlign != 0 || sb.LogBytes%BitmapAlign != 0 {
+		return fmt.Errorf("write-hole log area at %d, %d bytes, is not 4 KiB aligned", sb.LogOffset, sb.LogBytes)
+	}
+	if sb.LogBytes < MinLogBytes || sb.LogBytes > MaxLogBytes {
+		return fmt.Errorf("write-hole log area of %d bytes is not %d to %d", sb.LogBytes, MinLogBytes, MaxLogBytes)
+	}
+	if sb.LogOffset < SuperblockOffset+SuperblockSize {
+		return fmt.Errorf("write-hole log offset %d overlaps the superblock", sb.LogOffset)
+	}
+	if sb.LogOffset >= sb.DataOffset || sb.LogBytes > sb.DataOffset-sb.LogOffset {
+		return fmt.Errorf("write-hole log area at %d, %d bytes, overlaps the data at %d", sb.LogOffset, sb.LogBytes, sb.DataOffset)
+	}
+	if sb.BitmapBytes != 0 && sb.LogOffset < sb.BitmapOffset+sb.BitmapBytes && sb.BitmapOffset < sb.LogOffset+sb.LogBytes {
+		return fmt.Errorf("write-hole log area at %d, %d bytes, overlaps the bitmap area at %d, %d bytes", sb.LogOffset, sb.LogBytes, sb.BitmapOffset, sb.BitmapBytes)
+	}
+	return nil
 }
