@@ -44,24 +44,27 @@ func newInspectCmd(use, short string, run func(examineOptions, io.Writer) error)
 
 // examineJSON is the stable -o json schema of examine.
 type examineJSON struct {
-	Member       string     `json:"member"`
-	ArrayUUID    string     `json:"array_uuid"`
-	Name         string     `json:"name"`
-	Level        string     `json:"level"`
-	Layout       string     `json:"layout,omitempty"`
-	ChunkBytes   uint64     `json:"chunk_bytes"`
-	RaidDevices  uint32     `json:"raid_devices"`
-	Role         *uint32    `json:"role"` // null for a spare
-	MemberUUID   string     `json:"member_uuid"`
-	DataOffset   uint64     `json:"data_offset_bytes"`
-	DataBytes    uint64     `json:"data_bytes"`
-	BitmapOffset uint64     `json:"bitmap_offset_bytes"`
-	BitmapBytes  uint64     `json:"bitmap_bytes"`
-	Events       uint64     `json:"events"`
-	Clean        bool       `json:"clean"`
-	Created      time.Time  `json:"created"`
-	Updated      time.Time  `json:"updated"`
-	Roles        []roleJSON `json:"roles"`
+	Member       string  `json:"member"`
+	ArrayUUID    string  `json:"array_uuid"`
+	Name         string  `json:"name"`
+	Level        string  `json:"level"`
+	Layout       string  `json:"layout,omitempty"`
+	ChunkBytes   uint64  `json:"chunk_bytes"`
+	RaidDevices  uint32  `json:"raid_devices"`
+	Role         *uint32 `json:"role"` // null for a spare
+	MemberUUID   string  `json:"member_uuid"`
+	DataOffset   uint64  `json:"data_offset_bytes"`
+	DataBytes    uint64  `json:"data_bytes"`
+	BitmapOffset uint64  `json:"bitmap_offset_bytes"`
+	BitmapBytes  uint64  `json:"bitmap_bytes"`
+	// The raid5/6 write-hole log area (absent for other levels).
+	LogOffset uint64     `json:"write_hole_log_offset_bytes,omitempty"`
+	LogBytes  uint64     `json:"write_hole_log_bytes,omitempty"`
+	Events    uint64     `json:"events"`
+	Clean     bool       `json:"clean"`
+	Created   time.Time  `json:"created"`
+	Updated   time.Time  `json:"updated"`
+	Roles     []roleJSON `json:"roles"`
 }
 
 type roleJSON struct {
@@ -101,7 +104,8 @@ func runExamine(o examineOptions, stdout io.Writer) error {
 		Member: o.member, ArrayUUID: engine.UUIDString(sb.ArrayUUID), Name: sb.Name,
 		Level: engine.Level(sb.Level).String(), ChunkBytes: uint64(sb.ChunkSectors) << 9, RaidDevices: sb.Members,
 		MemberUUID: engine.UUIDString(sb.MemberUUID), DataOffset: sb.DataOffset, DataBytes: sb.DataSectors << 9,
-		BitmapOffset: sb.BitmapOffset, BitmapBytes: sb.BitmapBytes, Events: sb.Events, Clean: sb.Clean,
+		BitmapOffset: sb.BitmapOffset, BitmapBytes: sb.BitmapBytes, LogOffset: sb.LogOffset, LogBytes: sb.LogBytes,
+		Events: sb.Events, Clean: sb.Clean,
 		Created: time.Unix(0, sb.CreateTime).UTC(), Updated: time.Unix(0, sb.UpdateTime).UTC(),
 	}
 	if sb.Level == uint32(engine.Level10) {
@@ -139,6 +143,7 @@ func runExamine(o examineOptions, stdout io.Writer) error {
 		{"Layout", j.Layout}, {"Chunk Size", fmt.Sprintf("%dK", j.ChunkBytes>>10)},
 		{"Raid Devices", fmt.Sprint(j.RaidDevices)}, {"Device Role", role}, {"Device UUID", j.MemberUUID},
 		{"Data Offset", fmt.Sprintf("%d sectors", j.DataOffset>>9)}, {"Data Size", fmt.Sprintf("%d sectors", j.DataBytes>>9)},
+		{"Write-Hole Log", logArea(j.LogOffset, j.LogBytes)},
 		{"Events", fmt.Sprint(j.Events)}, {"State", state},
 		{"Creation Time", j.Created.Format(time.RFC3339)}, {"Update Time", j.Updated.Format(time.RFC3339)},
 	} {
@@ -150,4 +155,12 @@ func runExamine(o examineOptions, stdout io.Writer) error {
 		fmt.Fprintf(tw, "Role %d\t: %s %s\n", r.Role, r.State, r.MemberUUID)
 	}
 	return tw.Flush()
+}
+
+// logArea describes a write-hole log area for examine's text ("" if none).
+func logArea(off, n uint64) string {
+	if n == 0 {
+		return ""
+	}
+	return fmt.Sprintf("%d sectors at sector %d", n>>9, off>>9)
 }

@@ -76,7 +76,7 @@ func TestExamineParity(t *testing.T) {
 		{6, engine.LeftAsymmetric, "left-asymmetric"}, {6, engine.RightSymmetric, "right-symmetric"},
 	} {
 		dir := t.TempDir()
-		spec := engine.ArraySpec{Name: "par", Level: tc.level, Layout: uint32(tc.layout), ChunkSectors: 128}
+		spec := engine.ArraySpec{Name: "par", Level: tc.level, Layout: uint32(tc.layout), ChunkSectors: 128, LogBytes: 256 << 10}
 		var paths []string
 		for i := range 4 {
 			p := filepath.Join(dir, "m"+string(rune('0'+i)))
@@ -111,12 +111,14 @@ func TestExamineParity(t *testing.T) {
 		level := fmt.Sprintf("raid%d", tc.level)
 		out, stderr, code := runCLI("examine", paths[2])
 		if code != 0 || !hasRow(out, "Raid Level : "+level) || !hasRow(out, "Layout : "+tc.want) ||
-			!hasRow(out, "Chunk Size : 64K") || !hasRow(out, "Raid Devices : 4") || !hasRow(out, "Device Role : 2") {
+			!hasRow(out, "Chunk Size : 64K") || !hasRow(out, "Raid Devices : 4") || !hasRow(out, "Device Role : 2") ||
+			!hasRow(out, fmt.Sprintf("Write-Hole Log : 512 sectors at sector %d", (sbs[2].DataOffset-256<<10)>>9)) {
 			t.Fatalf("%s %s: examine exit %d %s:\n%s", level, tc.want, code, stderr, out)
 		}
 		out, _, code = runCLI("examine", "-o", "json", paths[0])
 		var j examineJSON
-		if err := json.Unmarshal([]byte(out), &j); code != 0 || err != nil || j.Level != level || j.Layout != tc.want {
+		if err := json.Unmarshal([]byte(out), &j); code != 0 || err != nil || j.Level != level || j.Layout != tc.want ||
+			j.LogBytes != 256<<10 || j.LogOffset+j.LogBytes != j.DataOffset {
 			t.Fatalf("%s %s: examine -o json exit %d (%v): %s", level, tc.want, code, err, out)
 		}
 	}
