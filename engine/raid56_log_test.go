@@ -135,6 +135,19 @@ func parityLogCrash(t *rapid.T) (tore bool) {
 	}
 	lostBefore, lostCrash, lostAfter := m.SlotMask(before), m.SlotMask(crash), m.SlotMask(after)
 	full := uint64(1)<<uint(nd) - 1
+	if full&^lostCrash == 0 {
+		// Every data member lost in the crash (raid6 of 4): the write
+		// wrote none of them, so it wrote nothing. One is lost after
+		// the recovery instead (the budget is the same).
+		for _, mem := range perm[nBefore : nBefore+nCrash] {
+			if m.Slot[mem] >= 0 {
+				crash &^= 1 << uint(mem)
+				after |= 1 << uint(mem)
+				break
+			}
+		}
+		lostCrash, lostAfter = m.SlotMask(crash), m.SlotMask(after)
+	}
 	written := rapid.Uint64Range(1, full).Draw(t, "written") &^ lostCrash
 	if written == 0 {
 		written = full &^ lostCrash &^ (full&^lostCrash - 1) // the lowest slot left
