@@ -570,7 +570,7 @@ func (e *Executor) Done(tag uint16, id OpID, res int32) {
 		if e.MemberError != nil {
 			e.MemberError(int(io.Member), io.Kind, res)
 		}
-		e.memberFailed(tag, r, io, res == -errnoAgain)
+		e.memberFailed(tag, id, r, io, res == -errnoAgain)
 	} else if io.Kind == IODiscard || io.Kind == IOWriteZeroes {
 		r.applied = true
 	} else if io.Kind == IORead {
@@ -624,7 +624,7 @@ func (e *Executor) Tick() {
 					if e.MemberError != nil {
 						e.MemberError(int(io.Member), io.Kind, -int32(errnoTimedOut))
 					}
-					e.arr.FailRedundant(int(io.Member))
+					e.failBlamed(uint16(t), opID(r.seq, i), io)
 				}
 				continue
 			}
@@ -668,9 +668,9 @@ func (e *Executor) Tick() {
 					r.needGen = max(r.needGen, st.Gen)
 				}
 			case io.Kind == IORead:
-				e.arr.FailRedundant(int(io.Member))
+				e.failBlamed(uint16(t), opID(r.seq, i), io)
 			}
-			e.memberFailed(uint16(t), r, io, true) // a write: FailRedundant there
+			e.memberFailed(uint16(t), opID(r.seq, i), r, io, true) // a write: failBlamed there
 			r.pending--
 			if r.pending == 0 {
 				e.complete(uint16(t), r)
@@ -704,6 +704,26 @@ var ErrChosenCopyBusy = fmt.Errorf("the copy a range awaiting resync is read fro
 // not failed (the array would be), the request gets EIO.
 var ErrLastCopy = fmt.Errorf("a member holding the last in-sync copy failed the request: %w", ErrNoCopy)
 
+// failBlamed fails the member operation id of request tag went to
+// (FailRedundant: never the last in-sync copy), unless its device has left
+// the role (Backend.Departed), which it reports: the role's state
+// generation is read before the look at its device and the failure is
+// made only while it is unchanged (Array.FailRedundantIf), so a device
+// put in the role meanwhile (replace, a spare) is never failed for an
+// operation of its predecessor.
+func (e *Executor) failBlamed(tag uint16, id OpID, io MemberIO) (st *ArrayState, out, departed bool) {
+	for {
+		since := e.arr.State().Members[io.Member].Since
+		if e.be.Departed(tag, id, io) {
+			return e.arr.State(), true, true
+		}
+		st, _, out, stale := e.arr.FailRedundantIf(int(io.Member), since)
+		if !stale {
+			return st, out, false
+		}
+	}
+}
+
 // memberFailed handles a failed member operation: a read is retried on
 // another copy; a failed write, flush or discard marks the member faulty,
 // unless it holds the last in-sync copy of some data (raid1/10: the
@@ -711,7 +731,7 @@ var ErrLastCopy = fmt.Errorf("a member holding the last in-sync copy failed the 
 //
 // busy says the member did not answer (a timeout) or could not take the
 // operation (-EAGAIN), rather than failing it.
-func (e *Executor) memberFailed(tag uint16, r *request, io MemberIO, busy bool) {
+func (e *Executor) memberFailed(tag uint16, id OpID, r *request, io MemberIO, busy bool) {
 	if io.Kind == IORead {
 		e.retryRead(tag, r, io, busy)
 		return
@@ -723,7 +743,14 @@ func (e *Executor) memberFailed(tag uint16, r *request, io MemberIO, busy bool) 
 		r.needGen = max(r.needGen, st.Gen)
 		return
 	}
-	st, _, out := e.arr.FailRedundant(int(io.Member))
+	st, out, departed := e.failBlamed(tag, id, io)
+	if departed {
+		// Its device left the role since the caller looked: as a
+		// departed write (Done), no copy and no blame, acknowledged once
+		// the role's drop is durable.
+		r.needGen = max(r.needGen, st.DropGen)
+		return
+	}
 	if !out {
 		if !r.lastCopy && e.Unsynced != nil && r.op != ReqFlush && r.wroteElsewhere(io.Member) {
 			e.Unsynced(r.sector, r.sectors)

@@ -192,6 +192,25 @@ func (a *Array) Fail(m int) (*ArrayState, bool) {
 	return st, true
 }
 
+// FailRedundantIf is FailRedundant while member m's state is still the
+// one it entered at generation since (MemberStatus.Since); otherwise it
+// changes nothing and reports stale. A device is put in a role only once
+// the role is faulty or missing (a state change), so an unchanged Since
+// means the role still holds the device the caller saw there: the check
+// and the change are one step under the array's lock, where a separate
+// look at the role's device and then FailRedundant could fail a device
+// put in the role between the two.
+func (a *Array) FailRedundantIf(m int, since uint64) (st *ArrayState, changed, out, stale bool) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	old := a.state.Load()
+	if old.Members[m].Since != since {
+		return old, false, false, true
+	}
+	st, changed, out = a.failRedundantLocked(old, m)
+	return st, changed, out, false
+}
+
 // FailRedundant marks member m faulty unless it holds the only in-sync
 // copy of some data (md never fails its last in-sync device: the request
 // that hit the error fails instead). The check and the change are one
@@ -201,7 +220,11 @@ func (a *Array) Fail(m int) (*ArrayState, bool) {
 func (a *Array) FailRedundant(m int) (*ArrayState, bool, bool) {
 	a.mu.Lock()
 	defer a.mu.Unlock()
-	old := a.state.Load()
+	return a.failRedundantLocked(a.state.Load(), m)
+}
+
+// failRedundantLocked is FailRedundant from state old, a.mu held.
+func (a *Array) failRedundantLocked(old *ArrayState, m int) (*ArrayState, bool, bool) {
 	if s := old.Members[m].State; s == MemberFaulty || s == MemberMissing {
 		return old, false, true
 	}
