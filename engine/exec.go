@@ -712,12 +712,17 @@ var ErrLastCopy = fmt.Errorf("a member holding the last in-sync copy failed the 
 // put in the role meanwhile (replace, a spare) is never failed for an
 // operation of its predecessor.
 func (e *Executor) failBlamed(tag uint16, id OpID, io MemberIO) (st *ArrayState, out, departed bool) {
+	return failBlamed(e.arr, e.be, tag, id, io)
+}
+
+// failBlamed is Executor.failBlamed for any executor of arr on be.
+func failBlamed(arr *Array, be Backend, tag uint16, id OpID, io MemberIO) (st *ArrayState, out, departed bool) {
 	for {
-		since := e.arr.State().Members[io.Member].Since
-		if e.be.Departed(tag, id, io) {
-			return e.arr.State(), true, true
+		since := arr.State().Members[io.Member].Since
+		if be.Departed(tag, id, io) {
+			return arr.State(), true, true
 		}
-		st, _, out, stale := e.arr.FailRedundantIf(int(io.Member), since)
+		st, _, out, stale := arr.FailRedundantIf(int(io.Member), since)
 		if !stale {
 			return st, out, false
 		}

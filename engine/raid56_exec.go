@@ -674,7 +674,7 @@ func (e *ParityExecutor) Tick() {
 					if e.MemberError != nil {
 						e.MemberError(int(io.Member), io.Kind, -int32(errnoTimedOut))
 					}
-					e.arr.FailRedundant(int(io.Member))
+					failBlamed(e.arr, e.be, tag, id, io)
 				}
 				continue
 			}
@@ -877,7 +877,13 @@ func (e *ParityExecutor) failMembers(tag uint16, r *parityReq) {
 			e.ReadRepair(int(io.Member), io.Sector, io.Sectors)
 			continue
 		}
-		st, _, out := e.arr.FailRedundant(int(io.Member))
+		st, out, departed := failBlamed(e.arr, e.be, tag, opID(r.seq, i), io)
+		if departed {
+			// It left the role since the look above (a replace
+			// meanwhile): as there.
+			r.needGen = max(r.needGen, st.DropGen)
+			continue
+		}
 		if !out {
 			r.lastCopy = true
 			continue
