@@ -591,8 +591,8 @@ func assemble(ms []*Member, inputs []engine.MemberSB, asm *engine.Assembly, spec
 		if sb := in.SB; (used[i] || isSpare[in.Path]) &&
 			(sb.DataOffset != ref.DataOffset || sb.BitmapOffset != ref.BitmapOffset || sb.BitmapBytes != ref.BitmapBytes ||
 				sb.LogOffset != ref.LogOffset || sb.LogBytes != ref.LogBytes) {
-			return nil, fmt.Errorf("member %s: its superblock puts the data at byte %d and the bitmap area at byte %d (%d bytes), the array's are at byte %d and %d (%d bytes): corrupt or crafted superblock (leave it out to assemble the array without it)",
-				in.Path, sb.DataOffset, sb.BitmapOffset, sb.BitmapBytes, ref.DataOffset, ref.BitmapOffset, ref.BitmapBytes)
+			return nil, fmt.Errorf("member %s: its superblock puts the data at byte %d, the bitmap area at byte %d (%d bytes) and the write-hole log at byte %d (%d bytes), the array's are at byte %d, %d (%d bytes) and %d (%d bytes): corrupt or crafted superblock (leave it out to assemble the array without it)",
+				in.Path, sb.DataOffset, sb.BitmapOffset, sb.BitmapBytes, sb.LogOffset, sb.LogBytes, ref.DataOffset, ref.BitmapOffset, ref.BitmapBytes, ref.LogOffset, ref.LogBytes)
 		}
 	}
 	var spares []spareMember
