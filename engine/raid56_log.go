@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"hash/crc32"
+	"math"
 	"math/bits"
 )
 
@@ -180,8 +181,10 @@ func (e *ParityLogEntry) check(g *ParityGeometry, uuid [16]byte, payload bool) e
 	if e.Array != uuid {
 		return fmt.Errorf("array UUID %s is not this array's (%s)", UUIDString(e.Array), UUIDString(uuid))
 	}
-	if e.Seq == 0 {
-		return errors.New("sequence number is 0")
+	if e.Seq == 0 || e.Seq == math.MaxUint64 {
+		// (The checkpoint past an entry is its number + 1: the largest
+		// number would wrap it to 0 and stay live at every assembly.)
+		return fmt.Errorf("sequence number %d is 0 or the largest", e.Seq)
 	}
 	if pc := g.ParityMembers(); e.Parity != pc {
 		return fmt.Errorf("parity count %d, not %s's %d", e.Parity, g.Level, pc)
