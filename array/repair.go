@@ -134,11 +134,9 @@ func (a *Array) repair(ctx context.Context, r repairReq, buf []byte, io memberIO
 				}
 				if err := io.WriteAt(l.Member, p, l.Sector); err != nil {
 					// (never the last in-sync copy: md's rule; and not a
-					// device put in the role during the write)
-					if !a.sameMember(st, l.Member) {
-						continue
-					}
-					if st, changed, _ := a.Engine.FailRedundant(l.Member); changed {
+					// device put in the role during the write: the check
+					// and the failure one step, FailRedundantIf)
+					if st, changed, _, _ := a.Engine.FailRedundantIf(l.Member, st.Members[l.Member].Since); changed {
 						a.persist(st)
 					}
 					continue
