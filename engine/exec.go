@@ -180,7 +180,7 @@ type Executor struct {
 	// given: operations given up (Tick) whose results have not come
 	// back. No new request of their tag takes their OpID sequence (see
 	// Start).
-	given []givenUp
+	given givenUps
 	// MemberError, if set, is told of every failed member operation.
 	MemberError func(member int, kind IOKind, res int32)
 	// RetryUnit is the block size, in sectors, to which a failed read is
@@ -303,10 +303,17 @@ type givenUp struct {
 // own) keeps its given-up operation out while the tag serves 65536 more
 // requests, and its late result must still be told from a live one (else
 // it completes that one's operation, with other data, or early).
-func (e *Executor) nextSeq(tag uint16, seq uint16) uint16 {
+func (e *Executor) nextSeq(tag uint16, seq uint16) uint16 { return e.given.nextSeq(tag, seq) }
+
+// givenUps are an executor's operations given up and not come back.
+type givenUps []givenUp
+
+// nextSeq is the OpID sequence after seq for tag that no operation of
+// tag in g carries.
+func (g givenUps) nextSeq(tag uint16, seq uint16) uint16 {
 	seq++
-	for i := 0; i < len(e.given); i++ {
-		if g := e.given[i]; g.tag == tag && g.id.seq() == seq {
+	for i := 0; i < len(g); i++ {
+		if g[i].tag == tag && g[i].id.seq() == seq {
 			seq++
 			i = -1 // look again from the start
 		}
@@ -314,15 +321,18 @@ func (e *Executor) nextSeq(tag uint16, seq uint16) uint16 {
 	return seq
 }
 
-// returned forgets operation id of tag, given up, now that it came back.
-func (e *Executor) returned(tag uint16, id OpID) {
-	for i, g := range e.given {
-		if g.tag == tag && g.id == id {
-			e.given = append(e.given[:i], e.given[i+1:]...)
+// returned drops operation id of tag from g (it came back).
+func (g *givenUps) returned(tag uint16, id OpID) {
+	for i, x := range *g {
+		if x.tag == tag && x.id == id {
+			*g = append((*g)[:i], (*g)[i+1:]...)
 			return
 		}
 	}
 }
+
+// returned forgets operation id of tag, given up, now that it came back.
+func (e *Executor) returned(tag uint16, id OpID) { e.given.returned(tag, id) }
 
 // admit passes a write through the barrier and the bitmap, then plans it;
 // a write held by either is resumed later from the same point. A read

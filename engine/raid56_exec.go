@@ -241,7 +241,7 @@ type ParityExecutor struct {
 	freeSlabs [][]byte   // stripe buffers they gave back
 	// given: operations given up whose results have not come back; no
 	// plan of their tag takes their OpID sequence (as Executor's).
-	given []givenUp
+	given givenUps
 }
 
 // NewParityExecutor makes the executor of queue (its waiter bit in lock)
@@ -734,26 +734,10 @@ func (e *ParityExecutor) lend(tag uint16, id OpID, r *parityReq, d []byte) bool 
 // nextSeq is the OpID sequence of tag's next plan: the one after seq,
 // but none an operation of tag given up and still out carries (see
 // Executor.nextSeq).
-func (e *ParityExecutor) nextSeq(tag uint16, seq uint16) uint16 {
-	seq++
-	for i := 0; i < len(e.given); i++ {
-		if g := e.given[i]; g.tag == tag && g.id.seq() == seq {
-			seq++
-			i = -1
-		}
-	}
-	return seq
-}
+func (e *ParityExecutor) nextSeq(tag uint16, seq uint16) uint16 { return e.given.nextSeq(tag, seq) }
 
 // returned forgets operation id of tag, given up, now that it came back.
-func (e *ParityExecutor) returned(tag uint16, id OpID) {
-	for i, g := range e.given {
-		if g.tag == tag && g.id == id {
-			e.given = append(e.given[:i], e.given[i+1:]...)
-			return
-		}
-	}
-}
+func (e *ParityExecutor) returned(tag uint16, id OpID) { e.given.returned(tag, id) }
 
 // slabReturned takes note that operation id of tag, given up, came back: a
 // stripe buffer no other such operation uses is free again.
