@@ -30,7 +30,7 @@ import (
 // lost (their new data, which exists only as parity). X is empty for a
 // full-stripe write of a healthy stripe (the entry then says only that
 // the stripe's parity is to be computed from its data). Rows outside
-// what the write writes may be logged too (rounded out to 4 KiB): there
+// what the write writes may be logged too: there
 // nothing changes, and L over X of the old values gives the old parity.
 //
 // After a crash, each stripe's newest valid entry newer than the log's
@@ -56,15 +56,19 @@ import (
 //	    24    16  array UUID
 //	    40     8  sequence number: >= 1, increasing per array with each entry written
 //	    48     8  stripe
-//	    56     8  RowLo: first row, in sectors within the chunk, a multiple of 8 (4 KiB)
-//	    64     8  RowHi: end row (exclusive), a multiple of 8, RowLo < RowHi <= chunk size
-//	    72     8  Logged: bit s set when data slot s (syndrome order) is in X; any of the data slots
-//	    80     8  Written: bit s set when the write writes data slot s; at least one bit
-//	    88     4  parity count: 1 (raid5) or 2 (raid6)
-//	    92     4  member count of the array
-//	    96     4  layout (ParityLayout)
-//	   100     4  chunk size in sectors
-//	   104  3992  reserved
+//	    56     8  RowLo: first row, in sectors within the chunk
+//	    64     8  RowHi: end row (exclusive), RowLo < RowHi <= chunk size
+//
+// (Rows are sectors: a write of 512-byte sectors logs just its rows, and
+// the entry takes whole 4 KiB blocks on the member, its last one padded.)
+//
+//	 72     8  Logged: bit s set when data slot s (syndrome order) is in X; any of the data slots
+//	 80     8  Written: bit s set when the write writes data slot s; at least one bit
+//	 88     4  parity count: 1 (raid5) or 2 (raid6)
+//	 92     4  member count of the array
+//	 96     4  layout (ParityLayout)
+//	100     4  chunk size in sectors
+//	104  3992  reserved
 //
 // The member count, layout and chunk size are those of the geometry the
 // entry was written under (they fix the stripe map, and so what the slots
@@ -99,9 +103,6 @@ const (
 	plOffChunk      = 100
 	plOffReserved   = 104
 )
-
-// plRowAlign is the alignment of RowLo and RowHi in sectors (4 KiB).
-const plRowAlign = 8
 
 // Errors. DecodeParityLogEntry's errors for a bad block wrap
 // ErrParityLogCorrupt (and ErrNoParityLogEntry when the magic is missing,
@@ -194,9 +195,6 @@ func (e *ParityLogEntry) check(g *ParityGeometry, uuid [16]byte, payload bool) e
 	}
 	if e.RowLo >= e.RowHi || e.RowHi > g.ChunkSectors {
 		return fmt.Errorf("rows [%d, %d) are empty or not within a chunk of %d sectors", e.RowLo, e.RowHi, g.ChunkSectors)
-	}
-	if e.RowLo%plRowAlign != 0 || e.RowHi%plRowAlign != 0 {
-		return fmt.Errorf("rows [%d, %d) are not 4 KiB aligned", e.RowLo, e.RowHi)
 	}
 	slots := uint64(1)<<uint(g.DataMembers()) - 1
 	if e.Logged&^slots != 0 {

@@ -3,6 +3,7 @@ package engine
 import (
 	"errors"
 	"math/rand/v2"
+	"slices"
 	"testing"
 )
 
@@ -62,14 +63,17 @@ func TestParityLogScanAndReplay(t *testing.T) {
 		return e
 	}
 	var want []uint64
-	put(4096, 12, 1, 0, 16, plogUUID)      // 4K + 16 KiB: to 24K
-	want = append(want, 12)                //
-	put(24576, 9, 2, 8, 24, plogUUID)      // below the checkpoint
-	put(65536, 30, 3, 0, 64, plogUUID)     // a whole chunk: 4K + 64 KiB
-	want = append(want, 30)                //
-	put(4096*40, 11, 0, 8, 16, plogUUID)   // a copy of the same entry next (raid6's other member): once
-	put(4096*43, 11, 0, 8, 16, plogUUID)   //
-	want = append([]uint64{11}, want...)   //
+	put(4096, 12, 1, 0, 16, plogUUID)     // 4K + 16 KiB: to 24K
+	want = append(want, 12)               //
+	put(24576, 9, 2, 8, 24, plogUUID)     // below the checkpoint
+	put(65536, 30, 3, 0, 64, plogUUID)    // a whole chunk: 4K + 64 KiB
+	want = append(want, 30)               //
+	put(4096*40, 11, 0, 8, 16, plogUUID)  // a copy of the same entry next (raid6's other member): once
+	put(4096*43, 11, 0, 8, 16, plogUUID)  //
+	want = append([]uint64{11}, want...)  //
+	put(4096*50, 20, 2, 3, 10, plogUUID)  // rows of single sectors: 4K + 7 KiB, 3 blocks
+	put(4096*53, 21, 2, 10, 11, plogUUID) // right after them
+	want = append(want, 20, 21)
 	put(4096*60, 40, 1, 0, 8, [16]byte{9}) // another array's
 	torn := put(4096*70, 41, 2, 0, 8, plogUUID)
 	area[4096*70+4096+100] ^= 1 // its payload torn
@@ -84,9 +88,10 @@ func TestParityLogScanAndReplay(t *testing.T) {
 	for _, e := range found {
 		seqs[e.Seq]++
 	}
-	if seqs[12] != 1 || seqs[9] != 1 || seqs[30] != 1 || seqs[11] != 2 || seqs[51] != 1 || seqs[40] != 0 || seqs[41] != 0 || seqs[50] != 0 {
+	if seqs[20] != 1 || seqs[21] != 1 || seqs[12] != 1 || seqs[9] != 1 || seqs[30] != 1 || seqs[11] != 2 || seqs[51] != 1 || seqs[40] != 0 || seqs[41] != 0 || seqs[50] != 0 {
 		t.Fatalf("scan found %v", seqs)
 	}
+	slices.Sort(want)
 	got := ParityLogReplay(found, h.Checkpoint)
 	if len(got) != len(want) {
 		t.Fatalf("replay %d entries, want %v", len(got), want)
