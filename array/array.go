@@ -161,6 +161,7 @@ type Array struct {
 	syncWake chan struct{}
 
 	dataOffset uint64 // bytes
+	logOffset  uint64 // bytes: a raid5/6 member's write-hole log area (0: none)
 	mu         sync.Mutex
 	durable    atomic.Uint64 // highest engine state generation on disk
 	events     uint64        // superblock events of the last write
@@ -448,7 +449,7 @@ func newArray(ms, spares []*Member, spec CreateSpec, wipes map[*Member]signature
 		return nil, err
 	}
 	n := len(ms)
-	a := &Array{Engine: ea, Members: ms, SBs: sbs[:n:n], Created: true, dataOffset: sbs[0].DataOffset, events: sbs[0].Events}
+	a := &Array{Engine: ea, Members: ms, SBs: sbs[:n:n], Created: true, dataOffset: sbs[0].DataOffset, logOffset: sbs[0].LogOffset, events: sbs[0].Events}
 	if w := unusedWarning(ms, sbs[0].DataOffset+g.MemberSectors<<9); w != "" {
 		a.Warnings = append(a.Warnings, w)
 	}
@@ -620,7 +621,7 @@ func assemble(ms []*Member, inputs []engine.MemberSB, asm *engine.Assembly, spec
 		return nil, err
 	}
 	st := ea.SetState(states)
-	a := &Array{Engine: ea, Members: roles, SBs: sbs, dataOffset: asm.Freshest.DataOffset, events: asm.Events, spares: spares,
+	a := &Array{Engine: ea, Members: roles, SBs: sbs, dataOffset: asm.Freshest.DataOffset, logOffset: asm.Freshest.LogOffset, events: asm.Events, spares: spares,
 		checkpoint: map[int]uint64{}}
 	for r, m := range states {
 		if m.State == engine.MemberRebuilding {

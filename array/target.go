@@ -434,7 +434,11 @@ func (h *queue) Submit(tag uint16, op engine.OpID, io engine.MemberIO, data []by
 		return
 	}
 	fixed := m == h.fixed[io.Member]
-	if err := h.q.SubmitMember(uint64(tag)<<32|uint64(op), tag, m, fixed, io, h.a.dataOffset+io.Sector<<9, data); err != nil {
+	off := h.a.dataOffset + io.Sector<<9
+	if io.Log {
+		off = h.a.logOffset + io.Sector<<9 // (within the log area: the entry's size is bounded by its ring)
+	}
+	if err := h.q.SubmitMember(uint64(tag)<<32|uint64(op), tag, m, fixed, io, off, data); err != nil {
 		h.exec.Done(tag, op, -int32(unix.EIO))
 	}
 }

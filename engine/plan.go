@@ -27,9 +27,12 @@ func (k IOKind) String() string {
 // member's data offset; BufOff is the byte offset in the request buffer
 // of the data read or written (reads and writes only).
 type MemberIO struct {
-	Member  int32
-	Kind    IOKind
-	FUA     bool
+	Member int32
+	Kind   IOKind
+	FUA    bool
+	// Log: a write of a raid5/6 write-hole log entry; Sector counts from
+	// the start of the member's log area, not of its data area.
+	Log     bool
 	Sector  uint64
 	Sectors uint32
 	BufOff  uint32
