@@ -29,7 +29,8 @@ import (
 // "partial parity"), and, degraded, the written slots whose members are
 // lost (their new data, which exists only as parity). X is empty for a
 // full-stripe write of a healthy stripe (the entry then says only that
-// the stripe's parity is to be computed from its data). Rows outside
+// the stripe's parity is to be computed from its data, and has no
+// payload: L is zero). Rows outside
 // what the write writes may be logged too: there
 // nothing changes, and L over X of the old values gives the old parity.
 //
@@ -60,7 +61,9 @@ import (
 //	    64     8  RowHi: end row (exclusive), RowLo < RowHi <= chunk size
 //
 // (Rows are sectors: a write of 512-byte sectors logs just its rows, and
-// the entry takes whole 4 KiB blocks on the member, its last one padded.)
+// the entry takes whole 4 KiB blocks on the member, its last one padded.
+// An entry with Logged zero has no payload: its payload checksum is that
+// of no bytes.)
 //
 //	 72     8  Logged: bit s set when data slot s (syndrome order) is in X; any of the data slots
 //	 80     8  Written: bit s set when the write writes data slot s; at least one bit
@@ -140,11 +143,25 @@ type ParityLogEntry struct {
 }
 
 // ParityLogEntrySize is the size in bytes of an entry of rows sectors per
-// chunk with parity parity chunks: the header and the payload. rows is
-// at most a chunk (MaxChunkSectors), so it cannot overflow.
+// chunk with parity parity chunks and a payload (Logged not zero): the
+// header and the payload. rows is at most a chunk (MaxChunkSectors), so
+// it cannot overflow.
 func ParityLogEntrySize(rows uint64, parity int) int {
 	return ParityLogHeaderSize + int(rows)*sbSector*parity
 }
+
+// payloadRows is the number of rows the entry's payload holds: none when
+// it logs no slot.
+func (e *ParityLogEntry) payloadRows() uint64 {
+	if e.Logged == 0 {
+		return 0
+	}
+	return e.RowHi - e.RowLo
+}
+
+// Size is the entry's size in bytes: its header and its payload (none
+// when Logged is zero).
+func (e *ParityLogEntry) Size() int { return ParityLogEntrySize(e.payloadRows(), e.Parity) }
 
 // ParityLogPayload returns the places of L_P and L_Q (nil for raid5) in
 // an entry's block b, of at least ParityLogEntrySize(rows, parity) bytes:
@@ -204,7 +221,7 @@ func (e *ParityLogEntry) check(g *ParityGeometry, uuid [16]byte, payload bool) e
 		return fmt.Errorf("written slots %#x are none, or not within the %d data slots", e.Written, g.DataMembers())
 	}
 	if payload {
-		n := int(e.RowHi-e.RowLo) * sbSector
+		n := int(e.payloadRows()) * sbSector
 		if len(e.P) != n || e.Parity == 2 && len(e.Q) != n || e.Parity == 1 && len(e.Q) != 0 {
 			return fmt.Errorf("payload of %d and %d bytes for %d rows with %d parity chunks", len(e.P), len(e.Q), e.RowHi-e.RowLo, e.Parity)
 		}
@@ -223,11 +240,11 @@ func (e *ParityLogEntry) Encode(b []byte, g ParityGeometry) (int, error) {
 	if err := e.check(&g, e.Array, true); err != nil {
 		return 0, fmt.Errorf("%w: %w", ErrInvalidParityLogEntry, err)
 	}
-	size := ParityLogEntrySize(e.RowHi-e.RowLo, e.Parity)
+	size := e.Size()
 	if len(b) < size {
 		return 0, fmt.Errorf("write-hole log entry of %d bytes does not fit a buffer of %d", size, len(b))
 	}
-	lp, lq := ParityLogPayload(b, e.RowHi-e.RowLo, e.Parity)
+	lp, lq := ParityLogPayload(b, e.payloadRows(), e.Parity)
 	copy(lp, e.P)
 	copy(lq, e.Q)
 	h := b[:ParityLogHeaderSize]
@@ -319,14 +336,14 @@ func DecodeParityLogEntry(b []byte, g ParityGeometry, uuid [16]byte) (ParityLogE
 		return ParityLogEntry{}, corrupt(err)
 	}
 	// The rows are within a valid chunk now: the size cannot overflow.
-	size := ParityLogEntrySize(e.RowHi-e.RowLo, e.Parity)
+	size := e.Size()
 	if len(b) < size {
 		return ParityLogEntry{}, corrupt(fmt.Errorf("%d bytes, shorter than the entry's %d", len(b), size))
 	}
 	if got, want := le.Uint32(h[plOffPayloadSum:]), crc32.Checksum(b[ParityLogHeaderSize:size], castagnoli); got != want {
 		return ParityLogEntry{}, corrupt(fmt.Errorf("payload %w (stored %#08x, computed %#08x)", ErrBadChecksum, got, want))
 	}
-	e.P, e.Q = ParityLogPayload(b, e.RowHi-e.RowLo, e.Parity)
+	e.P, e.Q = ParityLogPayload(b, e.payloadRows(), e.Parity)
 	return e, nil
 }
 
@@ -384,7 +401,8 @@ func (p *Parity) LogParity(data [][]byte, lost uint64, log [][]byte) error {
 // log entry: parity (P, then Q for raid6) = log (the entry's L_P, L_Q)
 // plus the parity of the data chunks not in the slots X (lost), as they
 // are on disk now. data is in syndrome order; X's entries are not read
-// (nil is fine). parity may be log itself (computed in place).
+// (nil is fine). parity may be log itself (computed in place). With X
+// empty, log may be empty (an entry without payload): L is zero.
 // All chunks the same size. It does not allocate.
 func (p *Parity) RecoverParity(log, data [][]byte, lost uint64, parity [][]byte) error {
 	if err := p.checkLogged(lost); err != nil {
@@ -393,9 +411,15 @@ func (p *Parity) RecoverParity(log, data [][]byte, lost uint64, parity [][]byte)
 	if len(data) != p.data || len(log) != p.Count() || len(parity) != p.Count() {
 		return errParityShape
 	}
-	n := len(log[0])
+	n := len(parity[0])
+	empty := lost == 0 // (an entry without payload: L is zero)
 	for k := range log {
-		if len(log[k]) != n || len(parity[k]) != n {
+		if len(log[k]) != 0 {
+			empty = false
+		}
+	}
+	for k := range log {
+		if len(parity[k]) != n || !empty && len(log[k]) != n {
 			return errParityShape
 		}
 	}
@@ -405,7 +429,11 @@ func (p *Parity) RecoverParity(log, data [][]byte, lost uint64, parity [][]byte)
 		}
 	}
 	for k := range parity {
-		copy(parity[k], log[k])
+		if empty {
+			clear(parity[k])
+		} else {
+			copy(parity[k], log[k])
+		}
 	}
 	for s, b := range data {
 		if lost&(1<<uint(s)) != 0 {

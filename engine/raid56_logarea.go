@@ -121,7 +121,7 @@ func ScanParityLog(area []byte, g ParityGeometry, uuid [16]byte) []ParityLogEntr
 			continue
 		}
 		out = append(out, e)
-		o += int(roundUp(uint64(ParityLogEntrySize(e.RowHi-e.RowLo, e.Parity)), ParityLogHeaderSize))
+		o += int(roundUp(uint64(e.Size()), ParityLogHeaderSize))
 	}
 	return out
 }
