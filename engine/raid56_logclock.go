@@ -37,6 +37,9 @@ func (c *ParityLogClock) Begin(q int) {
 // logged write out).
 func (c *ParityLogClock) Take() uint64 { return c.next.Add(1) - 1 }
 
+// TakeN returns the first of n consecutive entry numbers (as Take).
+func (c *ParityLogClock) TakeN(n int) uint64 { return c.next.Add(uint64(n)) - uint64(n) }
+
 // SetOldest publishes the oldest number of queue q's logged writes not
 // yet durable (0: none).
 func (c *ParityLogClock) SetOldest(q int, seq uint64) { c.oldest[q].Store(seq) }

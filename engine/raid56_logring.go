@@ -87,5 +87,40 @@ func (r *ParityLogRing) Oldest() (seq uint64, ok bool) {
 	return r.live[r.first].seq, true
 }
 
+// Size is the ring's size in bytes.
+func (r *ParityLogRing) Size() uint64 { return r.size }
+
+// Taken is the number of bytes taken since the ring was made (skips at
+// its end included).
+func (r *ParityLogRing) Taken() uint64 { return r.head }
+
 // Used is the number of bytes taken and not freed.
 func (r *ParityLogRing) Used() uint64 { return r.head - r.tail }
+
+// TakeAll reserves the entries of one write at once, numbered seq0,
+// seq0+1, ... in order, of sizes[i] bytes each, their offsets in the log
+// area going to offs[i]; all or none (ok false: the ring has no room for
+// all of them until older entries are freed). A write that held some of
+// its entries while waiting for the rest could wait for itself.
+func (r *ParityLogRing) TakeAll(seq0 uint64, sizes []int, offs []uint64) bool {
+	head, tail, n := r.head, r.tail, r.n
+	for i, sz := range sizes {
+		off, ok := r.Take(seq0+uint64(i), sz)
+		if !ok {
+			r.head, r.tail, r.n = head, tail, n
+			return false
+		}
+		offs[i] = off
+	}
+	return true
+}
+
+// Fits reports whether entries of sizes could ever be taken at once:
+// they fit the empty ring.
+func (r *ParityLogRing) Fits(sizes []int) bool {
+	var total uint64
+	for _, sz := range sizes {
+		total += roundUp(uint64(sz), 4096)
+	}
+	return total <= r.size && len(sizes) <= len(r.live)
+}
