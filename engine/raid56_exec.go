@@ -27,9 +27,12 @@ package engine
 //     (Parity.Update), RCW computes it from the whole stripe's data
 //     (Parity.Compute), Reconstruct rebuilds the missing old data first
 //     (one missing data chunk with P: XOR; else Parity.ReconstructData).
-//  5. Write data and parity (FUA as asked). A read's missing chunks are
-//     rebuilt from the others instead.
-//  6. Unlock, complete.
+//  5. With the write-hole log (EnableLog, raid56_logexec.go): an entry
+//     per segment whose parity is written, durable on the stripe's parity
+//     members before anything else of the write is issued.
+//  6. Write data and parity (FUA as asked; always, with the log). A
+//     read's missing chunks are rebuilt from the others instead.
+//  7. Unlock, complete.
 //
 // A failed member operation fails its member (Array.FailRedundant), unless
 // that would leave some stripe with more members lost than its parity
@@ -67,7 +70,7 @@ package engine
 // parity exists to need it); per-region parity trust from the bitmap
 // (Untrusted is the hook: the caller says which stripes have garbage
 // parity; see docs/raid56.md on why a region's state alone does not say
-// it for a stripe); the write-hole log; the Unsynced/bad-block record of a write that failed on a member
+// it for a stripe); the Unsynced/bad-block record of a write that failed on a member
 // kept as the last copy (its stripe is then inconsistent: EIO is all the
 // caller learns); the stripe cache (chunks read for one request are not
 // kept for the next); reads that skip the lock (healthy reads could);
@@ -101,6 +104,8 @@ const (
 	parityParked               // waiting for the stripe lock
 	parityHeld                 // planned, waiting for a failure to be durable before issue
 	parityReading              // pre-reads (or a read's reads) in flight
+	parityLogWait              // a write's log entries waiting for ring space
+	parityLogging              // a write's log entries in flight
 	parityWriting              // data and parity writes in flight
 	parityFlushing             // member flushes in flight
 	parityWaiting              // finished, waiting for Persisted
@@ -121,6 +126,13 @@ type paritySeg struct {
 	chunk [MaxMembers][]byte
 	// par: P and Q to write (RMW: updated in place of the old ones).
 	par [2][]byte
+	// log: a write's write-hole log entry block (header, then payload:
+	// ParityLogPayload), whole pages of the stripe buffer; nil: none (no
+	// parity member is written). logged, written: its slot masks;
+	// logSize: its size (ParityLogEntry.Size).
+	log             []byte
+	logged, written uint64
+	logSize         int
 }
 
 type parityReq struct {
@@ -165,6 +177,12 @@ type parityReq struct {
 	avoid []uint64 // per stripe, from first
 	// readErr: per ios entry, a read that failed with an error result.
 	readErr []bool
+	// logFirst: the number of the write's first write-hole log entry
+	// while it holds entries (0: none); logSizes, logOffs: its entries'
+	// sizes and places in the ring.
+	logFirst uint64
+	logSizes []int
+	logOffs  []uint64
 }
 
 // lentSlab is a stripe buffer an operation given up after the member
@@ -237,6 +255,18 @@ type ParityExecutor struct {
 	Now           func() time.Duration
 	MemberTimeout time.Duration
 
+	// The write-hole log (EnableLog): the queue's ring, the array's
+	// numbering, its UUID, and what asks for a checkpoint when the ring
+	// is full. logWaitq: writes waiting for ring space; logOut: writes
+	// holding entries, the oldest numbered logOldest.
+	logRing   *ParityLogRing
+	logClock  *ParityLogClock
+	logUUID   [16]byte
+	logWait   func()
+	logWaitq  []uint16
+	logOut    int
+	logOldest uint64
+
 	lent      []lentSlab // stripe buffers operations given up may still use
 	freeSlabs [][]byte   // stripe buffers they gave back
 	// given: operations given up whose results have not come back; no
@@ -258,15 +288,13 @@ func NewParityExecutor(arr *Array, be Backend, lock *StripeLock, queue, depth, m
 	}
 	e := &ParityExecutor{arr: arr, geo: g, be: be, lock: lock, queue: queue, par: par, reqs: make([]parityReq, depth)}
 	nd := uint64(g.DataMembers())
-	cs := g.ChunkSectors
-	maxSectors := uint64(maxBytes+511) >> 9
 	segs := g.maxSegs(maxBytes)
 	ios := g.maxPlanIOs(maxBytes)
 	// The rows of a request's segments add up to at most its sectors,
 	// and to at most a chunk per stripe it touches (whole stripes hold
 	// nd sectors per row); each row needs at most a buffer per member
 	// and two for the new parity.
-	rows := min(maxSectors, (maxSectors+nd-1)/nd+2*cs)
+	rows := g.maxRows(maxBytes)
 	slab := (g.Members + 2) * int(rows) << 9
 	for i := range e.reqs {
 		r := &e.reqs[i]
@@ -287,6 +315,46 @@ func NewParityExecutor(arr *Array, be Backend, lock *StripeLock, queue, depth, m
 	e.parked = make([]uint16, 0, depth)
 	e.spare = make([]uint16, 0, depth)
 	return e, nil
+}
+
+// maxRows bounds the rows of a request of maxBytes's segments added up:
+// at most its sectors, and at most a chunk per stripe it touches (whole
+// stripes hold nd sectors per row).
+func (g *ParityGeometry) maxRows(maxBytes int) uint64 {
+	maxSectors := uint64(maxBytes+511) >> 9
+	nd := uint64(g.DataMembers())
+	return min(maxSectors, (maxSectors+nd-1)/nd+2*g.ChunkSectors)
+}
+
+// ParityLogBytesPerRequest bounds the write-hole log space the entries
+// of one write of up to maxBytes take: an entry per segment, each a
+// header and its payload, in whole pages. A queue's ring must hold at
+// least that (a write takes its entries all at once).
+func (g *ParityGeometry) ParityLogBytesPerRequest(maxBytes int) int {
+	return int(g.maxSegs(maxBytes))*2*ParityLogHeaderSize + g.ParityMembers()*int(g.maxRows(maxBytes))<<9
+}
+
+// EnableLog makes the executor write a write-hole log entry for each
+// segment of every write (docs/raid56.md, the write hole): after its
+// pre-reads, before its data and parity writes, to the log areas of the
+// stripe's parity members written (FUA), numbered by clock, in ring (the
+// queue's, holding ParityLogBytesPerRequest at least); the data and
+// parity writes then go FUA, so that a write's completion makes its
+// entries dead. A write that finds the ring full waits (wait is called:
+// it must get a checkpoint persisted, SetPersisted, and then wake the
+// queue, which calls RetryParked). Call it before the first request.
+func (e *ParityExecutor) EnableLog(ring *ParityLogRing, clock *ParityLogClock, uuid [16]byte, wait func(), maxBytes int) {
+	g := &e.geo
+	segs := int(g.maxSegs(maxBytes))
+	extra := segs*3*ParityLogHeaderSize + g.ParityMembers()*int(g.maxRows(maxBytes))<<9
+	for i := range e.reqs {
+		r := &e.reqs[i]
+		r.slab = make([]byte, len(r.slab)+extra)
+		r.logSizes = make([]int, 0, segs)
+		r.logOffs = make([]uint64, segs)
+	}
+	e.logRing, e.logClock, e.logUUID, e.logWait = ring, clock, uuid, wait
+	e.logWaitq = make([]uint16, 0, len(e.reqs))
 }
 
 // maxSegs is how many stripe segments a request of maxBytes may plan: a
@@ -409,6 +477,9 @@ func (e *ParityExecutor) tryLock(tag uint16) bool {
 // RetryParked retries the requests parked on the stripe lock: call it on
 // the queue's wake-up.
 func (e *ParityExecutor) RetryParked() {
+	if e.logRing != nil {
+		e.retryLogWait()
+	}
 	if e.retrying {
 		e.again = true
 		return
@@ -574,7 +645,9 @@ func (e *ParityExecutor) reqData(r *parityReq, s *paritySeg, mem int) []byte {
 }
 
 func (e *ParityExecutor) addIO(r *parityReq, s *paritySeg, mem int, kind IOKind, data []byte) {
-	r.ios = append(r.ios, MemberIO{Member: int32(mem), Kind: kind, FUA: r.fua && kind == IOWrite,
+	// (With the write-hole log, every data and parity write is FUA: its
+	// completion makes its entries dead.)
+	r.ios = append(r.ios, MemberIO{Member: int32(mem), Kind: kind, FUA: (r.fua || e.logRing != nil) && kind == IOWrite,
 		Sector: s.stripe*e.geo.ChunkSectors + s.lo, Sectors: uint32(s.hi - s.lo)})
 	r.data = append(r.data, data)
 }
@@ -802,13 +875,67 @@ func (e *ParityExecutor) phaseDone(tag uint16) {
 			e.complete(tag)
 			return
 		}
-		first := len(r.ios)
 		for i := range r.segs {
 			s := &r.segs[i]
-			if r.err = e.compute(r, s); r.err != nil {
+			if e.logRing != nil {
+				e.logPrepare(r, s)
+				if s.mode == ParityRMW {
+					// From the old parity and data, before the update
+					// overwrites them.
+					r.err = e.logRMW(r, s)
+				}
+			}
+			if r.err == nil {
+				r.err = e.compute(r, s)
+			}
+			if r.err == nil && e.logRing != nil && s.mode != ParityRMW {
+				r.err = e.logFromData(r, s)
+			}
+			if r.err != nil {
 				e.complete(tag)
 				return
 			}
+		}
+		if e.logRing != nil {
+			e.logIssue(tag)
+			return
+		}
+		e.writeData(tag)
+	case parityLogging:
+		if r.anyFail {
+			// An entry did not reach a parity member (failed now): its
+			// data and parity writes were not issued, so its entries
+			// are harmless and it holds them no more; planned again.
+			e.logRelease(r)
+			if r.err != nil || r.lastCopy {
+				e.complete(tag)
+				return
+			}
+			e.plan(tag)
+			return
+		}
+		e.writeData(tag)
+	case parityFlushing:
+		ok := false
+		for i := range r.ios {
+			ok = ok || !r.failed[i]
+		}
+		if !ok && r.err == nil {
+			r.err = ErrNoCopy
+		}
+		e.complete(tag)
+	default: // parityWriting
+		e.complete(tag)
+	}
+}
+
+// writeData issues a write's data and parity writes (computed).
+func (e *ParityExecutor) writeData(tag uint16) {
+	r := &e.reqs[tag]
+	first := len(r.ios)
+	{
+		for i := range r.segs {
+			s := &r.segs[i]
 			for mm := s.writes; mm != 0; mm &= mm - 1 {
 				mem := bits.TrailingZeros64(mm)
 				var b []byte
@@ -823,20 +950,9 @@ func (e *ParityExecutor) phaseDone(tag uint16) {
 				e.addIO(r, s, mem, IOWrite, b)
 			}
 		}
-		r.phase = parityWriting
-		e.submit(tag, first)
-	case parityFlushing:
-		ok := false
-		for i := range r.ios {
-			ok = ok || !r.failed[i]
-		}
-		if !ok && r.err == nil {
-			r.err = ErrNoCopy
-		}
-		e.complete(tag)
-	default: // parityWriting
-		e.complete(tag)
 	}
+	r.phase = parityWriting
+	e.submit(tag, first)
 }
 
 // failMembers fails the members of the request's failed operations (not
@@ -1001,6 +1117,7 @@ func (e *ParityExecutor) complete(tag uint16) {
 func (e *ParityExecutor) finish(tag uint16, err error) {
 	r := &e.reqs[tag]
 	r.active, r.phase = false, parityIdle
+	e.logRelease(r)
 	if r.locked {
 		r.locked = false
 		e.lock.Unlock(r.first, r.last, StripeToken(e.queue, tag))

@@ -18,6 +18,7 @@ import (
 // queue: dead, every operation on it fails.
 type pMember struct {
 	data []byte
+	log  []byte // its write-hole log area (pWorld.enableLog)
 	dead bool
 }
 
@@ -62,6 +63,28 @@ type pWorld struct {
 	abandon bool
 	late    []pOp
 	rebuf   []map[uint16][]byte
+	// The write-hole log (enableLog): its clock, whether a queue asked
+	// for a checkpoint, and what sees each entry written.
+	logClock *ParityLogClock
+	logAsked bool
+	logHook  func(o pOp)
+}
+
+// enableLog gives every member a log area of logBytes and every queue
+// its ring of it, as the array does.
+func (w *pWorld) enableLog(t fataler, logBytes uint64, maxBytes int) {
+	w.logClock = NewParityLogClock(1, len(w.execs))
+	size := (logBytes - ParityLogHeaderSize) / uint64(len(w.execs)) &^ 4095
+	for _, m := range w.members {
+		m.log = make([]byte, logBytes)
+	}
+	for q, e := range w.execs {
+		ring, err := NewParityLogRing(ParityLogHeaderSize+uint64(q)*size, size, w.g.ParityLogBytesPerRequest(maxBytes))
+		if err != nil {
+			t.Fatal(err)
+		}
+		e.EnableLog(ring, w.logClock, plogUUID, func() { w.logAsked = true }, maxBytes)
+	}
 }
 
 // fataler is what the helpers need of *testing.T and *rapid.T.
@@ -163,6 +186,14 @@ func (w *pWorld) run(o pOp) int32 {
 		return -5
 	}
 	off, n := o.io.Sector<<9, uint64(o.io.Sectors)<<9
+	if o.io.Log {
+		if o.io.Kind != IOWrite || !o.io.FUA || w.logHook == nil {
+			panic(fmt.Sprintf("log operation %+v", o.io))
+		}
+		copy(m.log[off:off+n], o.data)
+		w.logHook(o)
+		return int32(n)
+	}
 	switch o.io.Kind {
 	case IORead:
 		copy(o.data, m.data[off:off+n])
@@ -208,6 +239,13 @@ func (w *pWorld) settle() {
 			w.deliver(0)
 		case w.asked > w.durable:
 			w.persist()
+		case w.logAsked:
+			// The checkpointer: persisted at once, every queue woken.
+			w.logAsked = false
+			w.logClock.SetPersisted(w.logClock.Checkpoint())
+			for q := range w.wakes {
+				w.wakes[q] = true
+			}
 		default:
 			woke := false
 			for q, b := range w.wakes {
@@ -339,6 +377,13 @@ func TestRaid56ExecutorModel(t *testing.T) {
 		if rapid.Bool().Draw(t, "bitmap") {
 			bm = newPIntent(w, uint64(rapid.SampledFrom([]int{8, 16, 64}).Draw(t, "region")))
 			bm.shared = true
+		}
+		if rapid.Bool().Draw(t, "write-hole log") {
+			// Rings of one to three writes: they fill, and writes wait.
+			per := uint64(g.ParityLogBytesPerRequest(maxSectors << 9))
+			ring := (per*uint64(rapid.IntRange(1, 3).Draw(t, "writes per ring")) + 4095) &^ 4095
+			w.enableLog(t, ParityLogHeaderSize+uint64(queues)*ring, maxSectors<<9)
+			w.logHook = func(pOp) {}
 		}
 		inflight := make([][]*pInflight, queues)
 		bufs := make([][][]byte, queues)
@@ -846,7 +891,11 @@ func (b *pSync) Stale(uint16, OpID)                   {}
 func (b *pSync) Departed(uint16, OpID, MemberIO) bool { return false }
 
 func TestRaid56ExecutorNoAllocs(t *testing.T) {
-	for _, level := range []Level{Level5, Level6} {
+	for _, c := range []struct {
+		level   Level
+		withLog bool
+	}{{Level5, false}, {Level6, false}, {Level5, true}, {Level6, true}} {
+		level, withLog := c.level, c.withLog
 		g := raid56Geo(level, 5)
 		g.MemberSectors = 256
 		w := newPWorld(t, g, 1, 1, 64<<10)
@@ -854,6 +903,20 @@ func TestRaid56ExecutorNoAllocs(t *testing.T) {
 		e, err := NewParityExecutor(w.arr, be, w.lock, 0, 1, 64<<10)
 		if err != nil {
 			t.Fatal(err)
+		}
+		if withLog {
+			// The write-hole log, its checkpoints taken at once.
+			per := g.ParityLogBytesPerRequest(64 << 10)
+			clock := NewParityLogClock(1, 1)
+			ring, err := NewParityLogRing(ParityLogHeaderSize, uint64(4*per+4095)&^4095, per)
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, m := range w.members {
+				m.log = make([]byte, ParityLogHeaderSize+4*per+4096)
+			}
+			w.logHook = func(pOp) {}
+			e.EnableLog(ring, clock, plogUUID, func() { clock.SetPersisted(clock.Checkpoint()) }, 64<<10)
 		}
 		buf := make([]byte, 64<<10)
 		run := func(op ReqOp, sector uint64, sectors uint32) {
@@ -877,14 +940,14 @@ func TestRaid56ExecutorNoAllocs(t *testing.T) {
 			run(ReqFlush, ^uint64(0), 0) // every member
 		}
 		if n := testing.AllocsPerRun(50, reqs); n != 0 {
-			t.Errorf("%v: %v allocations per run of healthy requests", level, n)
+			t.Errorf("%v (log %v): %v allocations per run of healthy requests", level, withLog, n)
 		}
 		// One member lost: reads and writes rebuild by XOR.
 		w.arr.Fail(1)
 		be.err = nil
 		e.Persisted(w.arr.State().Gen)
 		if n := testing.AllocsPerRun(50, reqs); n != 0 {
-			t.Errorf("%v: %v allocations per run with a member lost", level, n)
+			t.Errorf("%v (log %v): %v allocations per run with a member lost", level, withLog, n)
 		}
 		if level == Level6 {
 			// Two lost: reedsolomon's decoder allocates (known, not
