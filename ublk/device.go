@@ -347,6 +347,11 @@ func (d *Device) openChar() error {
 
 func (d *Device) startQueues(cfg Config) error {
 	n := int(d.info.NrHwQueues)
+	if qc, ok := d.target.(QueueCounter); ok {
+		if err := qc.SetQueueCount(n); err != nil {
+			return err
+		}
+	}
 	d.queueErr = make([]error, n)
 	d.queues = make([]*Queue, n)
 	d.affinity = make([]*unix.CPUSet, n)

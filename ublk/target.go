@@ -127,3 +127,11 @@ func wrappedErrno(err error) unix.Errno {
 	}
 	return 0
 }
+
+// QueueCounter is implemented by targets that need to know how many
+// queues serve them before the first NewQueue (a raid5/6 array gives
+// each queue a ring of its write-hole log): SetQueueCount is called once
+// per start, with the device's number of hardware queues.
+type QueueCounter interface {
+	SetQueueCount(n int) error
+}
