@@ -162,17 +162,34 @@ type Array struct {
 
 	dataOffset uint64 // bytes
 	logOffset  uint64 // bytes: a raid5/6 member's write-hole log area (0: none)
-	mu         sync.Mutex
-	durable    atomic.Uint64 // highest engine state generation on disk
-	events     uint64        // superblock events of the last write
-	unusedGen  uint64        // a generation only the bitmap header took: the next update's (see writeSuperblocks)
-	stateGen   uint64        // engine generation the last superblock write recorded
-	reported   []bool        // roles whose failure was reported to OnMemberFailed
-	leaked     []*Member     // swapped out but possibly still in a queue's ring
-	spares     []spareMember
-	closing    bool       // Close has begun: no spare is activated
-	closed     bool       // Close took the flusher: no superblock write any more
-	spareMu    sync.Mutex // serialises spare activations
+	logBytes   uint64
+	logUUID    [16]byte
+	// logNext: the write-hole log's first entry number (past every
+	// entry on the members: recovery's); logQueues: the queues to give
+	// rings (SetQueueCount; 0: ublk's default most); plog: the log at
+	// run time, made with the first queue.
+	logNext   uint64
+	logQueues int
+	plogMu    sync.Mutex
+	plog      *parityLog
+	// logCheckpointEvery: how often the write-hole log's checkpointer
+	// looks for a checkpoint to persist unasked (0: every second).
+	logCheckpointEvery time.Duration
+	// logHeaderMu orders the log header writes at run time; logHeaderCP
+	// is the last checkpoint they persisted.
+	logHeaderMu sync.Mutex
+	logHeaderCP uint64
+	mu          sync.Mutex
+	durable     atomic.Uint64 // highest engine state generation on disk
+	events      uint64        // superblock events of the last write
+	unusedGen   uint64        // a generation only the bitmap header took: the next update's (see writeSuperblocks)
+	stateGen    uint64        // engine generation the last superblock write recorded
+	reported    []bool        // roles whose failure was reported to OnMemberFailed
+	leaked      []*Member     // swapped out but possibly still in a queue's ring
+	spares      []spareMember
+	closing     bool       // Close has begun: no spare is activated
+	closed      bool       // Close took the flusher: no superblock write any more
+	spareMu     sync.Mutex // serialises spare activations
 }
 
 // Open opens the members and either assembles the array their superblocks
@@ -411,7 +428,7 @@ func newArray(ms, spares []*Member, spec CreateSpec, wipes map[*Member]signature
 	}
 	if engine.IsParityLevel(spec.Level) {
 		aspec.Layout = uint32(spec.ParityLayout)
-		aspec.LogBytes = parityLogBytes(minSize)
+		aspec.LogBytes = parityLogBytes(minSize, parityGeometryOf(spec, len(ms)))
 	}
 	for _, m := range ms {
 		aspec.MemberNames = append(aspec.MemberNames, m.Path)
@@ -449,7 +466,8 @@ func newArray(ms, spares []*Member, spec CreateSpec, wipes map[*Member]signature
 		return nil, err
 	}
 	n := len(ms)
-	a := &Array{Engine: ea, Members: ms, SBs: sbs[:n:n], Created: true, dataOffset: sbs[0].DataOffset, logOffset: sbs[0].LogOffset, events: sbs[0].Events}
+	a := &Array{Engine: ea, Members: ms, SBs: sbs[:n:n], Created: true, dataOffset: sbs[0].DataOffset, logOffset: sbs[0].LogOffset, events: sbs[0].Events,
+		logBytes: sbs[0].LogBytes, logUUID: sbs[0].ArrayUUID, logNext: 1}
 	if w := unusedWarning(ms, sbs[0].DataOffset+g.MemberSectors<<9); w != "" {
 		a.Warnings = append(a.Warnings, w)
 	}
@@ -622,6 +640,7 @@ func assemble(ms []*Member, inputs []engine.MemberSB, asm *engine.Assembly, spec
 	}
 	st := ea.SetState(states)
 	a := &Array{Engine: ea, Members: roles, SBs: sbs, dataOffset: asm.Freshest.DataOffset, logOffset: asm.Freshest.LogOffset, events: asm.Events, spares: spares,
+		logBytes: asm.Freshest.LogBytes, logUUID: asm.Freshest.ArrayUUID, logNext: 1,
 		checkpoint: map[int]uint64{}}
 	for r, m := range states {
 		if m.State == engine.MemberRebuilding {
@@ -1195,6 +1214,7 @@ func (a *Array) Close() {
 	a.spareMu.Lock() // an activation under way finishes first
 	a.spareMu.Unlock()
 	a.StopSync()
+	a.stopParityLog()
 	if a.stopRepairs != nil {
 		a.stopRepairs()
 		a.stopRepairs = nil

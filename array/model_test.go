@@ -87,8 +87,10 @@ import (
 // (and Q) equal to the parity of its data; discard and write-zeroes are
 // not drawn (not served), nor zero copy; grow is always refused; an
 // assembly refused as dirty and degraded is forced, as an operator
-// would; and the write hole is tolerated, counted (writeHole), until the
-// partial parity log closes it. Not modelled: raid0, split brains (two
+// would (what the crash left is then tolerated: writeHole); and the write
+// hole is not tolerated otherwise (the write-hole log closes it: a read
+// of a sector returns its data after any crash and member loss;
+// -array.hole tolerates it as before the log). Not modelled: raid0, split brains (two
 // daemons), the daemon and its state file, the kernel's re-issue of
 // requests in flight at a kill -9 (they count as failed writes) and at a
 // grow's hand-over (they complete before it), the state file's record of
@@ -152,8 +154,9 @@ func closeLater(a *Array) {
 // the wall-time timeouts fire on a loaded machine as on a slow disk.
 var modelTimeout = flag.Duration("array.timeout", 200*time.Millisecond, "TestArrayModel: member timeout (at least 2ms)")
 
-// modelNoHole: no tolerance of the raid5/6 write hole (writeHole).
-var modelNoHole = flag.Bool("array.nohole", false, "TestArrayModel: fail reads the raid5/6 write hole explains")
+// modelHole: tolerate the raid5/6 write hole (writeHole), as the model did
+// before the write-hole log closed it.
+var modelHole = flag.Bool("array.hole", false, "TestArrayModel: tolerate reads the raid5/6 write hole explains")
 
 var modelLevel = flag.Int("array.level", 0, "TestArrayModel: draw only this level (1, 10, 5 or 6; 0: all)")
 
@@ -604,6 +607,9 @@ func (m *arrayModel) count(what string) {
 // start serves a as the daemon does: queues, not clean, background jobs.
 func (m *arrayModel) start(a *Array) {
 	m.a = a
+	// The write-hole log's checkpoints come when the rings ask, not on a
+	// timer (the model's runs then repeat).
+	a.logCheckpointEvery = time.Hour
 	a.Configure(func() { // the flusher runs already (a data race -race found in CI)
 		a.MemberTimeout = *modelTimeout
 		a.OnMemberFailed = func(role int, path string) { m.logf("array: role %d (%s) failed", role, path) }
@@ -1320,18 +1326,27 @@ func (m *arrayModel) completed(req *modelReq, buf []byte, err error) {
 }
 
 // writeHole reports whether the read req's i-th sector (reference ref)
-// may read as anything: raid5/6 have the write hole (docs/raid56.md, to
-// be closed by the partial parity log): a stripe a crash tore while a
+// may read as anything: after an assembly forced over a dirty degraded
+// raid5/6 array (the operator's choice, as mdadm --force: members it was
+// told were failed may come back with stale data); and with -array.hole
+// as raid5/6 without the write-hole log (docs/raid56.md), which have the
+// write hole: a stripe a crash tore while a
 // write was in flight, reconstructed from its parity before a resync
 // rewrote the parity, gives data of no write, also for sectors no write
 // touched. That takes a member lost since the crash (in sync at the
 // assembly after it: copyLostSinceCrash, copyLost before), or an array
 // assembled dirty and degraded with force.
 func (m *arrayModel) writeHole(ref *sectorRef, req *modelReq, i uint64) bool {
-	if !m.parity() || *modelNoHole {
+	if !m.parity() {
 		return false
 	}
 	crash := ref.crash != nil || req.crash != nil && req.crash[i] != nil
+	if !*modelHole {
+		// With the log, only a forced assembly (the operator's choice,
+		// as mdadm --force: members it was told were failed may come
+		// back with their stale data) leaves what a crash left open.
+		return crash && m.forcedDirty
+	}
 	return crash && (m.copyLost || m.forcedDirty || m.copyLostSinceCrash())
 }
 
@@ -1966,6 +1981,12 @@ func (m *arrayModel) assemble(t *rapid.T, all bool) {
 		}
 	}
 	if err != nil {
+		if m.cutArmed && !m.rack.Armed() {
+			// The armed power cut ended the assembly (its writes: the
+			// write-hole log's replay): the reboot follows the step.
+			m.count("power cut during assembly")
+			return
+		}
 		if !subset && m.lost {
 			// The array had failed: nothing promises it assembles.
 			m.count("assembly refused (array had failed)")

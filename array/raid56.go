@@ -137,6 +137,15 @@ func (a *Array) newParityRunner(h *queue, q ring) requestRunner {
 	} else if a.sync != nil {
 		e.Untrusted = a.parityUnsyncedStripe
 	}
+	if a.logBytes > 0 {
+		ring, pl, err := a.parityLogRing(q.ID(), q.MaxIOBytes())
+		if err != nil {
+			panic(fmt.Sprintf("array: raid5/6 write-hole log: %v", err)) // NewQueue checked it
+		}
+		// (A queue started again: what its predecessor held has ended.)
+		pl.clock.SetOldest(q.ID(), 0)
+		e.EnableLog(ring, pl.clock, a.logUUID, pl.wantCheckpoint, q.MaxIOBytes())
+	}
 	if a.repairs != nil {
 		e.ReadRepair = func(member int, sector uint64, sectors uint32) {
 			a.requestRepair(sector, sectors, 1<<uint(member))
@@ -190,13 +199,4 @@ func (a *Array) parityParams() ublk.Params {
 	b.DevSectors = g.ArraySectors()
 	b.Attrs |= ublk.AttrVolatileCache | ublk.AttrFUA
 	return p
-}
-
-// parityLogBytes is the size of each member's write-hole log area for
-// members of memberBytes (the smallest): 1/512 of it, 256 KiB to
-// engine.MaxLogBytes (64 MiB from 32 GiB members on), whole pages. Its
-// rings must hold the entries of every write in flight and not yet made
-// durable (docs/raid56.md, the write hole).
-func parityLogBytes(memberBytes uint64) uint64 {
-	return min(max(memberBytes/512, 256<<10), engine.MaxLogBytes) &^ 4095
 }

@@ -36,7 +36,7 @@ func TestParityCreateLogArea(t *testing.T) {
 				}
 				continue
 			}
-			if want := parityLogBytes(64 << 20); sb.LogBytes != want || sb.LogOffset+sb.LogBytes != sb.DataOffset {
+			if want := parityLogBytes(64<<20, parityGeometryOf(spec, 4)); sb.LogBytes != want || sb.LogOffset+sb.LogBytes != sb.DataOffset {
 				t.Fatalf("%s %s: log area %d+%d, want %d bytes ending at the data offset %d", level, m.Path, sb.LogOffset, sb.LogBytes, want, sb.DataOffset)
 			}
 			hb, err := m.ReadBlock(int64(sb.LogOffset), engine.ParityLogHeaderSize)
@@ -50,13 +50,19 @@ func TestParityCreateLogArea(t *testing.T) {
 		}
 		a.Close()
 	}
-	if got := parityLogBytes(1 << 40); got != engine.MaxLogBytes {
+	g := engine.ParityGeometry{Level: engine.Level5, Members: 5, ChunkSectors: 128}
+	if got := parityLogBytes(1<<40, g); got != engine.MaxLogBytes {
 		t.Errorf("log of a 1 TiB member: %d", got)
 	}
-	if got := parityLogBytes(1 << 20); got != 256<<10 {
+	if got := parityLogBytes(1<<20, g); got != 256<<10 {
 		t.Errorf("log of a 1 MiB member: %d", got)
 	}
-	if got := parityLogBytes(1<<30 + 12345*512); got%4096 != 0 || got != (1<<30+12345*512)/512&^4095 {
+	if got := parityLogBytes(16<<30+12345*512, g); got%4096 != 0 || got != (16<<30+12345*512)/512&^4095 {
 		t.Errorf("log of an odd member: %d", got)
+	}
+	// Room for 8 queues' rings of two default writes each.
+	need := uint64(engine.ParityLogHeaderSize + 8*2*g.ParityLogBytesPerRequest(512<<10))
+	if got := parityLogBytes(1<<30, g); got < need {
+		t.Errorf("log of a 1 GiB member: %d, less than %d", got, need)
 	}
 }

@@ -22,14 +22,13 @@ func (a *Array) recoverParityLog(sb *engine.Superblock) (replayed, left int, err
 	if sb.LogBytes == 0 {
 		return 0, 0, nil
 	}
-	st := a.Engine.State()
 	stripeEnd := func(s uint64) uint64 { return (s + 1) * g.ChunkSectors }
 	readable := func(m int, s uint64) bool {
-		ms := st.Members[m]
+		ms := a.Engine.State().Members[m]
 		return a.Members[m] != nil && (ms.State == engine.MemberActive || ms.State == engine.MemberRebuilding && ms.RebuildOffset >= stripeEnd(s))
 	}
 	writable := func(m int) bool {
-		ms := st.Members[m]
+		ms := a.Engine.State().Members[m]
 		return a.Members[m] != nil && (ms.State == engine.MemberActive || ms.State == engine.MemberRebuilding)
 	}
 	var all []engine.ParityLogEntry
@@ -52,47 +51,86 @@ func (a *Array) recoverParityLog(sb *engine.Superblock) (replayed, left int, err
 		return 0, 0, err
 	}
 	next := checkpoint
-	for _, e := range engine.ParityLogReplay(all, checkpoint) {
+	failed := false
+	live := engine.ParityLogReplay(all, checkpoint)
+	for _, e := range live {
 		next = max(next, e.Seq+1)
-		sm := g.Stripe(e.Stripe)
-		n := int(e.RowHi-e.RowLo) << 9
-		off := int64(a.dataOffset + (e.Stripe*g.ChunkSectors+e.RowLo)<<9)
-		data := make([][]byte, g.DataMembers())
-		ok := true
-		for m := range g.Members {
-			slot := sm.Slot[m]
-			if slot < 0 || e.Logged&(1<<uint(slot)) != 0 {
+	}
+	// First every entry's parity is computed, from the data as the crash
+	// left it (a replay writes parity only, which no entry of the same
+	// stripe reads), then written: a member failing a write then cannot
+	// leave an entry unreplayed after older ones of its stripe were (see
+	// leftEntries). A data member that fails a read is unreadable from
+	// then on, and the computation starts again.
+	type replay struct {
+		e   engine.ParityLogEntry
+		off int64
+		out [][]byte
+	}
+	bad := uint64(0) // members that failed a read
+	var outs []replay
+	for {
+		canRead := func(m int, s uint64) bool { return bad&(1<<uint(m)) == 0 && readable(m, s) }
+		skip := leftEntries(live, g, canRead)
+		outs, left = outs[:0], 0
+		retry := false
+		for i, e := range live {
+			if skip[i] {
+				left++
 				continue
 			}
-			if !readable(m, e.Stripe) {
-				ok = false
+			sm := g.Stripe(e.Stripe)
+			n := int(e.RowHi-e.RowLo) << 9
+			off := int64(a.dataOffset + (e.Stripe*g.ChunkSectors+e.RowLo)<<9)
+			data := make([][]byte, g.DataMembers())
+			for m := range g.Members {
+				slot := sm.Slot[m]
+				if slot < 0 || e.Logged&(1<<uint(slot)) != 0 {
+					continue
+				}
+				if data[slot], err = a.Members[m].ReadBlock(off, n); err != nil {
+					bad |= 1 << uint(m)
+					retry = true
+					break
+				}
+			}
+			if retry {
 				break
 			}
-			if data[slot], err = a.Members[m].ReadBlock(off, n); err != nil {
-				ok = false
-				break
+			out := [][]byte{make([]byte, n), make([]byte, n)}[:e.Parity]
+			if err := par.RecoverParity([][]byte{e.P, e.Q}[:e.Parity], data, e.Logged, out); err != nil {
+				return 0, left, fmt.Errorf("write-hole log entry %d (stripe %d): %w", e.Seq, e.Stripe, err)
 			}
+			outs = append(outs, replay{e, off, out})
 		}
-		if !ok {
-			left++
-			continue
+		if !retry {
+			break
 		}
-		out := [][]byte{make([]byte, n), make([]byte, n)}[:e.Parity]
-		if err := par.RecoverParity([][]byte{e.P, e.Q}[:e.Parity], data, e.Logged, out); err != nil {
-			return replayed, left, fmt.Errorf("write-hole log entry %d (stripe %d): %w", e.Seq, e.Stripe, err)
-		}
-		for k, pm := range []int{sm.P, sm.Q}[:e.Parity] {
+	}
+	for _, o := range outs {
+		sm := g.Stripe(o.e.Stripe)
+		for k, pm := range []int{sm.P, sm.Q}[:o.e.Parity] {
 			if !writable(pm) {
 				continue
 			}
-			if err := a.Members[pm].WriteBlockSync(off, out[k]); err != nil {
-				return replayed, left, fmt.Errorf("write-hole log entry %d: parity of stripe %d on %s: %w", e.Seq, e.Stripe, a.Members[pm].Path, err)
+			if err := a.Members[pm].WriteBlockSync(o.off, o.out[k]); err != nil {
+				// The member is failed, as a write error fails it when
+				// served (but not the last copy: then the assembly
+				// fails); the entries stay live (no checkpoint is
+				// written past them) until that is durable.
+				st, _, _ := a.Engine.FailRedundant(pm)
+				if st.Members[pm].State == engine.MemberActive {
+					return replayed, left, fmt.Errorf("write-hole log entry %d: parity of stripe %d on %s: %w", o.e.Seq, o.e.Stripe, a.Members[pm].Path, err)
+				}
+				a.Warnings = append(a.Warnings, fmt.Sprintf("write-hole log: %s failed: writing the parity of stripe %d: %v", a.Members[pm].Path, o.e.Stripe, err))
+				failed = true
 			}
 		}
 		replayed++
 	}
-	if replayed+left == 0 {
-		return 0, 0, nil
+	a.logNext = next // (the run-time log numbers on from here)
+	if replayed+left == 0 || failed {
+		return replayed, left, nil
 	}
 	b := make([]byte, engine.ParityLogHeaderSize)
 	h := engine.ParityLogHeader{Array: sb.ArrayUUID, Checkpoint: next}
@@ -108,4 +146,38 @@ func (a *Array) recoverParityLog(sb *engine.Superblock) (replayed, left int, err
 		}
 	}
 	return replayed, left, nil
+}
+
+// leftEntries says which of the live entries (oldest first) a recovery
+// must leave: those needing data outside their X that cannot be read
+// (readable), and every older entry of the same stripe whose rows meet a
+// left one's. An older entry describes the stripe before the newer
+// write: replayed without the newer one, it would put back the parity of
+// data the newer write has changed since (the newer write's own rows
+// stay as its crash left them: the write hole, with a member lost with
+// the crash).
+func leftEntries(live []engine.ParityLogEntry, g engine.ParityGeometry, readable func(m int, stripe uint64) bool) []bool {
+	skip := make([]bool, len(live))
+	type rows struct{ lo, hi uint64 }
+	blocked := map[uint64][]rows{}
+	for i := len(live) - 1; i >= 0; i-- {
+		e := live[i]
+		sm := g.Stripe(e.Stripe)
+		for m := range g.Members {
+			slot := sm.Slot[m]
+			if slot >= 0 && e.Logged&(1<<uint(slot)) == 0 && !readable(m, e.Stripe) {
+				skip[i] = true
+				break
+			}
+		}
+		for _, b := range blocked[e.Stripe] {
+			if b.lo < e.RowHi && e.RowLo < b.hi {
+				skip[i] = true
+			}
+		}
+		if skip[i] {
+			blocked[e.Stripe] = append(blocked[e.Stripe], rows{e.RowLo, e.RowHi})
+		}
+	}
+	return skip
 }

@@ -1155,6 +1155,10 @@ func (a *Array) addOpenPlan(m *Member, role int, re *readdPlan, uuid [16]byte) e
 	// smallest data area of the members wins); `grow` does, on every
 	// member at once.
 	sb.DataSectors = a.Engine.MemberSectors()
+	if err := a.resetLogArea(m); err != nil {
+		drop()
+		return err
+	}
 	a.preemptResync()
 	a.mu.Lock()
 	old := a.Members[role]

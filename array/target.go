@@ -99,6 +99,11 @@ func (a *Array) ZeroCopy() bool { return a.Engine.Parity == nil }
 
 // NewQueue implements ublk.Target.
 func (a *Array) NewQueue(q *ublk.Queue) (ublk.QueueHandler, error) {
+	if a.Engine.Parity != nil && a.logBytes > 0 {
+		if _, _, err := a.parityLogRing(q.ID(), q.MaxIOBytes()); err != nil {
+			return nil, err
+		}
+	}
 	return a.newQueue(ublkRing{q}), nil
 }
 

@@ -1,0 +1,249 @@
+package array
+
+import (
+	"fmt"
+	"time"
+
+	"github.com/ublk-raid/ublk-raid/engine"
+	"github.com/ublk-raid/ublk-raid/ublk"
+)
+
+// The write-hole log of a raid5/6 array at run time (docs/raid56.md, the
+// write hole): the queues write entries (engine.ParityExecutor.EnableLog),
+// each in its own ring of the members' log areas, numbered by one clock;
+// a goroutine of the array, the checkpointer, writes the checkpoint below
+// which every entry is dead to every member's log header, so that the
+// rings can take that space again.
+type parityLog struct {
+	clock *engine.ParityLogClock
+	// rings: per queue, its ring; a queue started again (the device
+	// served again by this process) goes on in the same one, whose live
+	// entries a new ring would overwrite before a checkpoint passed
+	// them.
+	rings []*engine.ParityLogRing
+	kick  chan struct{}
+	stop  chan struct{}
+	done  chan struct{}
+}
+
+// parityLogBytes is the size of each member's write-hole log area for
+// members of memberBytes (the smallest) and geometry g: 1/512 of the
+// member, and room for ublk's default number of queues to hold two
+// writes' entries each (of ublk's default size); 256 KiB to
+// engine.MaxLogBytes (64 MiB from 32 GiB members on), and at most a
+// quarter of the member; whole pages. (A queue whose ring cannot hold a
+// write's entries is refused when the array is served.)
+func parityLogBytes(memberBytes uint64, g engine.ParityGeometry) uint64 {
+	rings := uint64(ublk.MaxDefaultQueues) * 2 * uint64(g.ParityLogBytesPerRequest(ublk.DefaultMaxIOBytes))
+	n := max(memberBytes/512, engine.ParityLogHeaderSize+rings, 256<<10)
+	return min(n, engine.MaxLogBytes, max(memberBytes/4, 256<<10)) &^ 4095
+}
+
+// parityGeometryOf is the geometry a create of spec on members members
+// makes (its member size left out: the log's size does not depend on it).
+func parityGeometryOf(spec CreateSpec, members int) engine.ParityGeometry {
+	return engine.ParityGeometry{Level: spec.Level, Members: members, Layout: spec.ParityLayout, ChunkSectors: spec.ChunkSectors}
+}
+
+// SetQueueCount tells a raid5/6 array how many queues will serve it
+// (ublk.QueueCounter: before the first queue), so that each gets its
+// ring of the write-hole log.
+func (a *Array) SetQueueCount(n int) error {
+	a.plogMu.Lock()
+	defer a.plogMu.Unlock()
+	if a.plog != nil && n != a.logQueues {
+		return fmt.Errorf("array: %d queues, but the write-hole log has rings for %d", n, a.logQueues)
+	}
+	a.logQueues = n
+	return nil
+}
+
+// parityLogRing is the ring of queue id (of queues serving writes of up
+// to maxIO bytes), starting the run-time log with the first.
+func (a *Array) parityLogRing(id, maxIO int) (*engine.ParityLogRing, *parityLog, error) {
+	a.plogMu.Lock()
+	defer a.plogMu.Unlock()
+	k := a.logQueues
+	if k <= 0 {
+		k = ublk.MaxDefaultQueues
+	}
+	if id >= k {
+		return nil, nil, fmt.Errorf("array: queue %d, but the write-hole log has rings for %d queues", id, k)
+	}
+	size := (a.logBytes - engine.ParityLogHeaderSize) / uint64(k) &^ 4095
+	need := a.Engine.Parity.ParityLogBytesPerRequest(maxIO)
+	if size < uint64(need) {
+		return nil, nil, fmt.Errorf("array: the write-hole log area (%d bytes) is too small for %d queues: each needs %d bytes for writes of %d bytes; serve it with fewer queues or smaller I/O",
+			a.logBytes, k, need, maxIO)
+	}
+	if a.plog == nil {
+		a.logQueues = k
+		pl := &parityLog{clock: engine.NewParityLogClock(a.logNext, k), rings: make([]*engine.ParityLogRing, k),
+			kick: make(chan struct{}, 1), stop: make(chan struct{}), done: make(chan struct{})}
+		a.plog = pl
+		go a.runCheckpointer(pl)
+	}
+	pl := a.plog
+	if pl.rings[id] == nil {
+		ring, err := engine.NewParityLogRing(engine.ParityLogHeaderSize+uint64(id)*size, size, need)
+		if err != nil {
+			return nil, nil, err
+		}
+		pl.rings[id] = ring
+	}
+	return pl.rings[id], pl, nil
+}
+
+// wantCheckpoint asks the checkpointer for a checkpoint (a ring is full,
+// or filling). Queue threads; never blocks.
+func (pl *parityLog) wantCheckpoint() {
+	select {
+	case pl.kick <- struct{}{}:
+	default:
+	}
+}
+
+// runCheckpointer persists the log's checkpoint when asked, and every
+// second, when it moved: to every member in sync or rebuilding, then the
+// queues are woken to free their rings below it.
+func (a *Array) runCheckpointer(pl *parityLog) {
+	defer close(pl.done)
+	every := a.logCheckpointEvery
+	if every == 0 {
+		every = time.Second
+	}
+	t := time.NewTicker(every)
+	defer t.Stop()
+	b := make([]byte, engine.ParityLogHeaderSize)
+	for {
+		select {
+		case <-pl.stop:
+			return
+		case <-pl.kick:
+		case <-t.C:
+		}
+		cp := pl.clock.Checkpoint()
+		if cp <= pl.clock.Persisted() {
+			continue
+		}
+		if a.writeLogCheckpoint(cp, b) {
+			pl.clock.SetPersisted(cp)
+			a.wakeQueues()
+		}
+	}
+}
+
+// writeLogCheckpoint writes checkpoint cp to the log header of every
+// member in sync or rebuilding; it reports whether cp is durable on all
+// of them (a member whose write fails is failed, unless it is the last
+// copy of something: then cp is not recorded as persisted, and the log
+// waits rather than reuse entries a recovery could still need).
+func (a *Array) writeLogCheckpoint(cp uint64, b []byte) bool {
+	// One at a time, never back: a smaller checkpoint written after a
+	// larger one would make dead entries live again.
+	a.logHeaderMu.Lock()
+	defer a.logHeaderMu.Unlock()
+	if cp <= a.logHeaderCP {
+		return true
+	}
+	h := engine.ParityLogHeader{Array: a.logUUID, Checkpoint: cp}
+	if err := h.Encode(b); err != nil {
+		return false
+	}
+	a.mu.Lock()
+	if a.closed {
+		a.mu.Unlock()
+		return false
+	}
+	members := append([]*Member(nil), a.Members...)
+	a.mu.Unlock()
+	st := a.Engine.State()
+	var roles []int
+	for r, m := range members {
+		if m != nil && writable(st.Members[r]) {
+			roles = append(roles, r)
+		}
+	}
+	// (A member that does not answer is given up after the member
+	// timeout, as for the bitmap's writes.)
+	errs := writeAll(members, roles, a.MemberTimeout, func(r int) error {
+		return members[r].WriteBlockSync(int64(a.logOffset), b)
+	})
+	ok := true
+	for _, r := range roles {
+		if errs[r] == nil {
+			continue
+		}
+		a.mu.Lock()
+		same := a.Members[r] == members[r]
+		a.mu.Unlock()
+		if !same {
+			continue // (it left the role meanwhile: its header no longer counts)
+		}
+		st2, changed, _ := a.Engine.FailRedundant(r)
+		if changed {
+			go a.persist(st2)
+		}
+		if st2.Members[r].State == engine.MemberActive {
+			ok = false
+		}
+	}
+	if ok {
+		a.logHeaderCP = cp
+	}
+	return ok
+}
+
+// stopParityLog stops the checkpointer and persists a last checkpoint
+// (Close, before the members are closed).
+func (a *Array) stopParityLog() {
+	a.plogMu.Lock()
+	pl := a.plog
+	a.plog = nil
+	a.plogMu.Unlock()
+	if pl == nil {
+		return
+	}
+	close(pl.stop)
+	<-pl.done
+	// The entries of the writes that ended are dead: a last checkpoint
+	// past them, so that the next assembly replays nothing after a
+	// clean stop (a write still out holds its entries live).
+	if cp := pl.clock.Checkpoint(); cp > pl.clock.Persisted() && a.writeLogCheckpoint(cp, make([]byte, engine.ParityLogHeaderSize)) {
+		pl.clock.SetPersisted(cp)
+	}
+}
+
+// resetLogArea empties the write-hole log area of m, a device about to
+// take a role of a raid5/6 array: entries it holds from an earlier stint
+// in the array (a re-add, a former member made a spare) are this array's
+// and would be replayed at the next assembly, though the stripes they
+// describe have been written since, under numbers that may repeat
+// theirs. Its header gets the first checkpoint.
+func (a *Array) resetLogArea(m *Member) error {
+	if a.logBytes == 0 {
+		return nil
+	}
+	const piece = 1 << 20
+	zero := make([]byte, min(piece, a.logBytes))
+	h := engine.ParityLogHeader{Array: a.logUUID, Checkpoint: 1}
+	if err := h.Encode(zero); err != nil {
+		return err
+	}
+	err := writeAll([]*Member{m}, []int{0}, a.MemberTimeout, func(int) error {
+		for off := uint64(0); off < a.logBytes; off += piece {
+			n := min(piece, a.logBytes-off)
+			if err := m.WriteBlockSync(int64(a.logOffset+off), zero[:n]); err != nil {
+				return err
+			}
+			if off == 0 {
+				clear(zero[:engine.ParityLogHeaderSize])
+			}
+		}
+		return nil
+	})[0]
+	if err != nil {
+		return fmt.Errorf("%s: emptying its write-hole log area: %w", m.Path, err)
+	}
+	return nil
+}
