@@ -13,8 +13,8 @@ import (
 // logPrepare decides segment s's entry and gives it its block in the
 // stripe buffer: none when no parity member is written (DataOnly: there
 // is no parity to be wrong); X (logged) is the data slots the write does
-// not write and the written ones whose members are not in sync (lost, or
-// rebuilding: a recovery may not read them back).
+// not write and the written ones whose members cannot be read at the
+// stripe (lost, or rebuilding below it).
 func (e *ParityExecutor) logPrepare(r *parityReq, s *paritySeg) {
 	s.log = nil
 	pbits := 1<<uint(s.m.P) | qbit(s.m.Q)
@@ -23,12 +23,16 @@ func (e *ParityExecutor) logPrepare(r *parityReq, s *paritySeg) {
 	}
 	members := uint64(1)<<uint(e.geo.Members) - 1
 	data := members &^ pbits
-	// Written chunks whose members are not in sync (lost, or rebuilding:
-	// a recovery may not read them back) count as lost.
+	// Written chunks whose members cannot be read at the stripe (lost,
+	// or rebuilding and not rebuilt past it: a recovery does not read
+	// them back) count as lost. One that can be read must stay out of X:
+	// a recovery reads it as the crash left it, and a parity built for
+	// its new data would not match that.
 	st := e.arr.State()
+	end := (s.stripe + 1) * e.geo.ChunkSectors
 	notInSync := uint64(0)
 	for mm := s.want; mm != 0; mm &= mm - 1 {
-		if m := bits.TrailingZeros64(mm); st.Members[m].State != MemberActive {
+		if m := bits.TrailingZeros64(mm); !st.Members[m].readable(end) {
 			notInSync |= 1 << uint(m)
 		}
 	}
@@ -51,7 +55,8 @@ func (e *ParityExecutor) logPayload(s *paritySeg) [][]byte {
 // logRMW computes an RMW segment's payload before its update: over X
 // (the slots not written, all readable or not), the old parity plus the
 // parity of the written slots' old data (both pre-read); plus, for a
-// written slot in X (its member rebuilding), the parity of its new data. A parity member
+// written slot in X (its member rebuilding below the stripe), the parity
+// of its new data. A parity member
 // not read (lost) leaves its part zero: it is not written either.
 func (e *ParityExecutor) logRMW(r *parityReq, s *paritySeg) error {
 	if s.log == nil || s.logged == 0 {
@@ -73,7 +78,8 @@ func (e *ParityExecutor) logRMW(r *parityReq, s *paritySeg) error {
 			return err
 		}
 		if s.logged&(1<<uint(slot)) != 0 {
-			// Written, in X (its member rebuilding): its new data.
+			// Written, in X (its member rebuilding below the stripe):
+			// its new data.
 			if err := e.par.Update(e.reqData(r, s, mem), slot, log); err != nil {
 				return err
 			}
