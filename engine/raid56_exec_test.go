@@ -240,11 +240,15 @@ func (w *pWorld) settle() {
 		case w.asked > w.durable:
 			w.persist()
 		case w.logAsked:
-			// The checkpointer: persisted at once, every queue woken.
+			// The checkpointer (as the array's): a checkpoint that moved
+			// is persisted at once and every queue woken; one that did
+			// not move does nothing.
 			w.logAsked = false
-			w.logClock.SetPersisted(w.logClock.Checkpoint())
-			for q := range w.wakes {
-				w.wakes[q] = true
+			if cp := w.logClock.Checkpoint(); cp > w.logClock.Persisted() {
+				w.logClock.SetPersisted(cp)
+				for q := range w.wakes {
+					w.wakes[q] = true
+				}
 			}
 		default:
 			woke := false

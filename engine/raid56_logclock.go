@@ -13,6 +13,10 @@ import "sync/atomic"
 type ParityLogClock struct {
 	next      atomic.Uint64
 	persisted atomic.Uint64
+	// waiting counts the queues with writes waiting for ring space: while
+	// any does, every queue asks for a checkpoint when its oldest entry
+	// moves (the one a waiter needs may be another queue's).
+	waiting atomic.Int64
 	oldest    []atomic.Uint64 // per queue: 0 = no logged write out
 }
 
@@ -69,3 +73,16 @@ func (c *ParityLogClock) SetPersisted(cp uint64) {
 		}
 	}
 }
+
+// SetWaiting records that queue q has writes waiting for ring space
+// (true) or no longer has (false); call it on each change.
+func (c *ParityLogClock) SetWaiting(waiting bool) {
+	if waiting {
+		c.waiting.Add(1)
+	} else {
+		c.waiting.Add(-1)
+	}
+}
+
+// Waiting reports whether some queue has writes waiting for ring space.
+func (c *ParityLogClock) Waiting() bool { return c.waiting.Load() > 0 }

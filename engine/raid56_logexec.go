@@ -126,6 +126,9 @@ func (e *ParityExecutor) logIssue(tag uint16) {
 		return
 	}
 	if !ok {
+		if len(e.logWaitq) == 0 {
+			e.logClock.SetWaiting(true)
+		}
 		e.logWaitq = append(e.logWaitq, tag)
 		if e.logWait != nil {
 			e.logWait()
@@ -237,8 +240,8 @@ func (e *ParityExecutor) logRelease(r *parityReq) {
 		e.logOldest = oldest
 		e.logClock.SetOldest(e.queue, oldest)
 	}
-	if len(e.logWaitq) > 0 && e.logWait != nil {
-		e.logWait() // (the checkpoint may have moved)
+	if e.logWait != nil && e.logClock.Waiting() {
+		e.logWait() // (the checkpoint may have moved: a write of some queue waits for it)
 	}
 }
 
@@ -256,6 +259,9 @@ func (e *ParityExecutor) retryLogWait() {
 			return
 		}
 		e.logWaitq = append(e.logWaitq[:0], e.logWaitq[1:]...)
+		if len(e.logWaitq) == 0 {
+			e.logClock.SetWaiting(false)
+		}
 		if err != nil {
 			r.err = err
 			e.complete(tag)

@@ -203,3 +203,50 @@ func (w *pWorld) fillConsistent(t fataler) {
 		}
 	}
 }
+
+// A write waiting for ring space on one queue is woken when another
+// queue's write, holding the oldest entry, ends: the checkpoint moves
+// then, and that queue must ask for it (it used to ask only for its own
+// waiters, leaving the other queue to the checkpointer's timer).
+func TestRaid56ExecutorLogWaitAcrossQueues(t *testing.T) {
+	g := raid56Geo(Level5, 4)
+	g.MemberSectors = 256
+	const maxBytes = 4 << 10
+	w := newPWorld(t, g, 2, 2, maxBytes)
+	per := uint64(g.ParityLogBytesPerRequest(maxBytes))
+	w.enableLog(t, ParityLogHeaderSize+2*((per+4095)&^4095), maxBytes)
+	w.logHook = func(pOp) {}
+	buf := func(id uint64) []byte { b := make([]byte, 8<<9); fill(b, id); return b }
+	// Queue 1's write takes its entry and is held before its data writes.
+	w.execs[1].Start(0, ReqWrite, 0, 8, false, buf(1))
+	for len(w.pending) > 0 && !(w.pending[0].q == 1 && !w.pending[0].io.Log && w.pending[0].io.Kind == IOWrite) {
+		w.deliver(0)
+	}
+	held := w.pending
+	w.pending = nil
+	// Queue 0: writes that end, until its full ring parks one (their
+	// entries cannot be freed: queue 1 holds an older one).
+	parked := -1
+	for i := range 40 {
+		tag := uint16(i % 2)
+		w.execs[0].Start(tag, ReqWrite, uint64(64+8*(i%16)), 8, false, buf(uint64(10+i)))
+		w.settle()
+		if _, ok := w.done[0][tag]; !ok {
+			parked = i
+			break
+		}
+		delete(w.done[0], tag)
+	}
+	if parked < 0 {
+		t.Fatal("queue 0's ring never filled")
+	}
+	// Queue 1's write ends: the checkpoint passes queue 0's first entry.
+	w.pending = held
+	w.settle()
+	if err, ok := w.done[1][0]; !ok || err != nil {
+		t.Fatalf("queue 1's write: %v %v", ok, err)
+	}
+	if err, ok := w.done[0][uint16(parked%2)]; !ok || err != nil {
+		t.Fatalf("queue 0's waiting write was not woken when the checkpoint moved: done %v %v", ok, err)
+	}
+}
