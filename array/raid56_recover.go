@@ -33,13 +33,23 @@ func (a *Array) recoverParityLog(sb *engine.Superblock) (replayed, left int, err
 	}
 	var all []engine.ParityLogEntry
 	checkpoint := uint64(1)
+	failed := false // a member failed here: no checkpoint is written past the entries
 	for r, m := range a.Members {
 		if !writable(r) {
 			continue
 		}
 		area, err := m.ReadBlock(int64(sb.LogOffset), int(sb.LogBytes))
 		if err != nil {
-			continue // (its entries, if any, are on another parity member too, or its stripes' parity is lost with it)
+			// Its entries unseen, the numbers from here could repeat
+			// theirs: it is failed (not the last copy: then the
+			// assembly fails).
+			st, _, _ := a.Engine.FailRedundant(r)
+			if st.Members[r].State == engine.MemberActive {
+				return 0, 0, fmt.Errorf("%s: reading its write-hole log area: %w", m.Path, err)
+			}
+			a.Warnings = append(a.Warnings, fmt.Sprintf("write-hole log: %s failed: reading its log area: %v", m.Path, err))
+			failed = true
+			continue
 		}
 		if h, err := engine.DecodeParityLogHeader(area, sb.ArrayUUID); err == nil {
 			checkpoint = max(checkpoint, h.Checkpoint)
@@ -51,7 +61,6 @@ func (a *Array) recoverParityLog(sb *engine.Superblock) (replayed, left int, err
 		return 0, 0, err
 	}
 	next := checkpoint
-	failed := false
 	live := engine.ParityLogReplay(all, checkpoint)
 	for _, e := range live {
 		next = max(next, e.Seq+1)
