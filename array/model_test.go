@@ -1297,6 +1297,21 @@ func (m *arrayModel) completed(req *modelReq, buf []byte, err error) {
 		if err != nil {
 			m.logf("write op %d %d+%d: %v (state %s)", req.op, req.sector, req.sectors, err, m.states())
 		}
+		if err != nil && m.parity() && errors.Is(err, engine.ErrLastCopy) && m.a != nil {
+			// A raid5/6 write that failed on a member kept as the last
+			// copy leaves its stripes' parity not matching their data,
+			// and nothing records it (no bad-block list yet: see the
+			// parity executor's contract): a lost chunk rebuilt there
+			// may read as anything until written again.
+			m.count("raid5/6 write failed on the last copy: its stripes unknown")
+			g := m.a.Engine.Parity
+			per := g.ChunkSectors * uint64(g.DataMembers())
+			first := req.sector / per * per
+			last := min((req.sector+uint64(req.sectors)+per-1)/per*per, uint64(len(m.ref)))
+			for s := first; s < last; s++ {
+				m.ref[s].unknown = true
+			}
+		}
 		for s := req.sector; s < req.sector+uint64(req.sectors); s++ {
 			ref := &m.ref[s]
 			ref.wr = 0
