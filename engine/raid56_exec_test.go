@@ -360,18 +360,7 @@ type pInflight struct {
 // is consistent.
 func TestRaid56ExecutorModel(t *testing.T) {
 	rapid.Check(t, func(t *rapid.T) {
-		level := Level5
-		if rapid.Bool().Draw(t, "raid6") {
-			level = Level6
-		}
-		minM := 3
-		if level == Level6 {
-			minM = 4
-		}
-		g := ParityGeometry{Level: level, Members: rapid.IntRange(minM, 6).Draw(t, "members"),
-			Layout:       ParityLayout(rapid.IntRange(0, 3).Draw(t, "layout")),
-			ChunkSectors: uint64(rapid.SampledFrom([]int{8, 16}).Draw(t, "chunk"))}
-		g.MemberSectors = uint64(rapid.IntRange(2, 6).Draw(t, "stripes")) * g.ChunkSectors
+		g := drawParityGeo(t)
 		queues := rapid.IntRange(1, 3).Draw(t, "queues")
 		const depth, maxSectors = 3, 48
 		w := newPWorld(t, g, queues, depth, maxSectors<<9)
@@ -1347,4 +1336,22 @@ func TestRaid56ExecutorSkipsGivenUpSequences(t *testing.T) {
 	if got := e.nextSeq(0, 4); got != 5 {
 		t.Fatalf("tag 0 after 4 once 5's came back: %d, want 5", got)
 	}
+}
+
+// drawParityGeo draws a small raid5 or raid6 geometry: 3 to 6 members
+// (raid6: 4 to 6), any layout, 8 or 16-sector chunks, 2 to 6 stripes.
+func drawParityGeo(t *rapid.T) ParityGeometry {
+	level := Level5
+	if rapid.Bool().Draw(t, "raid6") {
+		level = Level6
+	}
+	minM := 3
+	if level == Level6 {
+		minM = 4
+	}
+	g := ParityGeometry{Level: level, Members: rapid.IntRange(minM, 6).Draw(t, "members"),
+		Layout:       ParityLayout(rapid.IntRange(0, 3).Draw(t, "layout")),
+		ChunkSectors: uint64(rapid.SampledFrom([]int{8, 16}).Draw(t, "chunk"))}
+	g.MemberSectors = uint64(rapid.IntRange(2, 6).Draw(t, "stripes")) * g.ChunkSectors
+	return g
 }

@@ -17,18 +17,7 @@ import (
 // (the writes then wait for a checkpoint).
 func TestRaid56ExecutorWritesLog(t *testing.T) {
 	rapid.Check(t, func(t *rapid.T) {
-		level := Level5
-		if rapid.Bool().Draw(t, "raid6") {
-			level = Level6
-		}
-		minM := 3
-		if level == Level6 {
-			minM = 4
-		}
-		g := ParityGeometry{Level: level, Members: rapid.IntRange(minM, 6).Draw(t, "members"),
-			Layout:       ParityLayout(rapid.IntRange(0, 3).Draw(t, "layout")),
-			ChunkSectors: uint64(rapid.SampledFrom([]int{8, 16}).Draw(t, "chunk"))}
-		g.MemberSectors = uint64(rapid.IntRange(2, 6).Draw(t, "stripes")) * g.ChunkSectors
+		g := drawParityGeo(t)
 		queues := rapid.IntRange(1, 2).Draw(t, "queues")
 		const maxSectors = 48
 		w := newPWorld(t, g, queues, 2, maxSectors<<9)
