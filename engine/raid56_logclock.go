@@ -17,7 +17,7 @@ type ParityLogClock struct {
 	// any does, every queue asks for a checkpoint when its oldest entry
 	// moves (the one a waiter needs may be another queue's).
 	waiting atomic.Int64
-	oldest    []atomic.Uint64 // per queue: 0 = no logged write out
+	oldest  []atomic.Uint64 // per queue: 0 = no logged write out
 }
 
 // NewParityLogClock starts numbering at checkpoint (>= 1: what recovery
