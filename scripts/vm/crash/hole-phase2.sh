@@ -1,0 +1,33 @@
+#!/bin/sh
+# Write hole, second boot on the disks of the first: assemble what is left
+# (a dirty degraded array needs --force, as md's), lose a member before the
+# dirty regions are resynced (MODE healthy5: /dev/vda), and read back every
+# 512-byte sector of the area (pcut.py verify): each holds the last
+# acknowledged write that covered it, or the data laid out before, or, for
+# the one write in flight at the cut, that write's data. Without the
+# write-hole log, a chunk rebuilt from a torn stripe's parity comes back
+# as data of no write.
+set -eu
+MODE=${1:-}
+PHASE=phase2
+. "$(dirname "$0")/hole-common.sh"
+start_serve
+speed=""
+[ "$MODE" = healthy5 ] && speed="--sync-speed-max 64K"
+if ! dev=$("$BIN" add $speed $PRESENT 2>"$OUT/$PHASE-add.err"); then
+	cat "$OUT/$PHASE-add.err"
+	grep -q 'dirty degraded' "$OUT/$PHASE-add.err" || fail "add $PRESENT"
+	dev=$("$BIN" add --force $speed $PRESENT) || fail "add --force $PRESENT"
+fi
+N=$(echo "$dev" | tr -dc 0-9)
+grep -h 'write-hole log' "$OUT/$PHASE-serve.log" | tail -n 3 || true
+if [ "$MODE" = healthy5 ]; then
+	"$BIN" fail -n "$N" /dev/vda || fail "fail -n $N /dev/vda"
+fi
+"$BIN" detail -n "$N" >"$OUT/$PHASE-detail.txt" 2>&1 || true
+cat "$OUT/$PHASE-detail.txt"
+python3 "$PCUT" verify "$dev" "$LOG" || fail "a sector did not read back as written (the write hole)"
+"$BIN" del -n "$N" >/dev/null || fail "del -n $N"
+kill -TERM $SERVE
+wait $SERVE || fail "serve exited $?"
+echo "$PHASE: PASS"
