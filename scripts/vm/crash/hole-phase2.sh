@@ -13,7 +13,7 @@ PHASE=phase2
 . "$(dirname "$0")/hole-common.sh"
 start_serve
 speed=""
-[ "$MODE" = healthy5 ] && speed="--sync-speed-max 64K"
+[ "$MODE" = healthy5 ] && speed="--sync-speed-min 64K --sync-speed-max 64K"
 if ! dev=$("$BIN" add $speed $PRESENT 2>"$OUT/$PHASE-add.err"); then
 	cat "$OUT/$PHASE-add.err"
 	grep -q 'dirty degraded' "$OUT/$PHASE-add.err" || fail "add $PRESENT"
