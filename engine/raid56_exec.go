@@ -128,11 +128,9 @@ type paritySeg struct {
 	par [2][]byte
 	// log: a write's write-hole log entry block (header, then payload:
 	// ParityLogPayload), whole pages of the stripe buffer; nil: none (no
-	// parity member is written). logged, written: its slot masks;
-	// logSize: its size (ParityLogEntry.Size).
+	// parity member is written). logged, written: its slot masks.
 	log             []byte
 	logged, written uint64
-	logSize         int
 }
 
 type parityReq struct {

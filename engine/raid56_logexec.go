@@ -39,10 +39,9 @@ func (e *ParityExecutor) logPrepare(r *parityReq, s *paritySeg) {
 	s.written = s.m.SlotMask(s.want)
 	s.logged = s.m.SlotMask(data&^s.want | s.want&^s.writes | notInSync)
 	ent := ParityLogEntry{RowLo: s.lo, RowHi: s.hi, Logged: s.logged, Parity: e.par.Count()}
-	s.logSize = ent.Size()
 	// Whole pages, page-aligned in the stripe buffer (direct I/O).
 	r.used = int(roundUp(uint64(r.used), ParityLogHeaderSize))
-	s.log = r.alloc(int(roundUp(uint64(s.logSize), ParityLogHeaderSize)))
+	s.log = r.alloc(int(roundUp(uint64(ent.Size()), ParityLogHeaderSize)))
 }
 
 // logPayload returns the places of segment s's L_P and L_Q.
