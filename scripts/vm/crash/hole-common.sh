@@ -8,10 +8,7 @@
 #              and removed before the writes
 # LOG, a disk outside the array, records every acknowledged write
 # (scripts/vm/crash/pcut.py).
-BIN=$PWD/.build/ublk-raid
-PCUT=$PWD/scripts/vm/crash/pcut.py
-OUT=/mnt/out
-STATE=/tmp/ublk-raid-state/arrays.json
+. "$(dirname "$0")/daemon.sh"
 case "$MODE" in
 healthy5) LEVEL=5 MEMBERS="/dev/vda /dev/vdb /dev/vdc /dev/vdd" GONE="" LOG=/dev/vde ;;
 degraded5) LEVEL=5 MEMBERS="/dev/vda /dev/vdb /dev/vdc /dev/vdd" GONE="/dev/vdd" LOG=/dev/vde ;;
@@ -23,22 +20,3 @@ degraded6) LEVEL=6 MEMBERS="/dev/vda /dev/vdb /dev/vdc /dev/vdd /dev/vde" GONE="
 esac
 PRESENT=$MEMBERS
 for g in $GONE; do PRESENT=$(echo "$PRESENT" | sed "s|$g||"); done
-
-fail() {
-	echo "$PHASE: FAIL: $*" >&2
-	echo "--- tail of the daemon's log:" >&2
-	tail -n 30 "$OUT/$PHASE-serve.log" >&2
-	exit 1
-}
-
-# start_serve: the daemon in the background, up once its socket answers.
-start_serve() {
-	"$BIN" serve --state-file "$STATE" --metrics-listen '' >/dev/null 2>"$OUT/$PHASE-serve.log" &
-	SERVE=$!
-	i=0
-	until "$BIN" list >/dev/null 2>&1 && grep -q '"serving"' "$OUT/$PHASE-serve.log"; do
-		i=$((i + 1))
-		kill -0 $SERVE 2>/dev/null && [ $i -lt 600 ] || fail "serve did not come up"
-		sleep 0.1
-	done
-}
