@@ -270,6 +270,9 @@ type ParityExecutor struct {
 	// given: operations given up whose results have not come back; no
 	// plan of their tag takes their OpID sequence (as Executor's).
 	given givenUps
+
+	// Stats counts the executor's work (metrics).
+	Stats ParityStats
 }
 
 // NewParityExecutor makes the executor of queue (its waiter bit in lock)
@@ -379,6 +382,7 @@ func (e *ParityExecutor) Start(tag uint16, op ReqOp, sector uint64, sectors uint
 	}
 	r.op, r.sector, r.sectors, r.fua, r.buf = op, sector, sectors, fua, buf
 	r.active, r.locked, r.phase = true, false, parityIdle
+	r.segs = r.segs[:0] // (none of the last request's counts in Stats)
 	r.err, r.needGen, r.lastCopy, r.rebuffer = nil, 0, false, false
 	switch op {
 	case ReqFlush:
@@ -429,6 +433,7 @@ func (e *ParityExecutor) lockAndPlan(tag uint16) {
 	if !e.tryLock(tag) {
 		r.phase = parityParked
 		e.parked = append(e.parked, tag)
+		e.Stats.StripeWaits.Add(1)
 		return
 	}
 	e.plan(tag)
@@ -1115,6 +1120,9 @@ func (e *ParityExecutor) complete(tag uint16) {
 func (e *ParityExecutor) finish(tag uint16, err error) {
 	r := &e.reqs[tag]
 	r.active, r.phase = false, parityIdle
+	if err == nil {
+		e.Stats.count(r)
+	}
 	e.logRelease(r)
 	if r.locked {
 		r.locked = false

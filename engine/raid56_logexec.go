@@ -129,6 +129,7 @@ func (e *ParityExecutor) logIssue(tag uint16) {
 			e.logClock.SetWaiting(true)
 		}
 		e.logWaitq = append(e.logWaitq, tag)
+		e.Stats.LogWaits.Add(1)
 		if e.logWait != nil {
 			e.logWait()
 		}
@@ -164,6 +165,7 @@ func (e *ParityExecutor) logTake(r *parityReq) (bool, error) {
 		return false, nil
 	}
 	r.logFirst = seq0
+	e.Stats.LogEntries.Add(uint64(len(r.logSizes)))
 	if e.logWait != nil && e.logRing.Used()*2 > e.logRing.Size() {
 		e.logWait() // (half full: a checkpoint before it fills)
 	}

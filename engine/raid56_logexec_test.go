@@ -229,6 +229,9 @@ func TestRaid56ExecutorLogWaitAcrossQueues(t *testing.T) {
 	if parked < 0 {
 		t.Fatal("queue 0's ring never filled")
 	}
+	if n := w.execs[0].Stats.LogWaits.Load(); n != 1 {
+		t.Fatalf("queue 0's Stats.LogWaits = %d, want 1 (one write parked)", n)
+	}
 	// Queue 1's write ends: the checkpoint passes queue 0's first entry.
 	w.pending = held
 	w.settle()
