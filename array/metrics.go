@@ -42,6 +42,33 @@ func (h *queue) opDone(member int32, kind engine.IOKind, sectors uint32, res int
 	h.stats.ops[member][op].Done(bytes, d, res < 0)
 }
 
+// parityStats sums the queues' parity counters (a.qmu held).
+func (a *Array) parityStats() *metrics.ParityStats {
+	p := &metrics.ParityStats{LogCheckpoints: a.logCPs.Load()}
+	kinds := [engine.NumParityStatWrites]metrics.ParityWrite{
+		engine.ParityStatRMW:         metrics.ParityRMW,
+		engine.ParityStatRCW:         metrics.ParityRCW,
+		engine.ParityStatFull:        metrics.ParityFull,
+		engine.ParityStatReconstruct: metrics.ParityReconstruct,
+		engine.ParityStatDataOnly:    metrics.ParityDataOnly,
+	}
+	for _, h := range a.queues {
+		pr, ok := h.exec.(parityRunner)
+		if !ok {
+			continue
+		}
+		st := &pr.Stats
+		for k, m := range kinds {
+			p.Writes[m] += st.Writes[k].Load()
+		}
+		p.ReconstructReads += st.ReconstructReads.Load()
+		p.StripeWaits += st.StripeWaits.Load()
+		p.LogEntries += st.LogEntries.Load()
+		p.LogWaits += st.LogWaits.Load()
+	}
+	return p
+}
+
 // Metrics is a snapshot of the array for the Prometheus collector; device
 // is its block device name without /dev/ (e.g. "ublkb0").
 func (a *Array) Metrics(device string) metrics.ArrayStats {
@@ -81,6 +108,9 @@ func (a *Array) Metrics(device string) metrics.ArrayStats {
 	}
 	a.qmu.Lock()
 	defer a.qmu.Unlock()
+	if a.Engine.Parity != nil {
+		out.Parity = a.parityStats()
+	}
 	seen := map[string]bool{}
 	for _, m := range s.Members {
 		if m.Path == "" || m.State == "missing" {

@@ -47,6 +47,8 @@ func TestMetricsMembers(t *testing.T) {
 	defer a.Close()
 	if st := a.Metrics("ublkb2"); st.Members[len(st.Members)-1].State != metrics.MemberSpare {
 		t.Fatalf("a spare is not counted as one: %+v", st.Members)
+	} else if st.Parity != nil {
+		t.Fatalf("parity metrics for a raid10: %+v", st.Parity)
 	}
 	if err := a.Fail(1); err != nil {
 		t.Fatal(err)

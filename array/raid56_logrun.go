@@ -190,6 +190,7 @@ func (a *Array) writeLogCheckpoint(cp uint64, b []byte) bool {
 	}
 	if ok {
 		a.logHeaderCP = cp
+		a.logCPs.Add(1)
 	}
 	return ok
 }

@@ -64,6 +64,16 @@ func TestParityLogRingWraps(t *testing.T) {
 			if p := a.plog.clock.Persisted(); p <= 1 {
 				t.Fatalf("no checkpoint persisted after %d writes", id)
 			}
+			// The metrics see the queue's work: every write logged at
+			// least an entry and wrote at least a stripe segment.
+			ms := a.Metrics("ublkb0").Parity
+			var segs uint64
+			for _, n := range ms.Writes {
+				segs += n
+			}
+			if ms.LogEntries < segs || segs < id || ms.LogCheckpoints == 0 {
+				t.Fatalf("metrics after %d writes: %+v", id, ms)
+			}
 			hb, err := a.Members[0].ReadBlock(int64(a.logOffset), engine.ParityLogHeaderSize)
 			if err != nil {
 				t.Fatal(err)

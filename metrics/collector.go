@@ -27,6 +27,9 @@ type Collector struct {
 	bitmapDataWrites, bitmapWaited           *prometheus.Desc
 	bitmapWait                               *prometheus.Desc
 
+	parityWrites, parityReconstructReads, parityStripeWaits *prometheus.Desc
+	parityLogEntries, parityLogWaits, parityLogCheckpoints  *prometheus.Desc
+
 	memberState, memberOps, memberBytes, memberErrors *prometheus.Desc
 	memberLatency                                     *prometheus.Desc
 
@@ -78,6 +81,19 @@ func NewCollector(src Source) *Collector {
 		bitmapWait: d("bitmap_wait_seconds", "Time data writes waited for a bitmap write, in seconds.",
 			array...),
 
+		parityWrites: d("parity_stripe_writes_total", "Stripe segments (rows of one stripe written together) written by a raid5/6 array, by kind: rmw, rcw, full (nothing read), reconstruct, data_only.",
+			"device", "kind"),
+		parityReconstructReads: d("parity_reconstruct_reads_total", "Stripe segments of reads that rebuilt an asked-for chunk from the other members.",
+			array...),
+		parityStripeWaits: d("parity_stripe_waits_total", "Requests that waited for another request holding one of their stripes.",
+			array...),
+		parityLogEntries: d("parity_log_entries_total", "Write-hole log entries written (one per stripe segment whose parity a write changes).",
+			array...),
+		parityLogWaits: d("parity_log_waits_total", "Writes that waited for write-hole log space to be freed by a checkpoint.",
+			array...),
+		parityLogCheckpoints: d("parity_log_checkpoints_total", "Write-hole log checkpoints written to the members' log headers.",
+			array...),
+
 		memberState: d("member_state", "State of a member, one-hot over active, failed, spare and rebuilding.",
 			"device", "member", "state"),
 		memberOps: d("member_ops_total", "Operations completed by a member (failed ones included), by op: read, write, flush, discard.",
@@ -103,6 +119,8 @@ func (c *Collector) Describe(ch chan<- *prometheus.Desc) {
 		c.blocks, c.blocksSynced, c.syncSpeed, c.readRepairs,
 		c.bitmapRegions, c.bitmapDirty, c.bitmapWrites,
 		c.bitmapDataWrites, c.bitmapWaited, c.bitmapWait,
+		c.parityWrites, c.parityReconstructReads, c.parityStripeWaits,
+		c.parityLogEntries, c.parityLogWaits, c.parityLogCheckpoints,
 		c.memberState, c.memberOps, c.memberBytes, c.memberErrors, c.memberLatency,
 		c.queueInFlight, c.ublkFlag,
 	} {
@@ -160,6 +178,17 @@ func (c *Collector) collectArray(ch chan<- prometheus.Metric, a *ArrayStats) {
 		counter(c.bitmapDataWrites, b.DataWrites, dev)
 		counter(c.bitmapWaited, b.Waited, dev)
 		ch <- constHistogram(c.bitmapWait, &b.Wait, dev)
+	}
+
+	if p := a.Parity; p != nil {
+		for k := ParityWrite(0); k < NumParityWrites; k++ {
+			counter(c.parityWrites, p.Writes[k], dev, k.String())
+		}
+		counter(c.parityReconstructReads, p.ReconstructReads, dev)
+		counter(c.parityStripeWaits, p.StripeWaits, dev)
+		counter(c.parityLogEntries, p.LogEntries, dev)
+		counter(c.parityLogWaits, p.LogWaits, dev)
+		counter(c.parityLogCheckpoints, p.LogCheckpoints, dev)
 	}
 
 	for i := range a.Members {

@@ -29,7 +29,7 @@ const (
 // fakeSource returns two arrays that together exercise every metric:
 // ublkb0, a raid1 recovering onto its second member, with a bitmap; and
 // ublkb1, a raid10 with one member failed, one slot empty and a spare,
-// without a bitmap.
+// without a bitmap; ublkb2, a raid5 with its parity counters.
 func fakeSource() Source {
 	return SourceFunc(func() []ArrayStats {
 		lat := func(ds ...time.Duration) HistogramSnapshot {
@@ -88,6 +88,23 @@ func fakeSource() Source {
 					{Name: "sdd", State: MemberSpare},
 				},
 				Queues: []QueueStats{{ID: 0, InFlight: 0}},
+			},
+			{
+				Device: "ublkb2", Level: "raid5", Layout: "left-symmetric",
+				State:     ArrayActive,
+				RaidDisks: 3,
+				Size:      2 * gib,
+				Parity: &ParityStats{
+					Writes:           [NumParityWrites]uint64{ParityRMW: 70, ParityRCW: 20, ParityFull: 9, ParityReconstruct: 2, ParityDataOnly: 1},
+					ReconstructReads: 11, StripeWaits: 4,
+					LogEntries: 102, LogWaits: 6, LogCheckpoints: 8,
+				},
+				Members: []MemberStats{
+					{Name: "vdc", State: MemberActive},
+					{Name: "vdd", State: MemberActive},
+					{Name: "vde", State: MemberActive},
+				},
+				Queues: []QueueStats{{ID: 0, InFlight: 1}},
 			},
 		}
 	})

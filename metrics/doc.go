@@ -29,7 +29,7 @@
 //
 // Array metrics, label device (e.g. "ublkb0"):
 //
-//	ublkraid_info{device,name,level,layout}       gauge  always 1; array name, raid0|raid1|raid10, layout (n2, f2, o2 or "")
+//	ublkraid_info{device,name,level,layout}       gauge  always 1; array name, raid0|1|10|5|6, layout (n2, f2, o2; left-symmetric...; or "")
 //	ublkraid_state{device,state}                  gauge  one-hot over active, inactive, recovering, resync, check
 //	ublkraid_disks{device,state}                  gauge  members by state: active, failed, spare, rebuilding
 //	ublkraid_disks_required{device}               gauge  member slots of the layout (md raid_disks)
@@ -47,6 +47,15 @@
 //	ublkraid_bitmap_data_writes_total        counter    data writes that went through the bitmap
 //	ublkraid_bitmap_data_writes_waited_total counter    of those, writes that waited for a bitmap write
 //	ublkraid_bitmap_wait_seconds             histogram  how long they waited
+//
+// Parity metrics, label device, only for raid5/6 arrays:
+//
+//	ublkraid_parity_stripe_writes_total{device,kind} counter  stripe segments written, by kind: rmw, rcw, full, reconstruct, data_only
+//	ublkraid_parity_reconstruct_reads_total          counter  read segments that rebuilt an asked-for chunk from the others
+//	ublkraid_parity_stripe_waits_total               counter  requests that waited for another on one of their stripes
+//	ublkraid_parity_log_entries_total                counter  write-hole log entries written
+//	ublkraid_parity_log_waits_total                  counter  writes that waited for log space
+//	ublkraid_parity_log_checkpoints_total            counter  log checkpoints written to the members' headers
 //
 // Member metrics, labels device and member (e.g. "nvme0n1"), and op (read,
 // write, flush, discard) where shown:

@@ -60,6 +60,10 @@ type ArrayStats struct {
 	// one (then no ublkraid_bitmap_* series are exported for it).
 	Bitmap *BitmapStats
 
+	// Parity is the parity work of a raid5/6 array, nil for other levels
+	// (then no ublkraid_parity_* series are exported for it).
+	Parity *ParityStats
+
 	// Members are the array's members, including failed ones not yet
 	// removed and spares. Empty slots have no entry. Member names must be
 	// unique within the array.
@@ -212,6 +216,58 @@ type BitmapStats struct {
 	// (their region was clean), and Wait holds how long they waited.
 	DataWrites, Waited uint64
 	Wait               HistogramSnapshot
+}
+
+// ParityWrite is a kind of stripe write of a raid5/6 array: the "kind"
+// label of ublkraid_parity_stripe_writes_total.
+type ParityWrite uint8
+
+// Kinds of stripe write.
+const (
+	// ParityRMW: read-modify-write (old data and parity read).
+	ParityRMW ParityWrite = iota
+	// ParityRCW: reconstruct-write (the data not written read).
+	ParityRCW
+	// ParityFull: every data chunk of the rows written, nothing read.
+	ParityFull
+	// ParityReconstruct: a lost chunk's old data rebuilt first (raid6
+	// with two members lost, one of them written).
+	ParityReconstruct
+	// ParityDataOnly: no parity member left to write.
+	ParityDataOnly
+
+	// NumParityWrites is the number of kinds (the length of
+	// ParityStats.Writes).
+	NumParityWrites
+)
+
+var parityWriteNames = [NumParityWrites]string{"rmw", "rcw", "full", "reconstruct", "data_only"}
+
+// String returns the kind's label value.
+func (k ParityWrite) String() string {
+	if k < NumParityWrites {
+		return parityWriteNames[k]
+	}
+	return "unknown"
+}
+
+// ParityStats is a snapshot of a raid5/6 array's parity work, summed over
+// its queues. Requests that failed count nowhere.
+type ParityStats struct {
+	// Writes counts stripe segments (rows of one stripe written together)
+	// by kind, indexed by ParityWrite: md's rmw/rcw choice as it was made.
+	Writes [NumParityWrites]uint64
+	// ReconstructReads counts stripe segments of reads that rebuilt an
+	// asked-for chunk from the others (its member lost or unreadable).
+	ReconstructReads uint64
+	// StripeWaits counts requests that waited for another holding one of
+	// their stripes (writes to a stripe are ordered, across queues too).
+	StripeWaits uint64
+	// LogEntries counts write-hole log entries written (one per stripe
+	// segment a write changes the parity of); LogWaits the writes that
+	// waited for log space; LogCheckpoints the checkpoints written to the
+	// members' log headers.
+	LogEntries, LogWaits, LogCheckpoints uint64
 }
 
 // QueueStats is a snapshot of one ublk queue of an array.
