@@ -130,6 +130,7 @@ func (a *Array) newParityRunner(h *queue, q ring) requestRunner {
 	start := time.Now()
 	e.Now = func() time.Duration { return q.Now().Sub(start) } // the loop's clock, as newExecutor's
 	e.MemberTimeout = a.MemberTimeout
+	e.OpDone = h.opDone
 	if bm := a.Bitmap; bm != nil {
 		e.Intent = bm
 		e.Token = uint32(q.ID())

@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"github.com/ublk-raid/ublk-raid/engine"
+	"github.com/ublk-raid/ublk-raid/metrics"
 )
 
 // A log entry's write (MemberIO.Log) goes to the member's write-hole log
@@ -73,6 +74,12 @@ func TestParityLogRingWraps(t *testing.T) {
 			}
 			if ms.LogEntries < segs || segs < id || ms.LogCheckpoints == 0 {
 				t.Fatalf("metrics after %d writes: %+v", id, ms)
+			}
+			// And every member's operations (log writes included).
+			for _, m := range a.Metrics("ublkb0").Members {
+				if w := m.Ops[metrics.OpWrite]; w.Ops == 0 || w.Bytes == 0 || m.Ops[metrics.OpRead].Ops == 0 {
+					t.Fatalf("member %s: no operations counted: %+v", m.Name, m.Ops)
+				}
 			}
 			hb, err := a.Members[0].ReadBlock(int64(a.logOffset), engine.ParityLogHeaderSize)
 			if err != nil {
