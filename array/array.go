@@ -33,9 +33,6 @@ type CreateSpec struct {
 	// RegionSectors is the bitmap region size (0: the default for the
 	// array's size).
 	RegionSectors uint64
-	// serveParity lets Open create and assemble raid5/6 arrays, which are
-	// not served yet (ErrParityNotServed): set by this package's tests.
-	serveParity bool
 	// AssumeClean starts the bitmap with every region clean instead of
 	// never written, and an array without a bitmap without its initial
 	// full sync (mdadm --assume-clean): the members are known equal.

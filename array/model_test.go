@@ -529,7 +529,7 @@ func (m *arrayModel) leftovers(i uint64) bool { return m.garbage || m.arr(i) >= 
 
 func (m *arrayModel) spec() CreateSpec {
 	open := m.rack.Opener() // this process's: a dead array opens nothing
-	return CreateSpec{Level: -1, SyncMinBytes: 1 << 40, serveParity: m.parity(), OpenDevice: func(p string) (Device, error) {
+	return CreateSpec{Level: -1, SyncMinBytes: 1 << 40, OpenDevice: func(p string) (Device, error) {
 		d, err := open(p)
 		if err != nil {
 			return nil, err

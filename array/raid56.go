@@ -1,7 +1,6 @@
 package array
 
 import (
-	"errors"
 	"fmt"
 	"time"
 
@@ -12,27 +11,16 @@ import (
 // raid5 and raid6 at the array level. The engine has their superblock,
 // assembly rules, geometry, planners and request executor; this file
 // builds a parity array's engine state and queue executors, and
-// sync_parity.go runs the syncer's parity jobs on it; management (fail,
-// remove, re-add, replace, spares) knows it, grow refuses it. It is not
-// served to users yet: it has not run through the kernel's ublk driver,
-// and member timeouts are not implemented for its requests, so a parity
-// array is refused, before anything is written, both when
-// asked to create one and when members carrying one are assembled
-// (docs/raid56.md, "Not done"), unless CreateSpec.serveParity is set,
-// which only this package's tests do.
+// sync_parity.go runs the syncer's parity jobs on it; raid56_logrun.go and
+// raid56_recover.go run the write-hole log; management (fail, remove,
+// re-add, replace, spares) knows it, grow refuses it.
 
-// ErrParityNotServed refuses creating or assembling a raid5/6 array.
-var ErrParityNotServed = errors.New("raid5/6 arrays are not served yet (issue 14): this build can examine their members but not run them")
-
-// refuseParity returns an error wrapping ErrParityNotServed if level is
-// raid5 or raid6 and spec does not allow it; what names the array or
-// request in the message.
+// refuseParity refuses what a raid5/6 array does not support (write-mostly
+// members), before anything is written; what names the array or request
+// in the message.
 func refuseParity(spec CreateSpec, level engine.Level, what string) error {
 	if !engine.IsParityLevel(level) {
 		return nil
-	}
-	if !spec.serveParity {
-		return fmt.Errorf("%s is %s: %w; nothing was written", what, level, ErrParityNotServed)
 	}
 	if len(spec.WriteMostly) > 0 {
 		return fmt.Errorf("%s is %s: write-mostly members are not supported for it", what, level)

@@ -12,7 +12,7 @@ import (
 func TestParityCreateLogArea(t *testing.T) {
 	for _, level := range []engine.Level{engine.Level5, engine.Level6, engine.Level1} {
 		paths := memberFiles(t, 5, 64<<20)
-		spec := CreateSpec{Level: level, ChunkSectors: 16, serveParity: true, Spares: paths[4:]}
+		spec := CreateSpec{Level: level, ChunkSectors: 16, Spares: paths[4:]}
 		if level == engine.Level1 {
 			spec.ChunkSectors = 0
 		}

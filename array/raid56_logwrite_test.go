@@ -13,7 +13,7 @@ import (
 // area, a data write to its data area.
 func TestParityLogWriteOffset(t *testing.T) {
 	paths := memberFiles(t, 4, 16<<20)
-	a, err := Open(paths, CreateSpec{Level: engine.Level5, ChunkSectors: 16, serveParity: true}, true)
+	a, err := Open(paths, CreateSpec{Level: engine.Level5, ChunkSectors: 16}, true)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -41,7 +41,7 @@ func TestParityLogRingWraps(t *testing.T) {
 		t.Run(level.String(), func(t *testing.T) {
 			rng := rand.New(rand.NewSource(int64(level)))
 			paths := memberFiles(t, 5, 16<<20)
-			a, err := Open(paths, CreateSpec{Level: level, ChunkSectors: 16, serveParity: true}, true)
+			a, err := Open(paths, CreateSpec{Level: level, ChunkSectors: 16}, true)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -92,7 +92,7 @@ func TestParityLogRingWraps(t *testing.T) {
 			pReadAll(t, rng, h, r, ref, span)
 			pConsistent(t, a, span)
 			a.Close() // no write out: its last checkpoint leaves nothing live
-			a, err = Open(paths, CreateSpec{Level: -1, serveParity: true}, false)
+			a, err = Open(paths, CreateSpec{Level: -1}, false)
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -163,7 +163,7 @@ func TestParityManage(t *testing.T) {
 				}
 				now = append(now, p)
 			}
-			a, err := Open(now, CreateSpec{Level: -1, serveParity: true}, false)
+			a, err := Open(now, CreateSpec{Level: -1}, false)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -244,7 +244,7 @@ func TestParityRebuildResumes(t *testing.T) {
 	if off == 0 || off%g.ChunkSectors != 0 || off >= g.MemberSectors {
 		t.Fatalf("recorded recovery offset %d (chunk %d)", off, g.ChunkSectors)
 	}
-	a, err = Open(now, CreateSpec{Level: -1, serveParity: true}, false)
+	a, err = Open(now, CreateSpec{Level: -1}, false)
 	if err != nil {
 		t.Fatal(err)
 	}

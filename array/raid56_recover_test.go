@@ -29,7 +29,7 @@ func TestParityLogRecoveryAtAssembly(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			rng := rand.New(rand.NewSource(3))
 			paths := memberFiles(t, 4, 16<<20)
-			spec := CreateSpec{Level: engine.Level5, ChunkSectors: 16, RegionSectors: 128, serveParity: true}
+			spec := CreateSpec{Level: engine.Level5, ChunkSectors: 16, RegionSectors: 128}
 			a, err := Open(paths, spec, true)
 			if err != nil {
 				t.Fatal(err)
@@ -123,7 +123,7 @@ func TestParityLogRecoveryAtAssembly(t *testing.T) {
 			a.Close() // the crash: not stopped cleanly
 			// Array sectors of d0's rows 0..8 in stripe 1.
 			a0 := (stripe*uint64(g.DataMembers())+idx)*g.ChunkSectors + lo
-			a, err = Open(paths, CreateSpec{Level: -1, serveParity: true}, false)
+			a, err = Open(paths, CreateSpec{Level: -1}, false)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -226,7 +226,7 @@ func (d offFailDev) WriteAtDurable(p []byte, off int64) error {
 func TestParityLogReplayWriteErrorFailsMember(t *testing.T) {
 	rng := rand.New(rand.NewSource(7))
 	paths := memberFiles(t, 5, 16<<20)
-	a, err := Open(paths, CreateSpec{Level: engine.Level6, ChunkSectors: 16, serveParity: true}, true)
+	a, err := Open(paths, CreateSpec{Level: engine.Level6, ChunkSectors: 16}, true)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -247,7 +247,7 @@ func TestParityLogReplayWriteErrorFailsMember(t *testing.T) {
 	}
 	dataOff := int64(a.dataOffset)
 	a.Close()
-	spec := CreateSpec{Level: -1, serveParity: true, OpenDevice: func(p string) (Device, error) {
+	spec := CreateSpec{Level: -1, OpenDevice: func(p string) (Device, error) {
 		d, err := openFile(p)
 		if err != nil || p != paths[0] {
 			return d, err

@@ -31,7 +31,7 @@ func TestParityReadRepairVerifiesRewrite(t *testing.T) {
 	}
 	t.Cleanup(func() { memberRW = deviceRW; devFault.Store(nil) })
 	paths := memberFiles(t, 4, 16<<20)
-	spec := CreateSpec{Level: engine.Level5, ChunkSectors: 16, RegionSectors: 128, serveParity: true}
+	spec := CreateSpec{Level: engine.Level5, ChunkSectors: 16, RegionSectors: 128}
 	a, err := Open(paths, spec, true)
 	if err != nil {
 		t.Fatal(err)
@@ -105,7 +105,7 @@ func TestParityRepairPiecesAligned(t *testing.T) {
 		t.Run(fmt.Sprint(members), func(t *testing.T) {
 			rng := rand.New(rand.NewSource(1))
 			paths := memberFiles(t, members, 16<<20)
-			spec := CreateSpec{Level: engine.Level5, ChunkSectors: 1024, RegionSectors: 4096, serveParity: true}
+			spec := CreateSpec{Level: engine.Level5, ChunkSectors: 1024, RegionSectors: 4096}
 			var mu sync.Mutex
 			var bad []string
 			nbad := func() int { mu.Lock(); defer mu.Unlock(); return len(bad) }

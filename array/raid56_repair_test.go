@@ -24,7 +24,7 @@ func TestParityReadRepair(t *testing.T) {
 		t.Run(fmt.Sprintf("%s-%d", tc.level, tc.members), func(t *testing.T) {
 			rng := rand.New(rand.NewSource(int64(tc.members)))
 			paths := memberFiles(t, tc.members, 16<<20)
-			spec := CreateSpec{Level: tc.level, ChunkSectors: 16, RegionSectors: 128, serveParity: true}
+			spec := CreateSpec{Level: tc.level, ChunkSectors: 16, RegionSectors: 128}
 			a, err := Open(paths, spec, true)
 			if err != nil {
 				t.Fatal(err)

@@ -313,7 +313,7 @@ func TestParityServe(t *testing.T) {
 					}
 				}
 			}
-			spec := CreateSpec{Level: tc.level, ParityLayout: tc.layout, ChunkSectors: 16, RegionSectors: 128, serveParity: true}
+			spec := CreateSpec{Level: tc.level, ParityLayout: tc.layout, ChunkSectors: 16, RegionSectors: 128}
 			a, err := Open(paths, spec, true)
 			if err != nil {
 				t.Fatal(err)
@@ -423,7 +423,7 @@ func TestParityServe(t *testing.T) {
 					keep = append(keep, p)
 				}
 			}
-			a, err = Open(keep, CreateSpec{Level: -1, serveParity: true}, false)
+			a, err = Open(keep, CreateSpec{Level: -1}, false)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -453,7 +453,7 @@ func bitsLen(n uint64) int {
 func TestParityServeQueues(t *testing.T) {
 	rng := rand.New(rand.NewSource(3))
 	paths := memberFiles(t, 5, 16<<20)
-	a, err := Open(paths, CreateSpec{Level: engine.Level6, ParityLayout: engine.LeftSymmetric, ChunkSectors: 8, RegionSectors: 128, serveParity: true}, true)
+	a, err := Open(paths, CreateSpec{Level: engine.Level6, ParityLayout: engine.LeftSymmetric, ChunkSectors: 8, RegionSectors: 128}, true)
 	if err != nil {
 		t.Fatal(err)
 	}

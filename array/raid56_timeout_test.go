@@ -12,7 +12,7 @@ import (
 // request of its tag must not Rebuffer (no spare is reserved: panic).
 func TestParityReadGivenUpOnLastCopyThenNextRequest(t *testing.T) {
 	paths := memberFiles(t, 3, 16<<20)
-	a, err := Open(paths, CreateSpec{Level: engine.Level5, ParityLayout: engine.LeftSymmetric, ChunkSectors: 16, AssumeClean: true, NoBitmap: true, serveParity: true}, true)
+	a, err := Open(paths, CreateSpec{Level: engine.Level5, ParityLayout: engine.LeftSymmetric, ChunkSectors: 16, AssumeClean: true, NoBitmap: true}, true)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -28,7 +28,7 @@ func parityGarbageArray(t *testing.T, rng *rand.Rand, level engine.Level, member
 			t.Fatal(err)
 		}
 	}
-	a, err := Open(paths, CreateSpec{Level: level, ParityLayout: engine.LeftSymmetric, ChunkSectors: 16, RegionSectors: 128, serveParity: true,
+	a, err := Open(paths, CreateSpec{Level: level, ParityLayout: engine.LeftSymmetric, ChunkSectors: 16, RegionSectors: 128,
 		BitmapOptions: bitmap.Options{ClearDelay: 20 * time.Millisecond, MaxClearDelay: 20 * time.Millisecond}}, true)
 	if err != nil {
 		t.Fatal(err)
@@ -135,7 +135,7 @@ func TestParityResyncScheduled(t *testing.T) {
 			pCorrupt(t, a, dirtyStripe, 1000)
 			pCorrupt(t, a, cleanStripe, 3000)
 			a.Close() // the write never ended
-			a, err := Open(paths, CreateSpec{Level: -1, serveParity: true}, false)
+			a, err := Open(paths, CreateSpec{Level: -1}, false)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -333,7 +333,7 @@ func TestParityNoBitmapFullResync(t *testing.T) {
 	for _, level := range []engine.Level{engine.Level5, engine.Level6} {
 		t.Run(level.String(), func(t *testing.T) {
 			rng := rand.New(rand.NewSource(int64(level) + 20))
-			spec := CreateSpec{Level: level, ParityLayout: engine.RightSymmetric, ChunkSectors: 16, NoBitmap: true, serveParity: true,
+			spec := CreateSpec{Level: level, ParityLayout: engine.RightSymmetric, ChunkSectors: 16, NoBitmap: true,
 				SyncMinBytes: 1 << 30} // (no back-off for the queue: the test writes throughout)
 			const span = 2048
 			// The rule: no resync, writes, a member lost.
@@ -397,7 +397,7 @@ func TestParityNoBitmapFullResync(t *testing.T) {
 			}
 			pCorrupt(t, a, g.Stripes()-1, 5)
 			a.Close()
-			a, err = Open(paths, CreateSpec{Level: -1, serveParity: true}, false)
+			a, err = Open(paths, CreateSpec{Level: -1}, false)
 			if err != nil {
 				t.Fatal(err)
 			}

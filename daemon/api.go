@@ -29,10 +29,9 @@ type AddRequest struct {
 	// Members are member block devices or files, in role order for a new
 	// array.
 	Members []string `json:"members"`
-	// Level is "0", "1" or "10" ("raid0", "raid1", "raid10" accepted) for a
-	// new array; "" only assembles (the members must carry superblocks).
-	// "5" and "6" ("raid5", "raid6") are validated (members, layout,
-	// chunk) and then refused: not served yet (array.ErrParityNotServed).
+	// Level is "0", "1", "10", "5" or "6" ("raid0", "raid1", "raid10",
+	// "raid5", "raid6" accepted) for a new array; "" only assembles (the
+	// members must carry superblocks).
 	Level string `json:"level,omitempty"`
 	// Layout is the raid10 layout: n2 (default), f2, o2, n3, f3, o3; or
 	// the raid5/6 layout: left-symmetric (ls, default), right-symmetric
@@ -348,11 +347,6 @@ func (r AddRequest) spec() (array.CreateSpec, *FieldError) {
 		return s, fieldErr("depth", strconv.Itoa(r.Depth), "must be 0..4096")
 	case r.MaxIOBytes < 0 || r.MaxIOBytes%4096 != 0 || r.MaxIOBytes > 32<<20:
 		return s, fieldErr("max_io_bytes", strconv.Itoa(r.MaxIOBytes), "must be a multiple of 4K up to 32M")
-	}
-	if parity {
-		// Everything else about the request is checked (so its other
-		// mistakes are told first); the level itself cannot be served.
-		return s, &FieldError{Field: "level", Value: strconv.Quote(r.Level), Err: array.ErrParityNotServed}
 	}
 	return s, nil
 }

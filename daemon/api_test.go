@@ -13,9 +13,9 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/ublk-raid/ublk-raid/array"
 	"github.com/ublk-raid/ublk-raid/daemon"
 	"github.com/ublk-raid/ublk-raid/daemon/daemontest"
+	"github.com/ublk-raid/ublk-raid/engine"
 )
 
 // rawClient sends requests as curl --unix-socket does.
@@ -233,7 +233,7 @@ func TestSpecFieldErrors(t *testing.T) {
 		{Level: "5", Layout: "n2", Members: []string{"/dev/a", "/dev/b", "/dev/c"}},
 		{Level: "10", Layout: "ls", Members: two}, {Level: "1", Layout: "ls", Members: two},
 		{Level: "5", Members: []string{"/dev/a", "/dev/b", "/dev/c"}, WriteMostly: two[:1]},
-		{Level: "6", Members: []string{"/dev/a", "/dev/b", "/dev/c", "/dev/d"}},
+		{Level: "6", Members: []string{"/dev/a", "/dev/b", "/dev/c", "/dev/d"}, ChunkBytes: 1 << 30},
 	} {
 		_, err := req.Spec()
 		var fe *daemon.FieldError
@@ -258,8 +258,8 @@ func TestAPIZeroIsDefault(t *testing.T) {
 }
 
 // raid5/6 requests are validated as the other levels' (members by level,
-// layouts of the level, chunk) and then refused, naming the field at
-// fault: a valid one as not served yet.
+// layouts of the level, chunk), naming the field at fault; valid ones
+// give the spec asked for.
 func TestAddRequestParity(t *testing.T) {
 	m := func(n int) []string {
 		var out []string
@@ -282,9 +282,6 @@ func TestAddRequestParity(t *testing.T) {
 		{daemon.AddRequest{Level: "6", ChunkBytes: 128 << 20, Members: m(4)}, "chunk_bytes", "power of two"},
 		{daemon.AddRequest{Level: "5", Members: m(3), WriteMostly: m(1)}, "write_mostly", "raid5 reads every member"},
 		{daemon.AddRequest{Level: "5", Members: m(3), Depth: 5000}, "depth", "0..4096"},
-		{daemon.AddRequest{Level: "5", Members: m(3)}, "level", "raid5/6 arrays are not served yet"},
-		{daemon.AddRequest{Level: "6", Layout: "right-asymmetric", Members: m(4), Spares: []string{"/dev/sdz"}}, "level", "not served yet"},
-		{daemon.AddRequest{Level: "raid5", Layout: "la", Members: m(64)}, "level", "not served yet"},
 		{daemon.AddRequest{Level: "5", Members: m(65)}, "members", "raid5 needs 3 to 64 members, not 65"},
 	} {
 		_, err := tc.req.Spec()
@@ -293,9 +290,15 @@ func TestAddRequestParity(t *testing.T) {
 			t.Errorf("%+v: %v, want a FieldError on %s with %q", tc.req, err, tc.field, tc.want)
 		}
 	}
-	for _, l := range []string{"ls", "rs", "la", "ra", "left-symmetric", "right-symmetric", "left-asymmetric", "right-asymmetric"} {
-		if _, err := (daemon.AddRequest{Level: "6", Layout: l, Members: m(4)}).Spec(); !errors.Is(err, array.ErrParityNotServed) {
-			t.Errorf("raid6 layout %s: %v, want only the not-served refusal", l, err)
+	for i, l := range []string{"ls", "rs", "la", "ra", "left-symmetric", "right-symmetric", "left-asymmetric", "right-asymmetric"} {
+		want := []engine.ParityLayout{engine.LeftSymmetric, engine.RightSymmetric, engine.LeftAsymmetric, engine.RightAsymmetric}[i%4]
+		s, err := (daemon.AddRequest{Level: "6", Layout: l, Members: m(4), ChunkBytes: 64 << 10}).Spec()
+		if err != nil || s.Level != engine.Level6 || s.ParityLayout != want || s.ChunkSectors != 128 {
+			t.Errorf("raid6 layout %s: %+v, %v", l, s, err)
 		}
+	}
+	s, err := (daemon.AddRequest{Level: "raid5", Members: m(64), Spares: []string{"/dev/sdz"}}).Spec()
+	if err != nil || s.Level != engine.Level5 || s.ParityLayout != engine.LeftSymmetric || s.ChunkSectors != 1024 || len(s.Spares) != 1 {
+		t.Errorf("raid5 with defaults: %+v, %v", s, err)
 	}
 }

@@ -97,9 +97,9 @@ func TestAPI(t *testing.T) {
 		{func() error { _, err := c.Delete(3); return err }, 404, "no such array"},
 		{func() error { _, err := c.Add(daemon.AddRequest{Level: "4", Members: []string{"/dev/a"}}); return err }, 400, `level "4"`},
 		{func() error {
-			_, err := c.Add(daemon.AddRequest{Level: "5", Members: []string{"/dev/a", "/dev/b", "/dev/c"}})
+			_, err := c.Add(daemon.AddRequest{Level: "5", Members: []string{"/dev/a", "/dev/b"}})
 			return err
-		}, 400, `level "5": raid5/6 arrays are not served yet`},
+		}, 400, "raid5 needs 3 to 64 members, not 2"},
 		{func() error { _, err := c.Add(daemon.AddRequest{Level: "1"}); return err }, 400, "at least one member"},
 		{func() error {
 			_, err := c.Add(daemon.AddRequest{Level: "1", Members: []string{"/dev/a", "/dev/b"}, ChunkBytes: 3000})

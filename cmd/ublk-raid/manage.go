@@ -184,7 +184,7 @@ func newAddCmd(socket *string) *cobra.Command {
 	c.Flags().IntVarP(&o.run.serve.queues, "queues", "q", 0, queuesUsage)
 	c.Flags().IntVarP(&o.run.serve.depth, "depth", "d", ublk.DefaultDepth, "requests in flight per queue")
 	c.Flags().StringVar(&o.run.serve.maxIO, "max-io", "512K", "largest request (multiple of 4K, up to 32M)")
-	c.Flags().StringVarP(&o.run.level, "level", "l", "", "RAID level for a new array: 0, 1 or 10 (none: assemble; 5 and 6 are checked, then refused: not served yet)")
+	c.Flags().StringVarP(&o.run.level, "level", "l", "", "RAID level for a new array: 0, 1, 10, 5 or 6 (none: assemble)")
 	c.Flags().StringVar(&o.run.layout, "layout", "", "raid10 layout: n2 (default), f2, o2, n3, f3, o3; raid5/6: ls (default), rs, la, ra")
 	c.Flags().StringVarP(&o.run.chunk, "chunk", "c", "512K", "chunk size for a new array: power of two, 4K..64M")
 	c.Flags().StringVar(&o.run.name, "name", "", "array name (up to 32 bytes)")

@@ -14,8 +14,8 @@ import (
 
 // raid5/6 on the command line: too few members, a layout not of the
 // level, a bad chunk exit 2 with one line naming the flag, as for the
-// other levels; a valid raid5/6 request is refused the same way (not
-// served yet). Nothing reaches the daemon and no member is written.
+// other levels: nothing reaches the daemon and no member is written. A
+// valid request reaches it.
 func TestParityUsage(t *testing.T) {
 	fake := daemontest.New()
 	sock := daemontest.Serve(t, fake)
@@ -49,12 +49,17 @@ func TestParityUsage(t *testing.T) {
 			{with(cmd, "--level", "5", "--chunk", "3K"), 3, "--chunk 3K"},
 			{with(cmd, "--level", "6", "--chunk", "128M"), 4, "--chunk 128M"},
 			{with(cmd, "--level", "5", "--write-mostly", m[0]), 3, "raid5 reads every member"},
-			{with(cmd, "--level", "5"), 3, `--level "5": raid5/6 arrays are not served yet`},
-			{with(cmd, "--level", "6", "--layout", "ra", "--chunk", "64K"), 5, `--level "6": raid5/6 arrays are not served yet`},
-			{with(cmd, "--level", "5", "--layout", "left-asymmetric", "--spare", m[4]), 4, "not served yet"},
 		} {
 			wantUsage(t, fake, sock, tc.args(tc.n), tc.want)
 		}
+	}
+	// A valid request reaches the daemon (the fake writes nothing).
+	out, stderr, code := runCLI(withSocket(sock, with("add", "--level", "6", "--layout", "ra", "--chunk", "64K")(5))...)
+	if code != 0 || out != "/dev/ublkb0\n" {
+		t.Fatalf("add --level 6: exit %d, %q %q", code, out, stderr)
+	}
+	if a, err := fake.Detail(0); err != nil || a.Level != "raid6" || a.ChunkBytes != 64<<10 || a.RaidDisks != 5 {
+		t.Fatalf("the daemon got %+v, %v", a, err)
 	}
 	zero := make([]byte, 8<<20)
 	for _, p := range m {
@@ -64,8 +69,7 @@ func TestParityUsage(t *testing.T) {
 	}
 }
 
-// examine prints a raid5/6 member's level and md's layout name (the
-// array cannot be run yet, but its members can be examined).
+// examine prints a raid5/6 member's level and md's layout name.
 func TestExamineParity(t *testing.T) {
 	for _, tc := range []struct {
 		level  uint32

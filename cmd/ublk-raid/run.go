@@ -114,7 +114,7 @@ func newRunCmd(logLevel *string) *cobra.Command {
 	o.serve.addFlags(c)
 	c.Flags().StringVar(&o.cpuProfile, "cpuprofile", "", "write a Go CPU profile of the server to FILE (development)")
 	_ = c.Flags().MarkHidden("cpuprofile")
-	c.Flags().StringVarP(&o.level, "level", "l", "", "RAID level for a new array: 0, 1 or 10 (5 and 6 are checked, then refused: not served yet)")
+	c.Flags().StringVarP(&o.level, "level", "l", "", "RAID level for a new array: 0, 1, 10, 5 or 6")
 	c.Flags().StringVar(&o.layout, "layout", "", "raid10 layout: n2 (default), f2, o2, n3, f3, o3; raid5/6: ls (default), rs, la, ra")
 	c.Flags().StringVarP(&o.chunk, "chunk", "c", "512K", "chunk size for a new array: power of two, 4K..64M")
 	c.Flags().StringVar(&o.name, "name", "", "array name (up to 32 bytes)")
