@@ -5,6 +5,7 @@
 # root shared read-only) and runs scripts/vm/guest-tests.sh in it. Installs
 # what it needs on first use (scripts/vm/setup.sh).
 #   UBLK_RAID_SCENARIOS="kill-recover"   run only these scenarios ("none": only the Go tests)
+#   UBLK_RAID_SKIP_SCENARIOS="raid56"    leave these out
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 rm -rf .build/vmtest
@@ -16,4 +17,5 @@ for pkg in $(grep -l '^func TestVM' --include='*_test.go' -r . | xargs -n1 dirna
 done
 envs=()
 [ -n "${UBLK_RAID_SCENARIOS:-}" ] && envs=(--env "UBLK_RAID_SCENARIOS=$UBLK_RAID_SCENARIOS")
+[ -n "${UBLK_RAID_SKIP_SCENARIOS:-}" ] && envs+=(--env "UBLK_RAID_SKIP_SCENARIOS=$UBLK_RAID_SKIP_SCENARIOS")
 exec scripts/vm/run.sh --cpus 4 --mem 2048 --disk 2G --disk 1G --disk 512M --disk 512M --disk 512M --disk 512M --timeout 3000 ${envs[@]+"${envs[@]}"} -- scripts/vm/guest-tests.sh
