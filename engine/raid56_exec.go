@@ -43,7 +43,10 @@ package engine
 // one data chunk is answered so). With ReadRepair set, a read that failed
 // with an error (not a timeout) fails no member: as md, the request reads
 // around that member (it alone) and ReadRepair is told to rewrite the
-// rows from the others. A failed write leaves its chunk to the
+// rows from the others; but not a write's pre-read of a data chunk it
+// does not write in a stripe whose parity is untrusted (the rows rebuilt
+// from that parity are not the member's: see untrustedAround), whose
+// member fails. A failed write leaves its chunk to the
 // parity written with it. A request that failed a member is acknowledged
 // only once the new state is durable: Backend.Persist, then Persisted
 // with its generation (PersistFailed fails the waiting requests).
@@ -978,7 +981,7 @@ func (e *ParityExecutor) failMembers(tag uint16, r *parityReq) {
 			r.needGen = max(r.needGen, e.arr.State().DropGen)
 			continue
 		}
-		if r.readErr[i] && e.ReadRepair != nil {
+		if r.readErr[i] && e.ReadRepair != nil && !e.untrustedAround(r, io) {
 			// A bad sector, not a dead member (md's read error path):
 			// the request reads around it (the next plan reconstructs
 			// the chunk), and the rows are rewritten from the others.
@@ -999,6 +1002,40 @@ func (e *ParityExecutor) failMembers(tag uint16, r *parityReq) {
 		}
 		r.needGen = max(r.needGen, st.Gen)
 	}
+}
+
+// untrustedAround reports whether write r's failed pre-read io is of a
+// data chunk the write does not write, in a stripe whose parity is
+// untrusted (Untrusted): reading around it is then not safe, and its
+// member fails instead (failBlamed, as without ReadRepair). The next plan
+// would rebuild the chunk from that parity, which is garbage there (a
+// region never written, or not resynced), so the rebuilt rows are not
+// what the member holds, and the new parity would be computed over
+// them: with the member kept, the stripe's data and parity disagree
+// once the write releases the stripe, until read repair rewrites the
+// rows, later and outside the stripe lock, or never (a crash first). A
+// rebuild, or a degraded read, of a chunk the write wrote would take it
+// from that mismatch meanwhile: the acknowledged write lost. (Over
+// trusted parity the rebuilt rows are the member's, so the stripe
+// agrees; a written chunk's member, or a parity member, read around is
+// written over the rows anyway.)
+func (e *ParityExecutor) untrustedAround(r *parityReq, io MemberIO) bool {
+	if r.op != ReqWrite || e.Untrusted == nil || io.Kind != IORead {
+		return false
+	}
+	cs := e.geo.ChunkSectors
+	stripe, row := io.Sector/cs, io.Sector%cs
+	for k := range r.segs {
+		s := &r.segs[k]
+		if s.stripe != stripe || row < s.lo || row >= s.hi {
+			continue
+		}
+		if s.m.Slot[io.Member] < 0 || s.want&(1<<uint(io.Member)) != 0 {
+			return false
+		}
+		return e.Untrusted(stripe)
+	}
+	return false
 }
 
 // compute makes the parity segment s of a write writes.
