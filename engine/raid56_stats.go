@@ -25,8 +25,8 @@ type ParityStats struct {
 	// chunk from the others (its member lost, failing or read around).
 	ReconstructReads atomic.Uint64
 	// StripeWaits: requests that waited for another request holding one of
-	// their stripes (the stripe lock orders writes to a stripe, across
-	// queues too).
+	// their stripes (the stripe lock orders the requests of a stripe,
+	// reads too, across queues).
 	StripeWaits atomic.Uint64
 	// LogEntries: write-hole log entries written; LogWaits: writes that
 	// waited for their queue's log ring to be freed by a checkpoint.
