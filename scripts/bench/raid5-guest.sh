@@ -31,47 +31,7 @@ rr-qd32:iops:--rw=randread --bs=4k --iodepth=32
 seqwrite-1m:bw:--rw=write --bs=1M --iodepth=8"
 [ -n "${BENCH_JOBS:-}" ] && JOBS=$(echo "$JOBS" | grep -E "^($(echo "$BENCH_JOBS" | tr ' ' '|')):")
 CONFIGS="md-none md-bitmap md-tuned ublk ublk-nobm"
-wipe() {
-	for d in "$@"; do dd if=/dev/zero of="$d" bs=1M count=8 oflag=direct 2>/dev/null; done
-}
-job() { # job LABEL DEVICE KIND ARGS: fio, JSON to $OUT/LABEL.json
-	case "$4" in
-	*write*)
-		# A pass writing 4 KiB every 4 MiB first: the first write to a
-		# bitmap region is a one-time cost for both; ublk-raid builds the
-		# parity of a region at its first write: waited for.
-		fio --name=warm --filename="$2" --direct=1 --ioengine=libaio --rw=write:4092k --bs=4k --iodepth=8 \
-			--size=512M --eta=never >/dev/null
-		case "$2" in
-		/dev/ublkb*) "$BIN" detail -n "${2#/dev/ublkb}" --wait >/dev/null ;;
-		esac
-		;;
-	esac
-	# shellcheck disable=SC2086
-	fio --name="$1" --filename="$2" --direct=1 --ioengine=libaio --size=512M --time_based \
-		--runtime="$RUNTIME" --ramp_time=2 --group_reporting --eta=never --output-format=json \
-		--output="$OUT/$1.json" $4 >/dev/null
-}
-if ! mkdir -p /var/lib/ublk-raid 2>/dev/null; then
-	mount -t tmpfs tmpfs /var/lib
-	mkdir -p /var/lib/ublk-raid
-fi
-serve_up() {
-	rm -f /var/lib/ublk-raid/*
-	"$BIN" serve >"$OUT"/serve.log 2>&1 &
-	echo $! >"$OUT"/serve.pid
-	i=0
-	until grep -q '"serving"' "$OUT"/serve.log; do
-		i=$((i + 1))
-		[ $i -lt 300 ] || { cat "$OUT"/serve.log; exit 1; }
-		sleep 0.1
-	done
-}
-serve_down() {
-	pid=$(cat "$OUT"/serve.pid)
-	kill "$pid"
-	while kill -0 "$pid" 2>/dev/null; do sleep 0.1; done
-}
+. scripts/bench/serve-guest.sh
 # up LEVEL CONFIG: creates the array, prints its device.
 up() {
 	case $2 in
@@ -88,7 +48,7 @@ up() {
 		echo /dev/md0
 		;;
 	ublk*)
-		serve_up
+		serve_up ""
 		nb=
 		[ "$2" = ublk-nobm ] && nb="--no-bitmap --assume-clean"
 		# shellcheck disable=SC2086
