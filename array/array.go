@@ -674,12 +674,16 @@ func assemble(ms []*Member, inputs []engine.MemberSB, asm *engine.Assembly, spec
 	if ea.Parity != nil {
 		// Everything is checked: the write-hole log is replayed before
 		// anything reads the parity or writes.
-		replayed, left, err := a.recoverParityLog(asm.Freshest)
+		replayed, left, err := a.recoverParityLog(asm)
 		if err != nil {
 			return nil, fmt.Errorf("array %q: write-hole log: %w", asm.Name, err)
 		}
 		if replayed+left > 0 {
 			a.Warnings = append(a.Warnings, fmt.Sprintf("write-hole log: the parity of %d interrupted writes recomputed, %d left (a member they need is missing)", replayed, left))
+		}
+		if asm.DirtyDegraded {
+			a.Warnings = append(a.Warnings, fmt.Sprintf("started dirty and degraded (%d of %d roles not in sync): the write-hole log replayed every interrupted write, so no force was needed",
+				asm.Members-asm.ActiveRoles, asm.Members))
 		}
 	}
 	return a, nil

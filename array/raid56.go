@@ -33,8 +33,9 @@ func refuseParity(spec CreateSpec, level engine.Level, what string) error {
 // AssumeClean: members known zeroed, whose parity is zeroes) and after an
 // unclean stop, from the position a stopped one had reached (initSync).
 // Until the resync passes a stripe its parity is untrusted
-// (parityUnsyncedStripe). A dirty degraded one is refused at assembly
-// (ErrDirtyDegraded), as with a bitmap.
+// (parityUnsyncedStripe). A dirty degraded one starts as with a bitmap:
+// when its write-hole log replays every entry (recoverParityLog), else
+// refused (ErrDirtyDegraded) unless forced.
 
 // engineArray is the engine array a superblock describes (levels 0, 1,
 // 10 and, for parity, NewParityArray), with the smallest member data size

@@ -17,7 +17,8 @@ import (
 // checkpoint past every entry seen, so none is replayed again. An entry
 // whose data outside X cannot be read (a member lost with the crash) is
 // left: it returns how many were replayed and how many could not be.
-func (a *Array) recoverParityLog(sb *engine.Superblock) (replayed, left int, err error) {
+func (a *Array) recoverParityLog(asm *engine.Assembly) (replayed, left int, err error) {
+	sb := asm.Freshest
 	g := *a.Engine.Parity
 	if sb.LogBytes == 0 {
 		return 0, 0, nil
@@ -115,6 +116,13 @@ func (a *Array) recoverParityLog(sb *engine.Superblock) (replayed, left int, err
 		if !retry {
 			break
 		}
+	}
+	if asm.DirtyDegraded && left > 0 {
+		// Started dirty and degraded on the log's strength, but an
+		// entry needs a member that is missing: md's refusal, before
+		// anything is written.
+		return 0, left, engine.DirtyDegradedError(asm, fmt.Sprintf(
+			"%d interrupted writes of its write-hole log need a missing member to be replayed", left))
 	}
 	for _, o := range outs {
 		sm := g.Stripe(o.e.Stripe)

@@ -2,7 +2,9 @@ package array
 
 import (
 	"bytes"
+	"errors"
 	"math/rand"
+	"os"
 	"strings"
 	"testing"
 
@@ -28,102 +30,11 @@ func TestParityLogRecoveryAtAssembly(t *testing.T) {
 	}{{"replayed", true, 0}, {"no entry", false, 0}, {"entry below the checkpoint", true, 1 << 40}} {
 		t.Run(tc.name, func(t *testing.T) {
 			rng := rand.New(rand.NewSource(3))
-			paths := memberFiles(t, 4, 16<<20)
-			spec := CreateSpec{Level: engine.Level5, ChunkSectors: 16, RegionSectors: 128}
-			a, err := Open(paths, spec, true)
-			if err != nil {
-				t.Fatal(err)
-			}
-			if err := a.SetClean(false); err != nil {
-				t.Fatal(err)
-			}
-			g := *a.Engine.Parity
-			sb := *a.SBs[0]
-			r := &pRing{done: map[uint16]error{}}
-			h := a.newQueue(r)
-			span := g.ChunkSectors * uint64(g.DataMembers()) * 4
-			ref := make([]byte, g.ArraySectors()<<9)
-			var id uint64
-			for range 6 {
-				pBatch(t, rng, h, r, ref, span, &id)
-			}
-			a.WaitSync()
-			// The entries the writes logged are dead: the checkpoint
-			// goes past them (as the checkpointer would).
-			persistLogCheckpoint(t, a)
-			seq := tc.seq
-			if seq == 0 {
-				// The next entry's number, held by queue 0 as a write in
-				// flight at the crash holds its own.
-				seq = a.plog.clock.TakeN(1)
-				a.plog.clock.SetOldest(0, seq)
-			}
-			if tc.seq == 1<<40 {
-				// The checkpoint is past the entry: it is dead.
-				b := make([]byte, engine.ParityLogHeaderSize)
-				hd := engine.ParityLogHeader{Array: sb.ArrayUUID, Checkpoint: 1 << 41}
-				if err := hd.Encode(b); err != nil {
-					t.Fatal(err)
-				}
-				for _, m := range a.Members {
-					if err := m.WriteBlockSync(int64(sb.LogOffset), b); err != nil {
-						t.Fatal(err)
-					}
-				}
-			}
-			// The torn write: stripe 1, rows 0..8, data slot 1 new on its
-			// member, P old.
-			const stripe, lo, hi = 1, 0, 8
-			sm := g.Stripe(stripe)
-			// d1: the member of data slot 1 (syndrome order), written;
-			// d0: the member of the stripe's first data chunk in array
-			// order, if that is not d1, else its second: not written.
-			var d1 int
-			for m := range g.Members {
-				if sm.Slot[m] == 1 {
-					d1 = m
-				}
-			}
-			idx := uint64(0)
-			if int(sm.Data[0]) == d1 {
-				idx = 1
-			}
-			d0 := int(sm.Data[idx])
-			off := int64(a.dataOffset + (stripe*g.ChunkSectors+lo)<<9)
-			n := (hi - lo) << 9
-			old := make([][]byte, g.DataMembers())
-			for m := range g.Members {
-				if s := sm.Slot[m]; s >= 0 {
-					if old[s], err = a.Members[m].ReadBlock(off, n); err != nil {
-						t.Fatal(err)
-					}
-				}
-			}
-			newD1 := make([]byte, n)
-			rng.Read(newD1)
-			par, _ := engine.NewParity(g.DataMembers(), false)
-			x := (uint64(1)<<uint(g.DataMembers()) - 1) &^ 2 // every slot but 1
-			lp := make([]byte, n)
-			if err := par.LogParity(old, x, [][]byte{lp}); err != nil {
-				t.Fatal(err)
-			}
-			if tc.entry {
-				e := engine.ParityLogEntry{Array: sb.ArrayUUID, Seq: seq, Stripe: stripe, RowLo: lo, RowHi: hi, Logged: x, Written: 2, Parity: 1, P: lp}
-				b := make([]byte, engine.ParityLogEntrySize(hi-lo, 1))
-				if _, err := e.Encode(b, g); err != nil {
-					t.Fatal(err)
-				}
-				if err := a.Members[sm.P].WriteBlockSync(int64(sb.LogOffset)+3*4096, b); err != nil {
-					t.Fatal(err)
-				}
-			}
-			if err := a.Members[d1].WriteBlockSync(off, newD1); err != nil {
-				t.Fatal(err)
-			}
-			a.Close() // the crash: not stopped cleanly
-			// Array sectors of d0's rows 0..8 in stripe 1.
-			a0 := (stripe*uint64(g.DataMembers())+idx)*g.ChunkSectors + lo
-			a, err = Open(paths, CreateSpec{Level: -1}, false)
+			tw := tornRaid5Write(t, rng, tc.entry, tc.seq)
+			paths, g, sb, sm, d0, d1, seq := tw.paths, tw.g, tw.sb, tw.sm, tw.d0, tw.d1, tw.seq
+			off, n, old, newD1, a0 := tw.off, tw.n, tw.old, tw.newD1, tw.a0
+			const hi, lo = tornHi, tornLo
+			a, err := Open(paths, CreateSpec{Level: -1}, false)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -172,20 +83,212 @@ func TestParityLogRecoveryAtAssembly(t *testing.T) {
 			if err := a.Fail(d0); err != nil {
 				t.Fatal(err)
 			}
-			r = &pRing{done: map[uint16]error{}}
-			h = a.newQueue(r)
-			buf := pageBuf(int(hi-lo) << 9)
-			h.Handle(&ublk.Request{Tag: 0, Op: ublk.IOOpRead, Sector: a0, Sectors: uint32(hi - lo), Buf: buf})
-			pServe(t, rng, h, r, []uint16{0})
-			if err := r.done[0]; err != nil {
-				t.Fatal(err)
-			}
-			right := bytes.Equal(buf, old[sm.Slot[d0]])
+			right := bytes.Equal(pReadOne(t, rng, a, a0, hi-lo), old[sm.Slot[d0]])
 			if right != (tc.name == "replayed") {
 				t.Fatalf("%s: rows of the lost member's chunk read back right: %v", tc.name, right)
 			}
 		})
 	}
+}
+
+// pReadOne reads array sectors [sector, sector+n) through a new queue of a.
+func pReadOne(t *testing.T, rng *rand.Rand, a *Array, sector, n uint64) []byte {
+	t.Helper()
+	r := &pRing{done: map[uint16]error{}}
+	h := a.newQueue(r)
+	buf := pageBuf(int(n) << 9)
+	h.Handle(&ublk.Request{Tag: 0, Op: ublk.IOOpRead, Sector: sector, Sectors: uint32(n), Buf: buf})
+	pServe(t, rng, h, r, []uint16{0})
+	if err := r.done[0]; err != nil {
+		t.Fatal(err)
+	}
+	return buf
+}
+
+// A dirty degraded raid5 starts without force when its write-hole log
+// replays every interrupted write (as md with PPL), and the chunk of the
+// member missing since the crash reads back as it was, rebuilt from the
+// replayed parity. When an entry needs the missing member (the chunk the
+// interrupted write wrote is on it) the assembly is refused as md
+// refuses a dirty degraded array, before anything is written, and force
+// starts it.
+func TestParityDirtyDegradedStartsWithTheLog(t *testing.T) {
+	for _, tc := range []struct {
+		name    string
+		missing func(tornWrite) int
+	}{{"unwritten chunk missing", func(tw tornWrite) int { return tw.d0 }},
+		{"written chunk missing", func(tw tornWrite) int { return tw.d1 }}} {
+		t.Run(tc.name, func(t *testing.T) {
+			rng := rand.New(rand.NewSource(5))
+			tw := tornRaid5Write(t, rng, true, 0)
+			miss := tc.missing(tw)
+			var give []string
+			before := map[string][]byte{}
+			for m, p := range tw.paths {
+				if m == miss {
+					continue
+				}
+				give = append(give, p)
+				b, err := os.ReadFile(p)
+				if err != nil {
+					t.Fatal(err)
+				}
+				before[p] = b
+			}
+			a, err := Open(give, CreateSpec{Level: -1}, false)
+			if miss == tw.d1 {
+				if !errors.Is(err, engine.ErrDirtyDegraded) || !strings.Contains(err.Error(), "1 interrupted writes of its write-hole log need a missing member") {
+					t.Fatalf("assembly without the written chunk's member: %v, want the dirty degraded refusal", err)
+				}
+				for _, p := range give {
+					if b, _ := os.ReadFile(p); !bytes.Equal(b, before[p]) {
+						t.Fatalf("%s changed by a refused assembly", p)
+					}
+				}
+				if a, err = Open(give, CreateSpec{Level: -1, Force: true}, false); err != nil {
+					t.Fatalf("forced: %v", err)
+				}
+				a.Close()
+				return
+			}
+			if err != nil {
+				t.Fatalf("dirty degraded with the log: %v", err)
+			}
+			defer a.Close()
+			started := false
+			for _, w := range a.Warnings {
+				started = started || strings.Contains(w, "started dirty and degraded (1 of 4 roles not in sync)")
+			}
+			if !started {
+				t.Fatalf("warnings %q", a.Warnings)
+			}
+			if got := pReadOne(t, rng, a, tw.a0, tornHi-tornLo); !bytes.Equal(got, tw.old[tw.sm.Slot[tw.d0]]) {
+				t.Fatal("the missing member's rows of the torn stripe do not read back as they were")
+			}
+		})
+	}
+}
+
+// A torn raid5 write (TestParityLogRecoveryAtAssembly's): stripe
+// tornStripe, rows tornLo..tornHi, data slot 1 (on d1) new on its member
+// and P old, with (entry) its log entry on P's member, numbered belowCP
+// (dead: the checkpoint is past it) or as a write in flight at the crash
+// (belowCP 0); d0 holds the stripe's chunk nobody wrote (array sectors
+// a0..). The array is closed as a crash leaves it.
+type tornWrite struct {
+	paths  []string
+	g      engine.ParityGeometry
+	sb     engine.Superblock
+	sm     engine.StripeMap
+	d0, d1 int
+	seq    uint64
+	off    int64
+	n      int
+	old    [][]byte // the stripe's data rows before the write, by slot
+	newD1  []byte
+	a0     uint64
+}
+
+const tornStripe, tornLo, tornHi = 1, 0, 8
+
+func tornRaid5Write(t *testing.T, rng *rand.Rand, entry bool, belowCP uint64) tornWrite {
+	t.Helper()
+	paths := memberFiles(t, 4, 16<<20)
+	spec := CreateSpec{Level: engine.Level5, ChunkSectors: 16, RegionSectors: 128}
+	a, err := Open(paths, spec, true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := a.SetClean(false); err != nil {
+		t.Fatal(err)
+	}
+	g := *a.Engine.Parity
+	sb := *a.SBs[0]
+	r := &pRing{done: map[uint16]error{}}
+	h := a.newQueue(r)
+	span := g.ChunkSectors * uint64(g.DataMembers()) * 4
+	ref := make([]byte, g.ArraySectors()<<9)
+	var id uint64
+	for range 6 {
+		pBatch(t, rng, h, r, ref, span, &id)
+	}
+	a.WaitSync()
+	// The entries the writes logged are dead: the checkpoint
+	// goes past them (as the checkpointer would).
+	persistLogCheckpoint(t, a)
+	seq := belowCP
+	if seq == 0 {
+		// The next entry's number, held by queue 0 as a write in
+		// flight at the crash holds its own.
+		seq = a.plog.clock.TakeN(1)
+		a.plog.clock.SetOldest(0, seq)
+	}
+	if belowCP != 0 {
+		// The checkpoint is past the entry: it is dead.
+		b := make([]byte, engine.ParityLogHeaderSize)
+		hd := engine.ParityLogHeader{Array: sb.ArrayUUID, Checkpoint: belowCP + 1}
+		if err := hd.Encode(b); err != nil {
+			t.Fatal(err)
+		}
+		for _, m := range a.Members {
+			if err := m.WriteBlockSync(int64(sb.LogOffset), b); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	// The torn write: stripe 1, rows 0..8, data slot 1 new on its
+	// member, P old.
+	const stripe, lo, hi = tornStripe, tornLo, tornHi
+	sm := g.Stripe(stripe)
+	// d1: the member of data slot 1 (syndrome order), written;
+	// d0: the member of the stripe's first data chunk in array
+	// order, if that is not d1, else its second: not written.
+	var d1 int
+	for m := range g.Members {
+		if sm.Slot[m] == 1 {
+			d1 = m
+		}
+	}
+	idx := uint64(0)
+	if int(sm.Data[0]) == d1 {
+		idx = 1
+	}
+	d0 := int(sm.Data[idx])
+	off := int64(a.dataOffset + (stripe*g.ChunkSectors+lo)<<9)
+	n := (hi - lo) << 9
+	old := make([][]byte, g.DataMembers())
+	for m := range g.Members {
+		if s := sm.Slot[m]; s >= 0 {
+			if old[s], err = a.Members[m].ReadBlock(off, n); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	newD1 := make([]byte, n)
+	rng.Read(newD1)
+	par, _ := engine.NewParity(g.DataMembers(), false)
+	x := (uint64(1)<<uint(g.DataMembers()) - 1) &^ 2 // every slot but 1
+	lp := make([]byte, n)
+	if err := par.LogParity(old, x, [][]byte{lp}); err != nil {
+		t.Fatal(err)
+	}
+	if entry {
+		e := engine.ParityLogEntry{Array: sb.ArrayUUID, Seq: seq, Stripe: stripe, RowLo: lo, RowHi: hi, Logged: x, Written: 2, Parity: 1, P: lp}
+		b := make([]byte, engine.ParityLogEntrySize(hi-lo, 1))
+		if _, err := e.Encode(b, g); err != nil {
+			t.Fatal(err)
+		}
+		if err := a.Members[sm.P].WriteBlockSync(int64(sb.LogOffset)+3*4096, b); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := a.Members[d1].WriteBlockSync(off, newD1); err != nil {
+		t.Fatal(err)
+	}
+	a.Close() // the crash: not stopped cleanly
+	// Array sectors of d0's rows 0..8 in stripe 1.
+	a0 := (stripe*uint64(g.DataMembers())+idx)*g.ChunkSectors + lo
+	return tornWrite{paths: paths, g: g, sb: sb, sm: sm, d0: d0, d1: d1, seq: seq, off: off, n: int(n), old: old, newD1: newD1, a0: a0}
 }
 
 // persistLogCheckpoint writes the write-hole log's checkpoint now, as the

@@ -76,6 +76,12 @@ type Assembly struct {
 	ActiveRoles, RebuildingRoles, FaultyRoles, MissingRoles int
 	// Degraded is true when a role is not active.
 	Degraded bool
+	// DirtyDegraded is true when a raid5/6 array with a write-hole log
+	// (Freshest.LogBytes) was not stopped cleanly, is degraded and was
+	// not forced: Assemble lets it through because the log can close
+	// what the crash left open, and the caller must refuse it
+	// (ErrDirtyDegraded) unless the log replays every live entry.
+	DirtyDegraded bool
 	// Failed is true when the array certainly cannot serve data: no role
 	// is active, a RAID 0 role is not active, a RAID 10 has fewer
 	// active roles than members/copies, or a RAID 5 (6) has more than one
@@ -112,8 +118,9 @@ var (
 	// as failed by their own superblocks; Force starts from them anyway.
 	ErrFailedMember = errors.New("member recorded as failed")
 	// ErrDirtyDegraded: a raid5/6 array that was not stopped cleanly is
-	// degraded (md's "cannot start dirty degraded array"); Force starts
-	// it anyway.
+	// degraded (md's "cannot start dirty degraded array") and has no
+	// write-hole log that covers what the crash left (see
+	// Assembly.DirtyDegraded); Force starts it anyway.
 	ErrDirtyDegraded = errors.New("dirty degraded array")
 )
 

@@ -69,8 +69,9 @@ var ErrStripeLost = errors.New("more members of the stripe are lost than its par
 // right (written since, in a region whose state cannot say so per
 // stripe), the lost data is kept, which taking it as zeroes would destroy.
 // (A region whose parity is untrusted because a crash left it dirty, with
-// a member lost, is md's dirty degraded array: its lost data may be gone,
-// and assembly refuses it without force: ErrDirtyDegraded.) A member is readable in the stripe when
+// a member lost, is md's dirty degraded array: assembly lets it start only
+// when the write-hole log replayed the parity of every stripe a write was
+// in flight on, else refuses it without force: ErrDirtyDegraded.) A member is readable in the stripe when
 // active, or rebuilding past the stripe's end; writable when active or
 // rebuilding.
 func (g ParityGeometry) PlanStripeWrite(st *ArrayState, sector uint64, sectors uint32, parityTrusted bool, segs []StripeSegment) ([]StripeSegment, error) {

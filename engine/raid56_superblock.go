@@ -63,12 +63,31 @@ func parityFailed(level Level, members, active int) bool {
 // where nothing was being written. Resync cannot help: the lost chunk
 // is what it would need. Forced, the array starts and the stripes the
 // crash caught may hold wrong data (md's "data corruption possible").
+//
+// An array with the write-hole log is let through, marked DirtyDegraded:
+// the log's replay recomputes the parity of every stripe a write was in
+// flight on, from the data outside it and the entry (md starts a dirty
+// degraded array with PPL likewise); its caller refuses it when an entry
+// cannot be replayed (a member the entry needs is missing).
 func checkDirtyDegraded(a *Assembly, opt AssembleOptions) error {
 	if a.Clean || !a.Degraded || a.Failed || opt.Force {
 		return nil
 	}
-	return fmt.Errorf("%w: %s array %s was not stopped cleanly and %d of its %d roles are not in sync: "+
+	if a.Freshest != nil && a.Freshest.LogBytes > 0 {
+		a.DirtyDegraded = true
+		return nil
+	}
+	return DirtyDegradedError(a, "")
+}
+
+// DirtyDegradedError is the refusal of dirty degraded assembly a, with why
+// (if not empty) said after what.
+func DirtyDegradedError(a *Assembly, why string) error {
+	if why != "" {
+		why = " (" + why + ")"
+	}
+	return fmt.Errorf("%w: %s array %s was not stopped cleanly and %d of its %d roles are not in sync%s: "+
 		"a write interrupted by the crash may have left data and parity disagreeing, which would rebuild the lost chunks wrong; "+
 		"start it with force only if you accept that (mdadm --force), or give back the missing members",
-		ErrDirtyDegraded, Level(a.Level), arrayDesc(a.Freshest), a.Members-a.ActiveRoles, a.Members)
+		ErrDirtyDegraded, Level(a.Level), arrayDesc(a.Freshest), a.Members-a.ActiveRoles, a.Members, why)
 }

@@ -40,8 +40,9 @@ func TestAssembleParityFailed(t *testing.T) {
 }
 
 // A raid5/6 array not stopped cleanly is refused degraded (md's "cannot
-// start dirty degraded array"), and started with force; whole, or clean,
-// it is not refused; raid1 is never.
+// start dirty degraded array"), and started with force; with the
+// write-hole log it is let through, marked DirtyDegraded; whole, or
+// clean, it is not refused; raid1 is never.
 func TestAssembleParityDirtyDegraded(t *testing.T) {
 	for _, level := range []uint32{5, 6} {
 		dirty := asmNewArray(t, level, uint32(LeftSymmetric), 5, 0) // as written while running
@@ -60,6 +61,16 @@ func TestAssembleParityDirtyDegraded(t *testing.T) {
 		})
 		_, err = AssembleWith(asmInputs(t, rb...), AssembleOptions{})
 		asmWantErr(t, err, ErrDirtyDegraded)
+		// With the write-hole log it is let through, marked for the
+		// caller to refuse unless the log replays every entry.
+		logged := asmNext(dirty, func(sb *Superblock) { sb.LogBytes, sb.LogOffset = 1<<20, sb.DataOffset-1<<20 })
+		a, err = AssembleWith(asmInputs(t, logged[0], logged[1], logged[3], logged[4]), AssembleOptions{})
+		if err != nil || !a.DirtyDegraded {
+			t.Fatalf("raid%d dirty degraded with the log: %v, marked %v", level, err, a != nil && a.DirtyDegraded)
+		}
+		if a = mustAssemble(t, asmInputs(t, logged...)); a.DirtyDegraded {
+			t.Fatalf("raid%d whole marked dirty degraded", level)
+		}
 		clean := asmNext(dirty, func(sb *Superblock) { sb.Clean = true })
 		a = mustAssemble(t, asmInputs(t, clean[0], clean[1], clean[3], clean[4]))
 		asmWantCounts(t, a, 4, 0, 0, 1, true, false)
