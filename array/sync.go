@@ -102,6 +102,9 @@ type SyncReport struct {
 	// or clean in the bitmap).
 	Position, Synced, Skipped uint64
 	Mismatches                uint64 // check/repair: 4 KiB blocks
+	// ReadErrorsRewritten: raid5/6 pieces that failed a read and were
+	// rewritten from the parity (and read back right).
+	ReadErrorsRewritten uint64
 	// Regions is, for a re-add, how many bitmap regions it had to recover
 	// (those written while the member was away, or not yet clean); 0
 	// otherwise.
@@ -747,6 +750,9 @@ func (y *syncer) start(job resync.Job, regions int) error {
 			a.persist(st)
 		}
 	}
+	// A member that does not answer is failed, not rewritten (raid5/6
+	// rewrite a read error from the parity).
+	job.Unrepairable = func(err error) bool { return errors.Is(err, errMemberTimeout) }
 	// The targets as the job starts: a target failed and given a new
 	// device meanwhile (Since changes) is not the job's any more.
 	st0 := a.Engine.State()
@@ -800,7 +806,8 @@ func (y *syncer) start(job resync.Job, regions int) error {
 		y.mu.Unlock()
 		if log != nil {
 			log("sync ended", SyncReport{Kind: job.Kind.String(), Targets: job.Targets, Position: res.End,
-				Synced: res.Synced, Skipped: res.Skipped, Mismatches: res.Mismatches, Regions: regions}, err)
+				Synced: res.Synced, Skipped: res.Skipped, Mismatches: res.Mismatches, Regions: regions,
+				ReadErrorsRewritten: res.ReadErrorsRewritten}, err)
 		}
 		if next {
 			a.nextJob(job, err, dropGen)

@@ -350,6 +350,9 @@ func (m *Manager) start(a *array.Array, n int, cfg ublk.Config, recover bool) (*
 		if r.Kind == "check" || r.Kind == "repair" {
 			f = append(f, zap.Uint64("mismatch_cnt", r.Mismatches))
 		}
+		if r.ReadErrorsRewritten > 0 {
+			f = append(f, zap.Uint64("read_errors_rewritten", r.ReadErrorsRewritten))
+		}
 		if err != nil {
 			m.log.Error(msg, append(f, zap.Error(err))...)
 			return

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
+	"math/bits"
 
 	"github.com/ublk-raid/ublk-raid/engine"
 )
@@ -31,10 +32,16 @@ import (
 //
 // Mismatches counts 4 KiB rows of a stripe (the same 4 KiB of every
 // member) whose P or Q differed, as md counts its 4 KiB stripe heads
-// (md's mismatch_cnt is that in sectors: 8 per row). Read errors are not
-// repaired from the parity (md does): the member fails; a resync, check
-// or repair then stops, a rebuild goes on around it while the parity
-// covers the members lost.
+// (md's mismatch_cnt is that in sectors: 8 per row).
+//
+// Read errors: in a check or repair (whose stripes are trusted), as md's
+// scrub does, the pieces of members that failed a read (as many as the
+// parity covers) are reconstructed from the others, written back and
+// read back; the member fails only when that fails too, or when the
+// error is a timeout (Job.Unrepairable). A resync (parity untrusted)
+// repairs only P and Q so; a data member failing a read fails. A rebuild
+// goes on around a member that fails a read while the parity covers the
+// members lost, and fails it.
 
 // parityPieceSectors bounds the piece of a member's chunk one parity step
 // reads or writes at a time (256 KiB): the job's buffers are (members +
@@ -135,15 +142,28 @@ func (r *run) parityPiece(s, o uint64) error {
 	ms := s*g.ChunkSectors + o
 	m := g.Stripe(s)
 	nd := g.DataMembers()
+	var bad uint64 // members whose piece could not be read
+	errs := [engine.MaxMembers]error{}
 	for i := range g.Members {
 		if err := r.members.ReadAt(i, pr.bufs[i], ms); err != nil {
-			return r.memberError(i, "read", ms, err)
+			repairable := r.job.Unrepairable == nil || !r.job.Unrepairable(err)
+			if data := m.Slot[i] >= 0; !repairable || data && r.job.Kind == Resync || bits.OnesCount64(bad) == pr.p.Count() {
+				return r.memberError(i, "read", ms, err)
+			}
+			bad |= 1 << uint(i)
+			errs[i] = err
+			r.res.ReadErrors++
 		}
 		if !r.unchanged(st, i) {
 			return fmt.Errorf("member %d was replaced: %w", i, ErrDegraded)
 		}
 		if sl := m.Slot[i]; sl >= 0 {
 			pr.shards[sl] = pr.bufs[i]
+		}
+	}
+	if bad != 0 {
+		if err := r.parityRewriteBad(s, ms, bad, errs[:]); err != nil {
+			return err
 		}
 	}
 	computed := pr.bufs[g.Members : g.Members+pr.p.Count()]
@@ -171,6 +191,60 @@ func (r *run) parityPiece(s, o uint64) error {
 			return err
 		}
 		r.res.Repaired += uint64(len(computed[k]) / blk)
+	}
+	return nil
+}
+
+// parityRewriteBad reconstructs the pieces at member sector ms of the
+// members in bad (their reads failed with errs) from the others' (read
+// into the piece buffers), writes them back and reads them back (into
+// the buffer of the computed P); each must read back as written, or its
+// member fails (md's scrub rewrites a read error so). The pieces are then
+// in their buffers, as if read. The stripe is locked.
+func (r *run) parityRewriteBad(s, ms uint64, bad uint64, errs []error) error {
+	pr := r.par
+	g := pr.g
+	m := g.Stripe(s)
+	nd := g.DataMembers()
+	shard := func(i int) int {
+		switch i {
+		case m.P:
+			return nd
+		case m.Q:
+			return nd + 1
+		}
+		return int(m.Slot[i])
+	}
+	shards := pr.shards[:nd+pr.p.Count()]
+	for i := range g.Members {
+		shards[shard(i)] = pr.bufs[i]
+		if bad&(1<<uint(i)) != 0 {
+			shards[shard(i)] = pr.bufs[i][:0]
+		}
+	}
+	if err := pr.p.Reconstruct(shards); err != nil {
+		return err
+	}
+	back := pr.bufs[g.Members]
+	for b := bad; b != 0; b &= b - 1 {
+		i := bits.TrailingZeros64(b)
+		copy(pr.bufs[i], shards[shard(i)])
+		if err := r.write(i, pr.bufs[i], ms); err != nil {
+			return err
+		}
+		if err := r.members.ReadAt(i, back, ms); err != nil {
+			return r.memberError(i, "read", ms, fmt.Errorf("reading back the rewrite of a read error (%v): %w", errs[i], err))
+		}
+		if !bytes.Equal(back, pr.bufs[i]) {
+			return r.memberError(i, "read", ms, fmt.Errorf("the rewrite of a read error (%v) read back different", errs[i]))
+		}
+		r.res.ReadErrorsRewritten++
+	}
+	// (The data shards again, for the caller's Compute.)
+	for i := range g.Members {
+		if sl := m.Slot[i]; sl >= 0 {
+			shards[sl] = pr.bufs[i]
+		}
 	}
 	return nil
 }

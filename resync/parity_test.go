@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"testing"
 
 	"github.com/ublk-raid/ublk-raid/engine"
@@ -360,4 +361,130 @@ func (m *memMembers) equal(snap [][]byte) bool {
 		}
 	}
 	return true
+}
+
+// A check or repair rewrites what a member could not read from the
+// parity (md's scrub), as many members per piece as the parity covers,
+// and reads it back: no member fails, nothing else changes, and the
+// rewritten bytes are the stripe's. A resync does so for P and Q only (a
+// data member failing a read fails: the parity is not trusted yet); a
+// timeout (Unrepairable), or a rewrite that does not read back, fails the
+// member.
+func TestParityReadErrorRewritten(t *testing.T) {
+	for _, g := range parityTestGeometries() {
+		t.Run(fmt.Sprintf("%s-%dx%s-c%d", g.Level, g.Members, g.Layout, g.ChunkSectors), func(t *testing.T) {
+			arr, err := engine.NewParityArray(g)
+			if err != nil {
+				t.Fatal(err)
+			}
+			mem := newParityMem(g)
+			mem.fillRandom(uint64(g.Members) * 7)
+			bar := &stripeBarrier{}
+			s := New(arr, bar, lockedMembers{mem, g, bar}, Config{})
+			ctx := context.Background()
+			if _, err := s.Run(ctx, Job{Kind: Resync}); err != nil {
+				t.Fatal(err)
+			}
+			good := mem.snapshot()
+			// Latent errors in stripe 1 (sectors 3..5 of its chunk): the
+			// bytes are lost and reads fail until the sectors are
+			// written.
+			const lo, hi = 3, 6
+			sm := g.Stripe(1)
+			base := g.ChunkSectors
+			latent := map[int]bool{}
+			corrupt := func(roles ...int) {
+				for _, r := range roles {
+					latent[r] = true
+					fillBytes(mem.cache[r][(base+lo)<<9:(base+hi)<<9], 77)
+				}
+			}
+			stuck := false // writes do not clear the error
+			lossy := false // writes clear the error but their bytes are lost
+			mem.failRead = func(role int, sector, n uint64) error {
+				in := sector < base+hi && sector+n > base+lo
+				if latent[role] && in {
+					return errors.New("EIO")
+				}
+				if lossy && role == int(sm.Data[1]) && in {
+					fillBytes(mem.cache[role][(base+lo)<<9:(base+hi)<<9], 78)
+				}
+				return nil
+			}
+			mem.failWrite = func(role int, sector, n uint64) error {
+				if !stuck && sector <= base+lo && sector+n >= base+hi {
+					delete(latent, role)
+				}
+				return nil
+			}
+			var failed []int
+			job := func(k Kind) Job {
+				return Job{Kind: k, OnMemberError: func(role int, err error) { failed = append(failed, role) },
+					Unrepairable: func(err error) bool { return err.Error() == "timeout" }}
+			}
+			data := int(sm.Data[1])
+			bad := []int{data}
+			if g.Level == engine.Level6 {
+				bad = append(bad, sm.Q)
+			}
+			for _, k := range []Kind{Check, Repair} {
+				corrupt(bad...)
+				res, err := s.Run(ctx, job(k))
+				if err != nil || len(failed) > 0 || res.ReadErrors != uint64(len(bad)) || res.ReadErrorsRewritten != uint64(len(bad)) || res.Mismatches != 0 {
+					t.Fatalf("%s over read errors of %v: %+v, %v, failed %v", k, bad, res, err, failed)
+				}
+				if !mem.equal(good) {
+					t.Fatalf("%s: the members are not as before the read errors", k)
+				}
+			}
+			// More members failing than the parity covers: one fails.
+			over := []int{sm.P, data}
+			if g.Level == engine.Level6 {
+				over = append(over, sm.Q)
+			}
+			corrupt(over...)
+			if _, err := s.Run(ctx, job(Check)); err == nil || len(failed) != 1 {
+				t.Fatalf("check over %d read errors in a piece: %v, failed %v", len(over), err, failed)
+			}
+			clear(latent)
+			failed = nil
+			for r := range g.Members {
+				copy(mem.cache[r], good[r])
+			}
+			// Resync: P is rewritten, a data member fails.
+			corrupt(sm.P)
+			if res, err := s.Run(ctx, job(Resync)); err != nil || len(failed) > 0 || res.ReadErrorsRewritten != 1 || !mem.equal(good) {
+				t.Fatalf("resync over a read error of P: %+v, %v, failed %v", res, err, failed)
+			}
+			corrupt(data)
+			if _, err := s.Run(ctx, job(Resync)); err == nil || len(failed) != 1 || failed[0] != data {
+				t.Fatalf("resync over a read error of data: %v, failed %v", err, failed)
+			}
+			clear(latent)
+			failed = nil
+			// A rewrite that does not read back, or reads back different; a
+			// timeout.
+			stuck = true
+			corrupt(data)
+			if _, err := s.Run(ctx, job(Check)); err == nil || !strings.Contains(err.Error(), "reading back the rewrite") || len(failed) != 1 {
+				t.Fatalf("check over a read error that stays: %v, failed %v", err, failed)
+			}
+			failed = nil
+			stuck, lossy = false, true
+			corrupt(data)
+			if _, err := s.Run(ctx, job(Check)); err == nil || !strings.Contains(err.Error(), "read back different") || len(failed) != 1 {
+				t.Fatalf("check over a read error whose rewrite is lost: %v, failed %v", err, failed)
+			}
+			failed = nil
+			mem.failRead = func(role int, sector, n uint64) error {
+				if role == data && sector < base+hi && sector+n > base+lo {
+					return errors.New("timeout")
+				}
+				return nil
+			}
+			if _, err := s.Run(ctx, job(Check)); err == nil || len(failed) != 1 || failed[0] != data {
+				t.Fatalf("check over a timeout: %v, failed %v", err, failed)
+			}
+		})
+	}
 }

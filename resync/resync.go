@@ -170,6 +170,11 @@ type Job struct {
 	// OnMemberError, if set, is told of each member error that stops the
 	// job.
 	OnMemberError func(role int, err error)
+	// Unrepairable, if set, reports whether a member's read error must
+	// not be repaired (raid5/6 Resync, Check, Repair rewrite what a
+	// member could not read from the parity, as md does): a member that
+	// does not answer (a timeout) is failed instead.
+	Unrepairable func(err error) bool
 }
 
 // Result is what a job did. Sector counts are array sectors, except
@@ -186,6 +191,10 @@ type Result struct {
 	Mismatches uint64
 	Repaired   uint64 // 4 KiB block writes to copies that differed (Repair), per copy
 	ReadErrors uint64 // member reads that failed and were served by another copy
+	// ReadErrorsRewritten counts the pieces of raid5/6 members that
+	// failed a read and were rewritten from the parity, and read back
+	// right (Resync, Check, Repair; each also in ReadErrors).
+	ReadErrorsRewritten uint64
 }
 
 // Barrier is the side of engine.Barrier a job uses: Raise a range (user

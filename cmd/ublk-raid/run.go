@@ -266,6 +266,9 @@ func runArray(o runOptions, spec array.CreateSpec, cfg ublk.Config, stdout io.Wr
 		if r.Kind == "check" || r.Kind == "repair" {
 			f = append(f, zap.Uint64("mismatch_cnt", r.Mismatches))
 		}
+		if r.ReadErrorsRewritten > 0 {
+			f = append(f, zap.Uint64("read_errors_rewritten", r.ReadErrorsRewritten))
+		}
 		if err != nil {
 			log.Error(msg, append(f, zap.Error(err))...)
 			return
