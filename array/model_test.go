@@ -1981,6 +1981,10 @@ func (m *arrayModel) assemble(t *rapid.T, all bool) {
 	spec := m.spec()
 	a, err := Open(give, spec, false)
 	m.logf("assemble %v: %v", give, err)
+	if err == nil && slices.ContainsFunc(a.Warnings, func(w string) bool { return strings.Contains(w, "started dirty and degraded") }) {
+		// (Checked as strictly as any assembly: not forcedDirty.)
+		m.count("assembly: dirty degraded, started by the write-hole log")
+	}
 	if errors.Is(err, engine.ErrDirtyDegraded) {
 		// md's "cannot start dirty degraded array": the operator forces
 		// it (and the write hole is open: see writeHole).
