@@ -102,8 +102,8 @@ type SyncReport struct {
 	// or clean in the bitmap).
 	Position, Synced, Skipped uint64
 	Mismatches                uint64 // check/repair: 4 KiB blocks
-	// ReadErrorsRewritten: raid5/6 pieces that failed a read and were
-	// rewritten from the parity (and read back right).
+	// ReadErrorsRewritten: raid5/6 4 KiB rows that failed a read and
+	// were rewritten from the parity (and read back right).
 	ReadErrorsRewritten uint64
 	// Regions is, for a re-add, how many bitmap regions it had to recover
 	// (those written while the member was away, or not yet clean); 0

@@ -35,9 +35,9 @@ import (
 // (md's mismatch_cnt is that in sectors: 8 per row).
 //
 // Read errors: in a check or repair (whose stripes are trusted), as md's
-// scrub does, the pieces of members that failed a read (as many as the
-// parity covers) are reconstructed from the others, written back and
-// read back; the member fails only when that fails too, or when the
+// scrub does, the 4 KiB rows members fail to read (as many members per
+// row as the parity covers) are reconstructed from the others' rows,
+// written back and read back; the member fails only when that fails too, or when the
 // error is a timeout (Job.Unrepairable). A resync (parity untrusted)
 // repairs only P and Q so; a data member failing a read fails. A rebuild
 // goes on around a member that fails a read while the parity covers the
@@ -142,16 +142,13 @@ func (r *run) parityPiece(s, o uint64) error {
 	ms := s*g.ChunkSectors + o
 	m := g.Stripe(s)
 	nd := g.DataMembers()
-	var bad uint64 // members whose piece could not be read
-	errs := [engine.MaxMembers]error{}
+	var bad uint64 // members whose piece could not be read whole
 	for i := range g.Members {
 		if err := r.members.ReadAt(i, pr.bufs[i], ms); err != nil {
-			repairable := r.job.Unrepairable == nil || !r.job.Unrepairable(err)
-			if data := m.Slot[i] >= 0; !repairable || data && r.job.Kind == Resync || bits.OnesCount64(bad) == pr.p.Count() {
+			if r.job.Unrepairable != nil && r.job.Unrepairable(err) {
 				return r.memberError(i, "read", ms, err)
 			}
 			bad |= 1 << uint(i)
-			errs[i] = err
 			r.res.ReadErrors++
 		}
 		if !r.unchanged(st, i) {
@@ -162,7 +159,7 @@ func (r *run) parityPiece(s, o uint64) error {
 		}
 	}
 	if bad != 0 {
-		if err := r.parityRewriteBad(s, ms, bad, errs[:]); err != nil {
+		if err := r.parityRewriteBad(s, ms, bad); err != nil {
 			return err
 		}
 	}
@@ -195,17 +192,38 @@ func (r *run) parityPiece(s, o uint64) error {
 	return nil
 }
 
-// parityRewriteBad reconstructs the pieces at member sector ms of the
-// members in bad (their reads failed with errs) from the others' (read
-// into the piece buffers), writes them back and reads them back (into
-// the buffer of the computed P); each must read back as written, or its
-// member fails (md's scrub rewrites a read error so). The pieces are then
-// in their buffers, as if read. The stripe is locked.
-func (r *run) parityRewriteBad(s, ms uint64, bad uint64, errs []error) error {
+// parityRewriteBad reads the pieces at member sector ms of the members
+// in bad (whose whole-piece reads failed) again 4 KiB row by row, and
+// rewrites each row that still fails from the others' rows (as many
+// members per row as the parity covers), then reads it back: it must read
+// back as written, or its member fails (md's scrub rewrites a read error
+// so, per 4 KiB stripe head: a row that reads is kept as it is, so a
+// wrong parity elsewhere in the piece is still counted, not copied into
+// the data). A resync rewrites only P and Q rows (the data's parity is
+// not trusted). The rows are then in the piece buffers, as if read. The
+// stripe is locked.
+func (r *run) parityRewriteBad(s, ms uint64, bad uint64) error {
 	pr := r.par
 	g := pr.g
 	m := g.Stripe(s)
 	nd := g.DataMembers()
+	const blk = BlockSectors << 9
+	rows := len(pr.bufs[0]) / blk
+	var rowBad [parityPieceSectors / BlockSectors]uint64
+	var errs [engine.MaxMembers]error
+	for b := bad; b != 0; b &= b - 1 {
+		i := bits.TrailingZeros64(b)
+		for row := range rows {
+			sec := ms + uint64(row*BlockSectors)
+			if err := r.members.ReadAt(i, pr.bufs[i][row*blk:(row+1)*blk], sec); err != nil {
+				if r.job.Unrepairable != nil && r.job.Unrepairable(err) {
+					return r.memberError(i, "read", sec, err)
+				}
+				rowBad[row] |= 1 << uint(i)
+				errs[i] = err
+			}
+		}
+	}
 	shard := func(i int) int {
 		switch i {
 		case m.P:
@@ -216,29 +234,49 @@ func (r *run) parityRewriteBad(s, ms uint64, bad uint64, errs []error) error {
 		return int(m.Slot[i])
 	}
 	shards := pr.shards[:nd+pr.p.Count()]
-	for i := range g.Members {
-		shards[shard(i)] = pr.bufs[i]
-		if bad&(1<<uint(i)) != 0 {
-			shards[shard(i)] = pr.bufs[i][:0]
+	back := pr.bufs[g.Members][:blk]
+	for row := range rows {
+		rb := rowBad[row]
+		if rb == 0 {
+			continue
 		}
-	}
-	if err := pr.p.Reconstruct(shards); err != nil {
-		return err
-	}
-	back := pr.bufs[g.Members]
-	for b := bad; b != 0; b &= b - 1 {
-		i := bits.TrailingZeros64(b)
-		copy(pr.bufs[i], shards[shard(i)])
-		if err := r.write(i, pr.bufs[i], ms); err != nil {
+		sec := ms + uint64(row*BlockSectors)
+		first := bits.TrailingZeros64(rb)
+		if bits.OnesCount64(rb) > pr.p.Count() {
+			return r.memberError(first, "read", sec, fmt.Errorf("%d members of the row cannot be read: %w", bits.OnesCount64(rb), errs[first]))
+		}
+		if r.job.Kind == Resync {
+			for b := rb; b != 0; b &= b - 1 {
+				if i := bits.TrailingZeros64(b); m.Slot[i] >= 0 {
+					return r.memberError(i, "read", sec, errs[i])
+				}
+			}
+		}
+		off := row * blk
+		for i := range g.Members {
+			shards[shard(i)] = pr.bufs[i][off : off+blk]
+			if rb&(1<<uint(i)) != 0 {
+				shards[shard(i)] = pr.bufs[i][off:off]
+			}
+		}
+		if err := pr.p.Reconstruct(shards); err != nil {
 			return err
 		}
-		if err := r.members.ReadAt(i, back, ms); err != nil {
-			return r.memberError(i, "read", ms, fmt.Errorf("reading back the rewrite of a read error (%v): %w", errs[i], err))
+		for b := rb; b != 0; b &= b - 1 {
+			i := bits.TrailingZeros64(b)
+			row := pr.bufs[i][off : off+blk]
+			copy(row, shards[shard(i)])
+			if err := r.write(i, row, sec); err != nil {
+				return err
+			}
+			if err := r.members.ReadAt(i, back, sec); err != nil {
+				return r.memberError(i, "read", sec, fmt.Errorf("reading back the rewrite of a read error (%v): %w", errs[i], err))
+			}
+			if !bytes.Equal(back, row) {
+				return r.memberError(i, "read", sec, fmt.Errorf("the rewrite of a read error (%v) read back different", errs[i]))
+			}
+			r.res.ReadErrorsRewritten++
 		}
-		if !bytes.Equal(back, pr.bufs[i]) {
-			return r.memberError(i, "read", ms, fmt.Errorf("the rewrite of a read error (%v) read back different", errs[i]))
-		}
-		r.res.ReadErrorsRewritten++
 	}
 	// (The data shards again, for the caller's Compute.)
 	for i := range g.Members {

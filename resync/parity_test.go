@@ -488,3 +488,97 @@ func TestParityReadErrorRewritten(t *testing.T) {
 		})
 	}
 }
+
+// A latent read error in one 4 KiB row of a data member, and a wrong P in
+// another row of the same piece: the check must count the wrong P row and
+// must not rewrite the readable row of the data member from that P.
+func TestParityReadErrorRewrittenPerRow(t *testing.T) {
+	g := engine.ParityGeometry{Level: engine.Level5, Members: 4, Layout: engine.ParityLayout(2), ChunkSectors: 64, MemberSectors: 64 * 8}
+	arr, err := engine.NewParityArray(g)
+	if err != nil {
+		t.Fatal(err)
+	}
+	mem := newParityMem(g)
+	mem.fillRandom(11)
+	bar := &stripeBarrier{}
+	s := New(arr, bar, lockedMembers{mem, g, bar}, Config{})
+	ctx := context.Background()
+	if _, err := s.Run(ctx, Job{Kind: Resync}); err != nil {
+		t.Fatal(err)
+	}
+	sm := g.Stripe(1)
+	base := g.ChunkSectors
+	data := int(sm.Data[0])
+	// Row 0 (sectors 0..7) of stripe 1: P silently wrong.
+	fillBytes(mem.cache[sm.P][base<<9:(base+8)<<9], 99)
+	// Row 2 (sectors 16..23) of stripe 1 on the data member: unreadable.
+	latent := true
+	mem.failRead = func(role int, sector, n uint64) error {
+		if latent && role == data && sector < base+24 && sector+n > base+16 {
+			return errors.New("EIO")
+		}
+		return nil
+	}
+	mem.failWrite = func(role int, sector, n uint64) error {
+		if role == data && sector <= base+16 && sector+n >= base+24 {
+			latent = false
+		}
+		return nil
+	}
+	row0 := append([]byte(nil), mem.cache[data][base<<9:(base+8)<<9]...)
+	res, err := s.Run(ctx, Job{Kind: Check})
+	t.Logf("check: %+v, %v", res, err)
+	if !bytes.Equal(mem.cache[data][base<<9:(base+8)<<9], row0) {
+		t.Errorf("check overwrote the data member's readable row 0 (from the wrong P)")
+	}
+	if res.Mismatches == 0 {
+		t.Errorf("check counted no mismatch: the wrong P row is hidden")
+	}
+	if err != nil || res.ReadErrorsRewritten != 1 {
+		t.Errorf("check over one unreadable row: %+v, %v", res, err)
+	}
+}
+
+// raid5: read errors on two members in different rows of one piece (each
+// row recoverable on its own, as md's 4 KiB stripe heads recover them):
+// no member should fail.
+func TestParityReadErrorsInDifferentRows(t *testing.T) {
+	g := engine.ParityGeometry{Level: engine.Level5, Members: 4, Layout: engine.ParityLayout(2), ChunkSectors: 64, MemberSectors: 64 * 8}
+	arr, err := engine.NewParityArray(g)
+	if err != nil {
+		t.Fatal(err)
+	}
+	mem := newParityMem(g)
+	mem.fillRandom(12)
+	bar := &stripeBarrier{}
+	s := New(arr, bar, lockedMembers{mem, g, bar}, Config{})
+	ctx := context.Background()
+	if _, err := s.Run(ctx, Job{Kind: Resync}); err != nil {
+		t.Fatal(err)
+	}
+	sm := g.Stripe(1)
+	base := g.ChunkSectors
+	a, b := int(sm.Data[0]), int(sm.Data[1])
+	latent := map[int][2]uint64{a: {base, base + 8}, b: {base + 16, base + 24}}
+	mem.failRead = func(role int, sector, n uint64) error {
+		if r, ok := latent[role]; ok && sector < r[1] && sector+n > r[0] {
+			return errors.New("EIO")
+		}
+		return nil
+	}
+	mem.failWrite = func(role int, sector, n uint64) error {
+		if r, ok := latent[role]; ok && sector <= r[0] && sector+n >= r[1] {
+			delete(latent, role)
+		}
+		return nil
+	}
+	var failed []int
+	res, err := s.Run(ctx, Job{Kind: Check, OnMemberError: func(role int, err error) { failed = append(failed, role) }})
+	t.Logf("check: %+v, %v", res, err)
+	if len(failed) > 0 {
+		t.Errorf("members failed: %v", failed)
+	}
+	if err != nil || res.ReadErrorsRewritten != 2 || res.Mismatches != 0 {
+		t.Errorf("check over two unreadable rows: %+v, %v", res, err)
+	}
+}

@@ -191,9 +191,10 @@ type Result struct {
 	Mismatches uint64
 	Repaired   uint64 // 4 KiB block writes to copies that differed (Repair), per copy
 	ReadErrors uint64 // member reads that failed and were served by another copy
-	// ReadErrorsRewritten counts the pieces of raid5/6 members that
+	// ReadErrorsRewritten counts the 4 KiB rows of raid5/6 members that
 	// failed a read and were rewritten from the parity, and read back
-	// right (Resync, Check, Repair; each also in ReadErrors).
+	// right (Resync, Check, Repair; ReadErrors counts the failed piece
+	// reads that led to them).
 	ReadErrorsRewritten uint64
 }
 
