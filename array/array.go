@@ -177,17 +177,21 @@ type Array struct {
 	// is the last checkpoint they persisted.
 	logHeaderMu sync.Mutex
 	logHeaderCP uint64
-	mu          sync.Mutex
-	durable     atomic.Uint64 // highest engine state generation on disk
-	events      uint64        // superblock events of the last write
-	unusedGen   uint64        // a generation only the bitmap header took: the next update's (see writeSuperblocks)
-	stateGen    uint64        // engine generation the last superblock write recorded
-	reported    []bool        // roles whose failure was reported to OnMemberFailed
-	leaked      []*Member     // swapped out but possibly still in a queue's ring
-	spares      []spareMember
-	closing     bool       // Close has begun: no spare is activated
-	closed      bool       // Close took the flusher: no superblock write any more
-	spareMu     sync.Mutex // serialises spare activations
+	// logHold (set at assembly, before the queues) and logHeld (until
+	// the next superblock write): see holdLog.
+	logHold   bool
+	logHeld   atomic.Bool
+	mu        sync.Mutex
+	durable   atomic.Uint64 // highest engine state generation on disk
+	events    uint64        // superblock events of the last write
+	unusedGen uint64        // a generation only the bitmap header took: the next update's (see writeSuperblocks)
+	stateGen  uint64        // engine generation the last superblock write recorded
+	reported  []bool        // roles whose failure was reported to OnMemberFailed
+	leaked    []*Member     // swapped out but possibly still in a queue's ring
+	spares    []spareMember
+	closing   bool       // Close has begun: no spare is activated
+	closed    bool       // Close took the flusher: no superblock write any more
+	spareMu   sync.Mutex // serialises spare activations
 }
 
 // Open opens the members and either assembles the array their superblocks
@@ -1026,6 +1030,7 @@ func (a *Array) writeSuperblocks(st *engine.ArrayState, clean bool) error {
 	}
 	a.stateGen = st.Gen
 	a.durable.Store(st.Gen)
+	a.releaseLogHold()
 	if a.reported == nil {
 		a.reported = make([]bool, len(st.Members))
 	}

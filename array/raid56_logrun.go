@@ -24,6 +24,10 @@ type parityLog struct {
 	kick  chan struct{}
 	stop  chan struct{}
 	done  chan struct{}
+	// hold, when not 0, is the number every ring starts with an entry
+	// of, filling it, so that it takes nothing until a checkpoint
+	// passes that number (Array.holdLog).
+	hold uint64
 }
 
 // parityLogBytes is the size of each member's write-hole log area for
@@ -80,6 +84,9 @@ func (a *Array) parityLogRing(id, maxIO int) (*engine.ParityLogRing, *parityLog,
 		a.logQueues = k
 		pl := &parityLog{clock: engine.NewParityLogClock(a.logNext, k), rings: make([]*engine.ParityLogRing, k),
 			kick: make(chan struct{}, 1), stop: make(chan struct{}), done: make(chan struct{})}
+		if a.logHold {
+			pl.hold = pl.clock.TakeN(1)
+		}
 		a.plog = pl
 		go a.runCheckpointer(pl)
 	}
@@ -89,9 +96,36 @@ func (a *Array) parityLogRing(id, maxIO int) (*engine.ParityLogRing, *parityLog,
 		if err != nil {
 			return nil, nil, err
 		}
+		if pl.hold != 0 {
+			ring.Take(pl.hold, int(size))
+		}
 		pl.rings[id] = ring
 	}
 	return pl.rings[id], pl, nil
+}
+
+// holdLog keeps the write-hole log's checkpoint from moving until the
+// next superblock write (releaseLogHold), and the run-time rings full
+// until then (recoverParityLog: a role is out whose log area was not
+// read, or failed; before the queues start).
+func (a *Array) holdLog() {
+	a.logHold = true
+	a.logHeld.Store(true)
+}
+
+// releaseLogHold ends holdLog's hold: the superblocks on disk now record
+// the roles out. The checkpointer is asked for a checkpoint, which frees
+// the rings. Called with a.mu held.
+func (a *Array) releaseLogHold() {
+	if !a.logHeld.Swap(false) {
+		return
+	}
+	a.plogMu.Lock()
+	pl := a.plog
+	a.plogMu.Unlock()
+	if pl != nil {
+		pl.wantCheckpoint()
+	}
 }
 
 // wantCheckpoint asks the checkpointer for a checkpoint (a ring is full,
@@ -143,6 +177,9 @@ func (a *Array) writeLogCheckpoint(cp uint64, b []byte) bool {
 	// larger one would make dead entries live again.
 	a.logHeaderMu.Lock()
 	defer a.logHeaderMu.Unlock()
+	if a.logHeld.Load() {
+		return false // (holdLog: not before a superblock write)
+	}
 	if cp <= a.logHeaderCP {
 		return true
 	}

@@ -32,6 +32,9 @@ func (a *Array) recoverParityLog(asm *engine.Assembly) (replayed, left int, err 
 		ms := a.Engine.State().Members[m]
 		return a.Members[m] != nil && (ms.State == engine.MemberActive || ms.State == engine.MemberRebuilding)
 	}
+	readableAll := func(m int) bool {
+		return a.Members[m] != nil && a.Engine.State().Members[m].State == engine.MemberActive
+	}
 	var all []engine.ParityLogEntry
 	checkpoint := uint64(1)
 	failed := false // a member failed here: no checkpoint is written past the entries
@@ -117,12 +120,20 @@ func (a *Array) recoverParityLog(asm *engine.Assembly) (replayed, left int, err 
 			break
 		}
 	}
-	if asm.DirtyDegraded && left > 0 {
-		// Started dirty and degraded on the log's strength, but an
-		// entry needs a member that is missing: md's refusal, before
+	if !asm.Clean && !asm.Forced && left > 0 {
+		// Dirty, and an entry cannot be replayed: a member it needs is
+		// missing (the assembly was let through on the log's strength:
+		// Assembly.DirtyDegraded), failed a read here, or is not rebuilt
+		// that far. md's refusal of a dirty degraded array, before
 		// anything is written.
-		return 0, left, engine.DirtyDegradedError(asm, fmt.Sprintf(
-			"%d interrupted writes of its write-hole log need a missing member to be replayed", left))
+		notInSync := 0
+		for r := range a.Members {
+			if !readableAll(r) {
+				notInSync++
+			}
+		}
+		return 0, left, engine.DirtyDegradedError(asm, notInSync, fmt.Sprintf(
+			"%d entries of its write-hole log cannot be replayed: a chunk their writes wrote is on a member that is missing, failed a read here, or is not rebuilt that far", left))
 	}
 	for _, o := range outs {
 		sm := g.Stripe(o.e.Stripe)
@@ -146,7 +157,22 @@ func (a *Array) recoverParityLog(asm *engine.Assembly) (replayed, left int, err 
 		replayed++
 	}
 	a.logNext = next // (the run-time log numbers on from here)
-	if replayed+left == 0 || failed {
+	out := false
+	for r := range a.Members {
+		out = out || !writable(r)
+	}
+	if failed || out && !asm.Clean {
+		// A role is out (missing since the crash, or failed here): its
+		// log area, unseen or unread, may hold live entries (numbered
+		// at or past next, too), and until the superblocks record it
+		// out it may come back as current. So no checkpoint passes them
+		// before a superblock write (holdLog), and the rings stay full
+		// until one does: their space holds the live entries of the
+		// present members.
+		a.holdLog()
+		return replayed, left, nil
+	}
+	if replayed+left == 0 {
 		return replayed, left, nil
 	}
 	b := make([]byte, engine.ParityLogHeaderSize)

@@ -137,7 +137,7 @@ func TestParityDirtyDegradedStartsWithTheLog(t *testing.T) {
 			}
 			a, err := Open(give, CreateSpec{Level: -1}, false)
 			if miss == tw.d1 {
-				if !errors.Is(err, engine.ErrDirtyDegraded) || !strings.Contains(err.Error(), "1 interrupted writes of its write-hole log need a missing member") {
+				if !errors.Is(err, engine.ErrDirtyDegraded) || !strings.Contains(err.Error(), "1 entries of its write-hole log cannot be replayed") {
 					t.Fatalf("assembly without the written chunk's member: %v, want the dirty degraded refusal", err)
 				}
 				for _, p := range give {

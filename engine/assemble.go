@@ -61,6 +61,8 @@ type Assembly struct {
 	// Clean is true when the freshest superblock says the array was
 	// stopped cleanly.
 	Clean bool
+	// Forced is true when assembled with AssembleOptions.Force.
+	Forced bool
 	// Roles, indexed by role, are the members holding them.
 	Roles []RoleAssignment
 	// Stale lists, in input order, the inputs whose superblock is older
@@ -296,6 +298,7 @@ func AssembleWith(ms []MemberSB, opt AssembleOptions) (*Assembly, error) {
 		CreateTime:   fsb.CreateTime,
 		Events:       fsb.Events,
 		Clean:        fsb.Clean,
+		Forced:       opt.Force,
 		Roles:        make([]RoleAssignment, fsb.Members),
 	}
 	cp := *fsb

@@ -77,17 +77,17 @@ func checkDirtyDegraded(a *Assembly, opt AssembleOptions) error {
 		a.DirtyDegraded = true
 		return nil
 	}
-	return DirtyDegradedError(a, "")
+	return DirtyDegradedError(a, a.Members-a.ActiveRoles, "")
 }
 
-// DirtyDegradedError is the refusal of dirty degraded assembly a, with why
-// (if not empty) said after what.
-func DirtyDegradedError(a *Assembly, why string) error {
+// DirtyDegradedError is the refusal of dirty assembly a with notInSync
+// roles not in sync, with why (if not empty) said after what.
+func DirtyDegradedError(a *Assembly, notInSync int, why string) error {
 	if why != "" {
 		why = " (" + why + ")"
 	}
 	return fmt.Errorf("%w: %s array %s was not stopped cleanly and %d of its %d roles are not in sync%s: "+
 		"a write interrupted by the crash may have left data and parity disagreeing, which would rebuild the lost chunks wrong; "+
 		"start it with force only if you accept that (mdadm --force), or give back the missing members",
-		ErrDirtyDegraded, Level(a.Level), arrayDesc(a.Freshest), a.Members-a.ActiveRoles, a.Members, why)
+		ErrDirtyDegraded, Level(a.Level), arrayDesc(a.Freshest), notInSync, a.Members, why)
 }

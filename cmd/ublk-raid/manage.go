@@ -192,13 +192,17 @@ func newAddCmd(socket *string) *cobra.Command {
 	c.Flags().StringArrayVar(&o.run.writeMostly, "write-mostly", nil,
 		"MEMBER (one of the members given) is read only when no other copy can serve (repeatable; raid1/raid10)")
 	c.Flags().StringArrayVar(&o.run.spares, "spare", nil, "hold DEVICE as a spare that takes a failed member's role (repeatable; raid1/raid10)")
-	c.Flags().BoolVar(&o.run.force, "force", false, forceUsage+
-		"; assemble members that disagree (split brain, or a member recorded as failed): the freshest is authoritative, the others are fully rebuilt from it")
+	c.Flags().BoolVar(&o.run.force, "force", false, forceUsage+forceAssembleUsage)
 	return c
 }
 
 // forceUsage describes --force (add, run, replace).
 const forceUsage = "overwrite devices that carry a filesystem, partition table, RAID/LVM/LUKS signature or another array's superblock"
+
+// forceAssembleUsage is the rest of --force for commands that assemble
+// (add, run).
+const forceAssembleUsage = "; assemble members that disagree (split brain, or a member recorded as failed): the freshest is authoritative, the others are fully rebuilt from it" +
+	"; start a raid5/6 not stopped cleanly, with a member out, whose write-hole log cannot replay every interrupted write (md's dirty degraded array)"
 
 // addSpares adds o's spares to running array o.number (add without
 // members).

@@ -124,7 +124,7 @@ func newRunCmd(logLevel *string) *cobra.Command {
 	c.Flags().StringArrayVar(&o.writeMostly, "write-mostly", nil,
 		"MEMBER (one of the members given) is read only when no other copy can serve (repeatable; raid1/raid10)")
 	c.Flags().StringArrayVar(&o.spares, "spare", nil, "hold DEVICE as a spare that takes a failed member's role (repeatable; raid1/raid10)")
-	c.Flags().BoolVar(&o.force, "force", false, forceUsage)
+	c.Flags().BoolVar(&o.force, "force", false, forceUsage+forceAssembleUsage)
 	return c
 }
 
