@@ -14,9 +14,13 @@ import (
 // stripe's data outside the entry's X as it is on disk, written to the
 // stripe's parity members that can take it. Then every member is flushed
 // (by the synchronous writes) and each present member's header gets a
-// checkpoint past every entry seen, so none is replayed again. An entry
-// whose data outside X cannot be read (a member lost with the crash) is
-// left: it returns how many were replayed and how many could not be.
+// checkpoint past every entry seen, so none is replayed again; but not
+// while a role is out (missing, or failed here): then the checkpoint
+// waits for the next superblock write (holdLog). An entry whose data
+// outside X cannot be read (a member lost with the crash) is left: it
+// returns how many were replayed and how many could not be. A dirty
+// assembly that was not forced is refused (ErrDirtyDegraded) when an
+// entry is left, before anything is written.
 func (a *Array) recoverParityLog(asm *engine.Assembly) (replayed, left int, err error) {
 	sb := asm.Freshest
 	g := *a.Engine.Parity
