@@ -67,7 +67,8 @@
 //	 "write_mostly": [], "no_bitmap": false, "bitmap_region_bytes": 0,
 //	 "assume_clean": false, "sync_speed_min_bytes": 0, "sync_speed_max_bytes": 0,
 //	 "force": false}                        overwrite members/blank spares that hold data;
-//	                                        assembly: start members that disagree (split brain) from the freshest
+//	                                        assembly: start members that disagree (split brain) from the freshest,
+//	                                        and a raid5/6 dirty degraded array whose write-hole log cannot replay
 //
 // A numeric field that is 0 or omitted takes its default (bitmap_region_bytes:
 // from the array size; sync speeds: 1000 KiB/s and no limit). The same

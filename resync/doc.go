@@ -57,7 +57,11 @@
 // (Config.RetryUnit): the blocks it can read keep its data, each block it
 // cannot read comes from the next readable copy, and the copies that
 // failed are then rewritten with the result (read repair, as the executor
-// does for user reads). A member failed and replaced by a new device
+// does for user reads). On raid5/6 (parity.go) a check, repair or
+// resync rewrites each 4 KiB row a member fails to read from the parity
+// and the others' rows, and reads it back (a resync P and Q rows only);
+// a read error Job.Unrepairable says is not to be repaired (a timeout)
+// stops the job as a failed write does. A member failed and replaced by a new device
 // during a step is not read. A failed write or flush, or a range that no copy can be read
 // from, calls Job.OnMemberError for each member involved and stops the job
 // with an error wrapping a *MemberError (and, for reads, engine.ErrNoCopy).
