@@ -60,7 +60,7 @@ if [ $host_only = 0 ]; then
 	step "vm tests (6.12)" env UBLK_RAID_VM_KERNEL=6.12 scripts/test-vm.sh
 	step "vm power-cut tests (6.12)" env UBLK_RAID_VM_KERNEL=6.12 scripts/vm/crash-test.sh # 5 rounds, raw and ext4
 	step "vm power-cut during rebuild tests (6.12)" env UBLK_RAID_VM_KERNEL=6.12 scripts/vm/crash-rebuild-test.sh # 5 rounds, raid1 and raid10
-	step "vm write-hole power-cut tests (6.12)" env UBLK_RAID_VM_KERNEL=6.12 scripts/vm/crash-hole-test.sh # raid5 healthy and degraded, raid6 degraded
+	step "vm write-hole power-cut tests (6.12)" env UBLK_RAID_VM_KERNEL=6.12 scripts/vm/crash-hole-test.sh # 5 cuts: raid5 healthy (x2) and degraded, raid6 degraded and healthy
 	step "vm tests (7.3)" env UBLK_RAID_VM_KERNEL=7.3 UBLK_RAID_SKIP_SCENARIOS=raid56 scripts/test-vm.sh
 	step "vm power-cut tests (7.3)" env UBLK_RAID_VM_KERNEL=7.3 ROUNDS=2 scripts/vm/crash-test.sh
 	step "vm power-cut during rebuild tests (7.3)" env UBLK_RAID_VM_KERNEL=7.3 ROUND_LIST="2 3" scripts/vm/crash-rebuild-test.sh

@@ -6,6 +6,8 @@
 #              before the writes
 #   degraded6: raid6 on /dev/vda../dev/vde, /dev/vdd and /dev/vde failed
 #              and removed before the writes
+#   healthy6:  raid6 on /dev/vda../dev/vde, all in; phase 2 fails /dev/vda
+#              and /dev/vdb right after the assembly, before the resync
 # LOG, a disk outside the array, records every acknowledged write
 # (scripts/vm/crash/pcut.py).
 . "$(dirname "$0")/daemon.sh"
@@ -13,8 +15,9 @@ case "$MODE" in
 healthy5) LEVEL=5 MEMBERS="/dev/vda /dev/vdb /dev/vdc /dev/vdd" GONE="" LOG=/dev/vde ;;
 degraded5) LEVEL=5 MEMBERS="/dev/vda /dev/vdb /dev/vdc /dev/vdd" GONE="/dev/vdd" LOG=/dev/vde ;;
 degraded6) LEVEL=6 MEMBERS="/dev/vda /dev/vdb /dev/vdc /dev/vdd /dev/vde" GONE="/dev/vdd /dev/vde" LOG=/dev/vdf ;;
+healthy6) LEVEL=6 MEMBERS="/dev/vda /dev/vdb /dev/vdc /dev/vdd /dev/vde" GONE="" LOG=/dev/vdf ;;
 *)
-	echo "usage: $0 healthy5|degraded5|degraded6" >&2
+	echo "usage: $0 healthy5|degraded5|degraded6|healthy6" >&2
 	exit 2
 	;;
 esac

@@ -2,7 +2,8 @@
 # Write hole, second boot on the disks of the first: assemble what is left
 # (dirty and degraded, it starts without --force: the log replays every
 # interrupted write, as md's PPL), lose a member before the
-# dirty regions are resynced (MODE healthy5: /dev/vda), and read back every
+# dirty regions are resynced (MODE healthy5: /dev/vda; healthy6: /dev/vda
+# and /dev/vdb), and read back every
 # 512-byte sector of the area (pcut.py verify): each holds the last
 # acknowledged write that covered it, or the data laid out before, or, for
 # the one write in flight at the cut, that write's data. Without the
@@ -14,7 +15,7 @@ PHASE=phase2
 . "$(dirname "$0")/hole-common.sh"
 start_serve
 speed=""
-[ "$MODE" = healthy5 ] && speed="--sync-speed-min 64K --sync-speed-max 64K"
+case $MODE in healthy*) speed="--sync-speed-min 64K --sync-speed-max 64K" ;; esac
 # Dirty and (degraded modes) degraded: the write-hole log replays every
 # interrupted write (the members missing now were out before the writes),
 # so the array starts without --force (md with PPL does too).
@@ -25,9 +26,14 @@ fi
 grep -h 'started dirty and degraded' "$OUT/$PHASE-serve.log" || true
 N=$(echo "$dev" | tr -dc 0-9)
 grep -h 'write-hole log' "$OUT/$PHASE-serve.log" | tail -n 3 || true
-if [ "$MODE" = healthy5 ]; then
-	"$BIN" fail -n "$N" /dev/vda || fail "fail -n $N /dev/vda"
-fi
+lose=""
+case $MODE in
+healthy5) lose=/dev/vda ;;
+healthy6) lose="/dev/vda /dev/vdb" ;;
+esac
+for l in $lose; do
+	"$BIN" fail -n "$N" "$l" || fail "fail -n $N $l"
+done
 "$BIN" detail -n "$N" >"$OUT/$PHASE-detail.txt" 2>&1 || true
 cat "$OUT/$PHASE-detail.txt"
 python3 "$PCUT" verify "$dev" "$LOG" || fail "a sector did not read back as written (the write hole)"
