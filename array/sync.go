@@ -753,6 +753,7 @@ func (y *syncer) start(job resync.Job, regions int) error {
 	// A member that does not answer is failed, not rewritten (raid5/6
 	// rewrite a read error from the parity).
 	job.Unrepairable = func(err error) bool { return errors.Is(err, errMemberTimeout) }
+	job.OnReadErrorRewritten = func(int) { a.readRepairs.Add(1) } // (ublkraid_read_repairs_total)
 	// The targets as the job starts: a target failed and given a new
 	// device meanwhile (Since changes) is not the job's any more.
 	st0 := a.Engine.State()

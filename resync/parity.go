@@ -276,6 +276,9 @@ func (r *run) parityRewriteBad(s, ms uint64, bad uint64) error {
 				return r.memberError(i, "read", sec, fmt.Errorf("the rewrite of a read error (%v) read back different", errs[i]))
 			}
 			r.res.ReadErrorsRewritten++
+			if r.job.OnReadErrorRewritten != nil {
+				r.job.OnReadErrorRewritten(i)
+			}
 		}
 	}
 	// (The data shards again, for the caller's Compute.)

@@ -418,9 +418,11 @@ func TestParityReadErrorRewritten(t *testing.T) {
 				return nil
 			}
 			var failed []int
+			told := uint64(0)
 			job := func(k Kind) Job {
 				return Job{Kind: k, OnMemberError: func(role int, err error) { failed = append(failed, role) },
-					Unrepairable: func(err error) bool { return err.Error() == "timeout" }}
+					Unrepairable:         func(err error) bool { return err.Error() == "timeout" },
+					OnReadErrorRewritten: func(int) { told++ }}
 			}
 			data := int(sm.Data[1])
 			bad := []int{data}
@@ -430,9 +432,10 @@ func TestParityReadErrorRewritten(t *testing.T) {
 			for _, k := range []Kind{Check, Repair} {
 				corrupt(bad...)
 				res, err := s.Run(ctx, job(k))
-				if err != nil || len(failed) > 0 || res.ReadErrors != uint64(len(bad)) || res.ReadErrorsRewritten != uint64(len(bad)) || res.Mismatches != 0 {
-					t.Fatalf("%s over read errors of %v: %+v, %v, failed %v", k, bad, res, err, failed)
+				if err != nil || len(failed) > 0 || res.ReadErrors != uint64(len(bad)) || res.ReadErrorsRewritten != uint64(len(bad)) || res.Mismatches != 0 || told != uint64(len(bad)) {
+					t.Fatalf("%s over read errors of %v: %+v, %v, failed %v, told %d", k, bad, res, err, failed, told)
 				}
+				told = 0
 				if !mem.equal(good) {
 					t.Fatalf("%s: the members are not as before the read errors", k)
 				}

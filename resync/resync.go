@@ -175,6 +175,10 @@ type Job struct {
 	// member could not read from the parity, as md does): a member that
 	// does not answer (a timeout) is failed instead.
 	Unrepairable func(err error) bool
+	// OnReadErrorRewritten, if set, is told of each 4 KiB row of a
+	// raid5/6 member rewritten from the parity after a read error (and
+	// read back right): Result.ReadErrorsRewritten as it happens.
+	OnReadErrorRewritten func(role int)
 }
 
 // Result is what a job did. Sector counts are array sectors, except
