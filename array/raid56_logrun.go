@@ -160,8 +160,18 @@ func (a *Array) runCheckpointer(pl *parityLog) {
 		if cp <= pl.clock.Persisted() {
 			continue
 		}
-		if a.writeLogCheckpoint(cp, b) {
+		ok, err := a.writeLogCheckpoint(cp, b)
+		switch {
+		case ok:
+			pl.clock.SetStuck(nil)
 			pl.clock.SetPersisted(cp)
+			a.wakeQueues()
+		case err != nil:
+			// No checkpoint until the member takes one (tried again
+			// every tick): writes waiting for ring space fail instead
+			// of waiting for ever (md fails a write the last copy
+			// fails).
+			pl.clock.SetStuck(err)
 			a.wakeQueues()
 		}
 	}
@@ -171,26 +181,28 @@ func (a *Array) runCheckpointer(pl *parityLog) {
 // member in sync or rebuilding; it reports whether cp is durable on all
 // of them (a member whose write fails is failed, unless it is the last
 // copy of something: then cp is not recorded as persisted, and the log
-// waits rather than reuse entries a recovery could still need).
-func (a *Array) writeLogCheckpoint(cp uint64, b []byte) bool {
+// does not reuse entries a recovery could still need: the error returned
+// says so, and the checkpointer makes the writes that would wait for
+// ring space fail with it, ParityLogClock.SetStuck).
+func (a *Array) writeLogCheckpoint(cp uint64, b []byte) (bool, error) {
 	// One at a time, never back: a smaller checkpoint written after a
 	// larger one would make dead entries live again.
 	a.logHeaderMu.Lock()
 	defer a.logHeaderMu.Unlock()
 	if a.logHeld.Load() {
-		return false // (holdLog: not before a superblock write)
+		return false, nil // (holdLog: not before a superblock write)
 	}
 	if cp <= a.logHeaderCP {
-		return true
+		return true, nil
 	}
 	h := engine.ParityLogHeader{Array: a.logUUID, Checkpoint: cp}
 	if err := h.Encode(b); err != nil {
-		return false
+		return false, err
 	}
 	a.mu.Lock()
 	if a.closed {
 		a.mu.Unlock()
-		return false
+		return false, nil
 	}
 	members := append([]*Member(nil), a.Members...)
 	a.mu.Unlock()
@@ -207,6 +219,7 @@ func (a *Array) writeLogCheckpoint(cp uint64, b []byte) bool {
 		return members[r].WriteBlockSync(int64(a.logOffset), b)
 	})
 	ok := true
+	var stuck error
 	for _, r := range roles {
 		if errs[r] == nil {
 			continue
@@ -223,13 +236,14 @@ func (a *Array) writeLogCheckpoint(cp uint64, b []byte) bool {
 		}
 		if st2.Members[r].State == engine.MemberActive {
 			ok = false
+			stuck = fmt.Errorf("%s, kept as the last copy, failed the write of the write-hole log's checkpoint: %w", members[r].Path, errs[r])
 		}
 	}
 	if ok {
 		a.logHeaderCP = cp
 		a.logCPs.Add(1)
 	}
-	return ok
+	return ok, stuck
 }
 
 // stopParityLog stops the checkpointer and persists a last checkpoint
@@ -247,8 +261,10 @@ func (a *Array) stopParityLog() {
 	// The entries of the writes that ended are dead: a last checkpoint
 	// past them, so that the next assembly replays nothing after a
 	// clean stop (a write still out holds its entries live).
-	if cp := pl.clock.Checkpoint(); cp > pl.clock.Persisted() && a.writeLogCheckpoint(cp, make([]byte, engine.ParityLogHeaderSize)) {
-		pl.clock.SetPersisted(cp)
+	if cp := pl.clock.Checkpoint(); cp > pl.clock.Persisted() {
+		if ok, _ := a.writeLogCheckpoint(cp, make([]byte, engine.ParityLogHeaderSize)); ok {
+			pl.clock.SetPersisted(cp)
+		}
 	}
 }
 

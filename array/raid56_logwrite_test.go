@@ -3,10 +3,13 @@ package array
 import (
 	"math/rand"
 	"strings"
+	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/ublk-raid/ublk-raid/engine"
 	"github.com/ublk-raid/ublk-raid/metrics"
+	"github.com/ublk-raid/ublk-raid/ublk"
 )
 
 // A log entry's write (MemberIO.Log) goes to the member's write-hole log
@@ -106,5 +109,80 @@ func TestParityLogRingWraps(t *testing.T) {
 			h = a.newQueue(r)
 			pReadAll(t, rng, h, r, ref, span)
 		})
+	}
+}
+
+// A member kept as the last copy (raid5 degraded) that fails the write of
+// the log's checkpoint: no checkpoint frees the ring, and the writes that
+// would wait for its space fail (EIO) instead of waiting for ever; once
+// the member takes checkpoints again, writes go on.
+func TestParityLogStuckCheckpointFailsWrites(t *testing.T) {
+	rng := rand.New(rand.NewSource(9))
+	paths := memberFiles(t, 4, 16<<20)
+	var broken atomic.Bool
+	var logOff int64
+	spec := CreateSpec{Level: engine.Level5, ChunkSectors: 16, OpenDevice: func(p string) (Device, error) {
+		d, err := openFile(p)
+		if err != nil || p != paths[0] {
+			return d, err
+		}
+		return offFailDev{Device: d, fail: func(off int64) bool { return broken.Load() && off == logOff }}, nil
+	}}
+	a, err := Open(paths, spec, true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { a.Close() }()
+	logOff = int64(a.logOffset)
+	a.logCheckpointEvery = 10 * time.Millisecond
+	if err := a.SetClean(false); err != nil {
+		t.Fatal(err)
+	}
+	if err := a.Fail(3); err != nil {
+		t.Fatal(err)
+	}
+	r := &pRing{done: map[uint16]error{}}
+	h := a.newQueue(r)
+	ring := a.plog.rings[0]
+	g := *a.Engine.Parity
+	write := func(i int) error {
+		t.Helper()
+		buf := pageBuf(4096)
+		rng.Read(buf)
+		sector := uint64(i*8) % (g.ArraySectors() - 8)
+		delete(r.done, 0)
+		h.Handle(&ublk.Request{Tag: 0, Op: ublk.IOOpWrite, Sector: sector, Sectors: 8, Buf: buf})
+		pServe(t, rng, h, r, []uint16{0})
+		return r.done[0]
+	}
+	broken.Store(true)
+	var failedAt int
+	for i := 0; ; i++ {
+		if err := write(i); err != nil {
+			if !strings.Contains(err.Error(), "kept as the last copy, failed the write of the write-hole log's checkpoint") {
+				t.Fatalf("write %d: %v", i, err)
+			}
+			failedAt = i
+			break
+		}
+		if uint64(i) > 4*ring.Size()/4096 {
+			t.Fatalf("%d writes went through with no checkpoint written", i)
+		}
+	}
+	if a.Engine.State().Members[0].State != engine.MemberActive {
+		t.Fatal("the last copy was failed")
+	}
+	broken.Store(false)
+	deadline := time.Now().Add(10 * time.Second)
+	for a.plog.clock.Stuck() != nil {
+		if time.Now().After(deadline) {
+			t.Fatal("the checkpoint never went through again")
+		}
+		time.Sleep(time.Millisecond)
+	}
+	for i := failedAt + 1; i < failedAt+int(ring.Size()/4096); i++ {
+		if err := write(i); err != nil {
+			t.Fatalf("write %d after the member took checkpoints again: %v", i, err)
+		}
 	}
 }

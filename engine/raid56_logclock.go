@@ -18,6 +18,28 @@ type ParityLogClock struct {
 	// moves (the one a waiter needs may be another queue's).
 	waiting atomic.Int64
 	oldest  []atomic.Uint64 // per queue: 0 = no logged write out
+	// stuck, when set, says why no checkpoint can be persisted (a log
+	// header write failed on a member kept as the last copy): a write
+	// that would wait for ring space fails with it instead.
+	stuck atomic.Pointer[error]
+}
+
+// SetStuck records that no checkpoint can be persisted, and why (nil: a
+// checkpoint was persisted again).
+func (c *ParityLogClock) SetStuck(err error) {
+	if err == nil {
+		c.stuck.Store(nil)
+		return
+	}
+	c.stuck.Store(&err)
+}
+
+// Stuck is SetStuck's error, or nil.
+func (c *ParityLogClock) Stuck() error {
+	if p := c.stuck.Load(); p != nil {
+		return *p
+	}
+	return nil
 }
 
 // NewParityLogClock starts numbering at checkpoint (>= 1: what recovery

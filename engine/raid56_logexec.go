@@ -125,6 +125,13 @@ func (e *ParityExecutor) logIssue(tag uint16) {
 		return
 	}
 	if !ok {
+		if err := e.logClock.Stuck(); err != nil {
+			// No checkpoint can free the ring: fail the write rather
+			// than wait for ever (nothing of it was written).
+			r.err = err
+			e.complete(tag)
+			return
+		}
 		if len(e.logWaitq) == 0 {
 			e.logClock.SetWaiting(true)
 		}
@@ -254,10 +261,14 @@ func (e *ParityExecutor) retryLogWait() {
 		r := &e.reqs[tag]
 		ok, err := e.logTake(r)
 		if err == nil && !ok {
-			if e.logWait != nil {
-				e.logWait()
+			if err = e.logClock.Stuck(); err == nil {
+				if e.logWait != nil {
+					e.logWait()
+				}
+				return
 			}
-			return
+			// (No checkpoint can free the ring: the waiting writes
+			// fail, below.)
 		}
 		e.logWaitq = append(e.logWaitq[:0], e.logWaitq[1:]...)
 		if len(e.logWaitq) == 0 {
