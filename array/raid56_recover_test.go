@@ -303,9 +303,19 @@ func persistLogCheckpoint(t *testing.T, a *Array) {
 }
 
 // offFailDev fails the writes at the offsets fail says.
+// offFailDev fails (EIO) the writes at offsets fail says, and the reads
+// at those failRead says (nil: none).
 type offFailDev struct {
 	Device
-	fail func(off int64) bool
+	fail     func(off int64) bool
+	failRead func(off int64) bool
+}
+
+func (d offFailDev) ReadAt(p []byte, off int64) error {
+	if d.failRead != nil && d.failRead(off) {
+		return unix.EIO
+	}
+	return d.Device.ReadAt(p, off)
 }
 
 func (d offFailDev) WriteAt(p []byte, off int64) error {

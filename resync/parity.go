@@ -192,6 +192,18 @@ func (r *run) parityPiece(s, o uint64) error {
 	return nil
 }
 
+// paritySlot is member i's place among the shards of stripe m (nd data
+// members): its data slot, nd for P, nd+1 for Q.
+func paritySlot(m engine.StripeMap, nd, i int) int {
+	switch i {
+	case m.P:
+		return nd
+	case m.Q:
+		return nd + 1
+	}
+	return int(m.Slot[i])
+}
+
 // parityRewriteBad reads the pieces at member sector ms of the members
 // in bad (whose whole-piece reads failed) again 4 KiB row by row, and
 // rewrites each row that still fails from the others' rows (as many
@@ -224,15 +236,7 @@ func (r *run) parityRewriteBad(s, ms uint64, bad uint64) error {
 			}
 		}
 	}
-	shard := func(i int) int {
-		switch i {
-		case m.P:
-			return nd
-		case m.Q:
-			return nd + 1
-		}
-		return int(m.Slot[i])
-	}
+	shard := func(i int) int { return paritySlot(m, nd, i) }
 	shards := pr.shards[:nd+pr.p.Count()]
 	back := pr.bufs[g.Members][:blk]
 	for row := range rows {
@@ -338,15 +342,7 @@ func (r *run) parityRebuildPiece(s, o uint64, want uint64) error {
 	end := (s + 1) * g.ChunkSectors
 	m := g.Stripe(s)
 	nd := g.DataMembers()
-	shard := func(i int) int {
-		switch i {
-		case m.P:
-			return nd
-		case m.Q:
-			return nd + 1
-		}
-		return int(m.Slot[i])
-	}
+	shard := func(i int) int { return paritySlot(m, nd, i) }
 	lost := 0
 	var readErr error
 	for i := range g.Members {

@@ -373,18 +373,8 @@ func (m *memMembers) equal(snap [][]byte) bool {
 func TestParityReadErrorRewritten(t *testing.T) {
 	for _, g := range parityTestGeometries() {
 		t.Run(fmt.Sprintf("%s-%dx%s-c%d", g.Level, g.Members, g.Layout, g.ChunkSectors), func(t *testing.T) {
-			arr, err := engine.NewParityArray(g)
-			if err != nil {
-				t.Fatal(err)
-			}
-			mem := newParityMem(g)
-			mem.fillRandom(uint64(g.Members) * 7)
-			bar := &stripeBarrier{}
-			s := New(arr, bar, lockedMembers{mem, g, bar}, Config{})
+			mem, s := resyncedParityMem(t, g, uint64(g.Members)*7)
 			ctx := context.Background()
-			if _, err := s.Run(ctx, Job{Kind: Resync}); err != nil {
-				t.Fatal(err)
-			}
 			good := mem.snapshot()
 			// Latent errors in stripe 1 (sectors 3..5 of its chunk): the
 			// bytes are lost and reads fail until the sectors are
@@ -492,42 +482,56 @@ func TestParityReadErrorRewritten(t *testing.T) {
 	}
 }
 
-// A latent read error in one 4 KiB row of a data member, and a wrong P in
-// another row of the same piece: the check must count the wrong P row and
-// must not rewrite the readable row of the data member from that P.
-func TestParityReadErrorRewrittenPerRow(t *testing.T) {
-	g := engine.ParityGeometry{Level: engine.Level5, Members: 4, Layout: engine.ParityLayout(2), ChunkSectors: 64, MemberSectors: 64 * 8}
+// resyncedParityMem is a raid5/6 array of geometry g on in-memory members
+// filled from seed, resynced (its parity right), and its syncer.
+func resyncedParityMem(t *testing.T, g engine.ParityGeometry, seed uint64) (*memMembers, *Syncer) {
+	t.Helper()
 	arr, err := engine.NewParityArray(g)
 	if err != nil {
 		t.Fatal(err)
 	}
 	mem := newParityMem(g)
-	mem.fillRandom(11)
+	mem.fillRandom(seed)
 	bar := &stripeBarrier{}
 	s := New(arr, bar, lockedMembers{mem, g, bar}, Config{})
-	ctx := context.Background()
-	if _, err := s.Run(ctx, Job{Kind: Resync}); err != nil {
+	if _, err := s.Run(context.Background(), Job{Kind: Resync}); err != nil {
 		t.Fatal(err)
 	}
+	return mem, s
+}
+
+// latentRanges makes mem fail every read that meets a role's sector range
+// [lo, hi) until a write covers the whole range (a latent sector error
+// that a rewrite fixes).
+func latentRanges(mem *memMembers, latent map[int][2]uint64) {
+	mem.failRead = func(role int, sector, n uint64) error {
+		if r, ok := latent[role]; ok && sector < r[1] && sector+n > r[0] {
+			return errors.New("EIO")
+		}
+		return nil
+	}
+	mem.failWrite = func(role int, sector, n uint64) error {
+		if r, ok := latent[role]; ok && sector <= r[0] && sector+n >= r[1] {
+			delete(latent, role)
+		}
+		return nil
+	}
+}
+
+// A latent read error in one 4 KiB row of a data member, and a wrong P in
+// another row of the same piece: the check must count the wrong P row and
+// must not rewrite the readable row of the data member from that P.
+func TestParityReadErrorRewrittenPerRow(t *testing.T) {
+	g := engine.ParityGeometry{Level: engine.Level5, Members: 4, Layout: engine.ParityLayout(2), ChunkSectors: 64, MemberSectors: 64 * 8}
+	mem, s := resyncedParityMem(t, g, 11)
+	ctx := context.Background()
 	sm := g.Stripe(1)
 	base := g.ChunkSectors
 	data := int(sm.Data[0])
 	// Row 0 (sectors 0..7) of stripe 1: P silently wrong.
 	fillBytes(mem.cache[sm.P][base<<9:(base+8)<<9], 99)
 	// Row 2 (sectors 16..23) of stripe 1 on the data member: unreadable.
-	latent := true
-	mem.failRead = func(role int, sector, n uint64) error {
-		if latent && role == data && sector < base+24 && sector+n > base+16 {
-			return errors.New("EIO")
-		}
-		return nil
-	}
-	mem.failWrite = func(role int, sector, n uint64) error {
-		if role == data && sector <= base+16 && sector+n >= base+24 {
-			latent = false
-		}
-		return nil
-	}
+	latentRanges(mem, map[int][2]uint64{data: {base + 16, base + 24}})
 	row0 := append([]byte(nil), mem.cache[data][base<<9:(base+8)<<9]...)
 	res, err := s.Run(ctx, Job{Kind: Check})
 	t.Logf("check: %+v, %v", res, err)
@@ -547,34 +551,12 @@ func TestParityReadErrorRewrittenPerRow(t *testing.T) {
 // no member should fail.
 func TestParityReadErrorsInDifferentRows(t *testing.T) {
 	g := engine.ParityGeometry{Level: engine.Level5, Members: 4, Layout: engine.ParityLayout(2), ChunkSectors: 64, MemberSectors: 64 * 8}
-	arr, err := engine.NewParityArray(g)
-	if err != nil {
-		t.Fatal(err)
-	}
-	mem := newParityMem(g)
-	mem.fillRandom(12)
-	bar := &stripeBarrier{}
-	s := New(arr, bar, lockedMembers{mem, g, bar}, Config{})
+	mem, s := resyncedParityMem(t, g, 12)
 	ctx := context.Background()
-	if _, err := s.Run(ctx, Job{Kind: Resync}); err != nil {
-		t.Fatal(err)
-	}
 	sm := g.Stripe(1)
 	base := g.ChunkSectors
 	a, b := int(sm.Data[0]), int(sm.Data[1])
-	latent := map[int][2]uint64{a: {base, base + 8}, b: {base + 16, base + 24}}
-	mem.failRead = func(role int, sector, n uint64) error {
-		if r, ok := latent[role]; ok && sector < r[1] && sector+n > r[0] {
-			return errors.New("EIO")
-		}
-		return nil
-	}
-	mem.failWrite = func(role int, sector, n uint64) error {
-		if r, ok := latent[role]; ok && sector <= r[0] && sector+n >= r[1] {
-			delete(latent, role)
-		}
-		return nil
-	}
+	latentRanges(mem, map[int][2]uint64{a: {base, base + 8}, b: {base + 16, base + 24}})
 	var failed []int
 	res, err := s.Run(ctx, Job{Kind: Check, OnMemberError: func(role int, err error) { failed = append(failed, role) }})
 	t.Logf("check: %+v, %v", res, err)

@@ -7,20 +7,7 @@ import (
 	"testing"
 
 	"github.com/ublk-raid/ublk-raid/engine"
-	"golang.org/x/sys/unix"
 )
-
-type readFailDev struct {
-	Device
-	fail func(off int64) bool
-}
-
-func (d readFailDev) ReadAt(p []byte, off int64) error {
-	if d.fail(off) {
-		return unix.EIO
-	}
-	return d.Device.ReadAt(p, off)
-}
 
 // A healthy raid5 not stopped cleanly, a write torn over data slots 1 and
 // 2 (slot 2 new on disk, slot 1 old, P old), its entry on P's member. At
@@ -88,7 +75,7 @@ func TestParityLogReadFailureRefusedDirtyDegraded(t *testing.T) {
 		if err != nil || p != tw.paths[tw.d1] {
 			return d, err
 		}
-		return readFailDev{Device: d, fail: func(off int64) bool { return off >= logLo && off < logHi }}, nil
+		return offFailDev{Device: d, fail: func(int64) bool { return false }, failRead: func(off int64) bool { return off >= logLo && off < logHi }}, nil
 	}}
 	// A member failing the read of its log area is failed: the array is
 	// then dirty and degraded with an entry left, refused as above.
