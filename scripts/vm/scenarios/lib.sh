@@ -4,6 +4,17 @@ BIN=${UBLK_RAID_BIN:-.build/ublk-raid}
 SCRATCH=${SCRATCH:-/tmp/scenario}
 mkdir -p "$SCRATCH"
 
+# A mark in the kernel log where this scenario starts: the kernel-log
+# checks read only what came after it, so an earlier scenario's errors in
+# the same boot are not blamed on this one.
+KMSG_MARK="ublk-raid scenario $(basename "$0") $$ $(date +%s) start"
+echo "$KMSG_MARK" >/dev/kmsg 2>/dev/null || true
+# kernel_log: the kernel log since this scenario's mark (all of it when the
+# mark cannot be found, e.g. the ring wrapped).
+kernel_log() {
+	dmesg | awk -v m="$KMSG_MARK" 'index($0, m) { n = NR } { l[NR] = $0 } END { for (i = n + 1; i <= NR; i++) print l[i] }'
+}
+
 fail() {
 	echo "FAIL: $*" >&2
 	if [ -n "${log:-}" ] && [ -s "$log.err" ]; then
@@ -106,8 +117,8 @@ fio_errors() {
 }
 
 assert_no_kernel_io_errors() {
-	if dmesg | grep -Ei 'I/O error|blk_update_request|Buffer I/O|hung_task|blocked for more than' | grep -v 'vd[a-z].*discard' >/dev/null; then
-		dmesg | grep -Ei 'I/O error|blk_update_request|Buffer I/O|hung_task|blocked for more than' | tail -20 >&2
+	if kernel_log | grep -Ei 'I/O error|blk_update_request|Buffer I/O|hung_task|blocked for more than' | grep -v 'vd[a-z].*discard' >/dev/null; then
+		kernel_log | grep -Ei 'I/O error|blk_update_request|Buffer I/O|hung_task|blocked for more than' | tail -20 >&2
 		fail "kernel log shows I/O errors or hung tasks"
 	fi
 }
