@@ -143,9 +143,10 @@ type Array struct {
 	bitmapWait   metrics.Histogram // how long writes waited for the bitmap
 	// bitmapBlockWrites counts bitmap block writes that reached a member.
 	bitmapBlockWrites atomic.Uint64
-	// current member of each role as queue threads see it (a replaced
-	// member is not in the queues' fixed-file tables).
-	current [engine.RoleTableSize]atomic.Pointer[Member]
+	// current device of each role as queue threads see it (a replaced
+	// member is not in the queues' fixed-file tables): a new roleDevice
+	// each time a device takes the role (publishFile).
+	current [engine.RoleTableSize]atomic.Pointer[roleDevice]
 	// filesEpoch counts publishFile calls queues must bring into their
 	// fixed-file tables (see swapFile).
 	filesEpoch atomic.Uint64
@@ -1108,7 +1109,11 @@ func (a *Array) bitmapOptions(o bitmap.Options) bitmap.Options {
 // (the bitmap's first batches rewrite its copy on every member).
 func (a *Array) start() {
 	for r, m := range a.Members {
-		a.current[r].Store(m)
+		if a.current[r].Load() == nil || a.currentMember(r) != m {
+			// (Not again when a grow restarts the flusher: operations in
+			// flight would look departed.)
+			a.publishFile(r, m)
+		}
 	}
 	if a.Bitmap == nil || a.fl != nil {
 		return
@@ -1171,8 +1176,28 @@ func (a *Array) Configure(fn func()) {
 	}
 }
 
-// publishFile makes m the member queue threads use for role.
-func (a *Array) publishFile(role int, m *Member) { a.current[role].Store(m) }
+// roleDevice is a role's device as the queues see it. One is made each
+// time a device takes the role, the same device re-added included: an
+// operation sent to it before its failure is then told apart from one
+// sent after the re-add (queue.Departed), whose errors are the role's.
+type roleDevice struct{ m *Member }
+
+// publishFile makes m (nil: none) the member queue threads use for role.
+func (a *Array) publishFile(role int, m *Member) {
+	if m == nil {
+		a.current[role].Store(nil)
+		return
+	}
+	a.current[role].Store(&roleDevice{m: m})
+}
+
+// currentMember is role's device as queue threads see it (nil: none).
+func (a *Array) currentMember(role int) *Member {
+	if d := a.current[role].Load(); d != nil {
+		return d.m
+	}
+	return nil
+}
 
 // swapFile makes m (nil: none) role's member on every queue and, once no
 // queue's ring holds old any more, closes old (nil: nothing to close), so

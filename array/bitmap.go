@@ -121,13 +121,14 @@ func (f *flusher) commit(bt *bitmap.Batch, clears bool) bool {
 	var roles []int
 	// a.Members changes under a.mu, which a waiter may hold
 	members := make([]*Member, len(st.Members))
+	sent := make([]*roleDevice, len(st.Members)) // the devices written, as the roles held them
 	for r := range st.Members {
-		if m := f.a.current[r].Load(); m != nil && writable(st.Members[r]) {
+		if d := f.a.current[r].Load(); d != nil && writable(st.Members[r]) {
 			roles = append(roles, r)
-			members[r] = m
+			members[r] = d.m
+			sent[r] = d
 		}
 	}
-	sent := append([]*Member(nil), members...) // the devices written
 	if err := f.copyBlocks(bt, roles, len(members)); err != nil {
 		for _, r := range roles {
 			members[r] = nil // written by nobody: failed below

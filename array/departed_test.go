@@ -14,13 +14,19 @@ import (
 // that).
 func replaceUnderQueue(t *testing.T, a *Array, h *queue, role int, path string) {
 	t.Helper()
+	underQueue(t, h, func() error { return a.ReplaceMember(role, path, false) })
+}
+
+// underQueue runs fn (a member change) likewise.
+func underQueue(t *testing.T, h *queue, fn func() error) {
+	t.Helper()
 	done := make(chan error, 1)
-	go func() { done <- a.ReplaceMember(role, path, false) }()
+	go func() { done <- fn() }()
 	for {
 		select {
 		case err := <-done:
 			if err != nil {
-				t.Fatalf("replace: %v", err)
+				t.Fatal(err)
 			}
 			return
 		case <-time.After(time.Millisecond):
@@ -61,7 +67,7 @@ func TestReplaceHungMemberKeepsNewOne(t *testing.T) {
 			}
 			r.pending = nil
 			replaceUnderQueue(t, a, h, 0, paths[2])
-			nm := a.current[0].Load()
+			nm := a.currentMember(0)
 			if nm == nil || nm.Path != paths[2] {
 				t.Fatalf("role 0 holds %v after the replace", nm)
 			}
@@ -96,5 +102,102 @@ func TestReplaceHungMemberKeepsNewOne(t *testing.T) {
 				time.Sleep(5 * time.Millisecond)
 			}
 		})
+	}
+}
+
+// A member failed while an operation hangs on it, then re-added: the
+// operation's late error is its device's from before the failure, not the
+// re-added role's. Before, the queue compared devices only (a re-add
+// reuses the open device), so the late error failed the role again, in
+// the middle of its rebuild.
+func TestReAddIgnoresOperationsFromBeforeTheFailure(t *testing.T) {
+	paths := memberFiles(t, 2, 16<<20)
+	a, err := Open(paths, CreateSpec{Level: engine.Level1, AssumeClean: true, NoBitmap: true}, true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer a.Close()
+	a.MemberTimeout = 10 * time.Second
+	r := &fakeRing{now: time.Unix(1000, 0), done: map[uint16]error{}}
+	h := a.newQueue(r)
+	h.Handle(&ublk.Request{Tag: 0, Op: ublk.IOOpWrite, Sector: 1024, Sectors: 8, Buf: make([]byte, 4096)})
+	if len(r.pending) != 2 {
+		t.Fatalf("write planned as %+v", r.pending)
+	}
+	var hung fakeOp
+	for _, o := range r.pending {
+		if o.io.Member == 0 {
+			hung = o
+		} else {
+			h.OnCompletion(o.ud, 4096)
+		}
+	}
+	r.pending = nil
+	if err := a.Fail(0); err != nil {
+		t.Fatal(err)
+	}
+	underQueue(t, h, func() error { return a.ReAdd(paths[0]) })
+	if s := a.Engine.State().Members[0].State; s == engine.MemberFaulty {
+		t.Fatalf("role 0 is %v after the re-add", s)
+	}
+	h.OnCompletion(hung.ud, -int32(unix.EIO))
+	if err, ok := r.done[0]; !ok || err != nil {
+		t.Fatalf("the write (done on member 1): done %v, err %v", ok, err)
+	}
+	if s := a.Engine.State().Members[0].State; s == engine.MemberFaulty {
+		t.Fatal("an error of an operation sent before the failure failed the re-added member")
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for a.Engine.State().Members[0].State != engine.MemberActive {
+		if time.Now().After(deadline) {
+			t.Fatalf("the re-added member did not come into sync: %v", a.Engine.State().Members[0])
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	// An operation sent after the re-add is the role's: its error fails it.
+	h.Handle(&ublk.Request{Tag: 1, Op: ublk.IOOpWrite, Sector: 2048, Sectors: 8, Buf: make([]byte, 4096)})
+	for _, o := range r.pending {
+		if o.io.Member == 0 {
+			h.OnCompletion(o.ud, -int32(unix.EIO))
+		} else {
+			h.OnCompletion(o.ud, 4096)
+		}
+	}
+	if s := a.Engine.State().Members[0].State; s != engine.MemberFaulty {
+		t.Fatalf("a write error after the re-add left role 0 %v", s)
+	}
+}
+
+// A grow restarts the bitmap flusher (Array.start) under live I/O: the
+// roles keep their devices, so an operation in flight stays the role's and
+// its error still fails the member.
+func TestFlusherRestartKeepsOperationsTheRoles(t *testing.T) {
+	paths := memberFiles(t, 2, 16<<20)
+	a, err := Open(paths, CreateSpec{Level: engine.Level1, AssumeClean: true, NoBitmap: true}, true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer a.Close()
+	r := &fakeRing{now: time.Unix(1000, 0), done: map[uint16]error{}}
+	h := a.newQueue(r)
+	h.Handle(&ublk.Request{Tag: 0, Op: ublk.IOOpWrite, Sector: 1024, Sectors: 8, Buf: make([]byte, 4096)})
+	if len(r.pending) != 2 {
+		t.Fatalf("write planned as %+v", r.pending)
+	}
+	ps := r.pending
+	r.pending = nil
+	a.start()
+	for _, o := range ps {
+		if o.io.Member == 0 {
+			h.OnCompletion(o.ud, -int32(unix.EIO))
+		} else {
+			h.OnCompletion(o.ud, 4096)
+		}
+	}
+	if err, ok := r.done[0]; !ok || err != nil {
+		t.Fatalf("the write: done %v, err %v", ok, err)
+	}
+	if s := a.Engine.State().Members[0].State; s != engine.MemberFaulty {
+		t.Fatalf("a write error after the flusher restarted was charged to nobody (role 0 %v)", s)
 	}
 }

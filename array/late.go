@@ -101,7 +101,7 @@ func (a *Array) waitLate(ctx context.Context, roles []int) error {
 	for {
 		busy := false
 		for _, r := range roles {
-			busy = busy || lateOn(a.current[r].Load())
+			busy = busy || lateOn(a.currentMember(r))
 		}
 		if !busy {
 			return nil

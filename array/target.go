@@ -225,10 +225,10 @@ func (a *Array) newQueue(q ring) *queue {
 	}
 	h.bytes = make([]int, q.Depth())
 	h.open = make([]bool, q.Depth())
-	h.sent = make([][]*Member, q.Depth())
+	h.sent = make([][]*roleDevice, q.Depth())
 	n := 4*a.Engine.MaxPlanIOs(q.MaxIOBytes()) + 4*engine.MaxCopies // as the executor's
 	for i := range h.sent {
-		h.sent[i] = make([]*Member, 0, n)
+		h.sent[i] = make([]*roleDevice, 0, n)
 	}
 	a.qmu.Lock()
 	if a.queues == nil {
@@ -314,9 +314,10 @@ type queue struct {
 	held       []heldBuf
 	// Per tag: open: its request left buffers in held.
 	open []bool
-	// sent[tag][i]: the member operation i of tag's request was submitted
-	// to (Departed, Abandon: the role may have another device since).
-	sent [][]*Member
+	// sent[tag][i]: the role device operation i of tag's request was
+	// submitted to (Departed, Abandon: the role may have another device
+	// since, or the same one re-added).
+	sent [][]*roleDevice
 
 	// Bitmap tokens released by the flusher: inbox is filled under mu by
 	// the flusher, swapped with work by the queue thread on wake-up.
@@ -375,7 +376,7 @@ func (h *queue) syncFiles() {
 // if it is not there; on failure the slot keeps its old file and Submit
 // uses the member's descriptor directly.
 func (h *queue) syncFile(role int) {
-	m := h.a.current[role].Load()
+	m := h.a.currentMember(role)
 	if m == h.fixed[role] {
 		return
 	}
@@ -416,13 +417,17 @@ func (h *queue) Handle(req *ublk.Request) {
 
 // Submit implements engine.Backend: one SQE per member operation.
 func (h *queue) Submit(tag uint16, op engine.OpID, io engine.MemberIO, data []byte) {
-	m := h.a.current[io.Member].Load()
+	d := h.a.current[io.Member].Load()
 	s := h.sent[tag]
 	for len(s) <= op.Index() {
 		s = append(s, nil) // grows once per tag to its largest plan
 	}
-	s[op.Index()] = m
+	s[op.Index()] = d
 	h.sent[tag] = s
+	var m *Member
+	if d != nil {
+		m = d.m
+	}
 	if m == nil {
 		// Removed after this operation was planned: the engine plans
 		// none for a faulty member, so only a race with remove gets here.
@@ -573,7 +578,10 @@ func (h *queue) Abandon(tag uint16, op engine.OpID, io engine.MemberIO) bool {
 		h.spare[tag] = sp
 	}
 	// The device it went to, which the role may no longer hold.
-	m := h.sentTo(tag, op, io)
+	var m *Member
+	if d := h.sentTo(tag, op, io); d != nil {
+		m = d.m
+	}
 	key := lateBegin(m)
 	var lw *Member
 	if m != nil && io.Kind != engine.IORead && io.Kind != engine.IOFlush {
@@ -584,8 +592,8 @@ func (h *queue) Abandon(tag uint16, op engine.OpID, io engine.MemberIO) bool {
 	return true
 }
 
-// sentTo is the member operation op of request tag was submitted to.
-func (h *queue) sentTo(tag uint16, op engine.OpID, io engine.MemberIO) *Member {
+// sentTo is the role device operation op of request tag was submitted to.
+func (h *queue) sentTo(tag uint16, op engine.OpID, io engine.MemberIO) *roleDevice {
 	if s := h.sent[tag]; op.Index() < len(s) {
 		return s[op.Index()]
 	}
@@ -593,7 +601,8 @@ func (h *queue) sentTo(tag uint16, op engine.OpID, io engine.MemberIO) *Member {
 }
 
 // Departed implements engine.Backend: the operation went to a device its
-// role no longer holds (replaced, removed or re-added since).
+// role no longer holds (replaced, removed or re-added since: a re-added
+// device's operations from before its failure are not the role's).
 func (h *queue) Departed(tag uint16, op engine.OpID, io engine.MemberIO) bool {
 	return h.sentTo(tag, op, io) != h.a.current[io.Member].Load()
 }
