@@ -9,7 +9,8 @@ import (
 // recoverParityLog replays a raid5/6 array's write-hole log at assembly,
 // before anything else is written (docs/raid56.md, the write hole): the
 // live entries (numbered at or above the largest checkpoint a member's
-// log header holds) of every member in sync or rebuilding, once each,
+// log header holds; the areas are read a window at a time and only these
+// kept) of every member in sync or rebuilding, once each,
 // oldest first; each gives its rows' parity from the entry and the
 // stripe's data outside the entry's X as it is on disk, written to the
 // stripe's parity members that can take it. Then every member is flushed
@@ -39,30 +40,60 @@ func (a *Array) recoverParityLog(asm *engine.Assembly) (replayed, left int, err 
 	readableAll := func(m int) bool {
 		return a.Members[m] != nil && a.Engine.State().Members[m].State == engine.MemberActive
 	}
-	var all []engine.ParityLogEntry
+	// The headers first: the largest checkpoint says which entries are
+	// live. Then each member's area is scanned one window at a time,
+	// keeping only its live entries (an area is up to 64 MiB).
 	checkpoint := uint64(1)
 	failed := false // a member failed here: no checkpoint is written past the entries
+	failRead := func(r int, err error) error {
+		// Its entries unseen, the numbers from here could repeat
+		// theirs: it is failed (not the last copy: then the assembly
+		// fails).
+		st, _, _ := a.Engine.FailRedundant(r)
+		if st.Members[r].State == engine.MemberActive {
+			return fmt.Errorf("%s: reading its write-hole log area: %w", a.Members[r].Path, err)
+		}
+		a.Warnings = append(a.Warnings, fmt.Sprintf("write-hole log: %s failed: reading its log area: %v", a.Members[r].Path, err))
+		failed = true
+		return nil
+	}
 	for r, m := range a.Members {
 		if !writable(r) {
 			continue
 		}
-		area, err := m.ReadBlock(int64(sb.LogOffset), int(sb.LogBytes))
+		hb, err := m.ReadBlock(int64(sb.LogOffset), engine.ParityLogHeaderSize)
 		if err != nil {
-			// Its entries unseen, the numbers from here could repeat
-			// theirs: it is failed (not the last copy: then the
-			// assembly fails).
-			st, _, _ := a.Engine.FailRedundant(r)
-			if st.Members[r].State == engine.MemberActive {
-				return 0, 0, fmt.Errorf("%s: reading its write-hole log area: %w", m.Path, err)
+			if err := failRead(r, err); err != nil {
+				return 0, 0, err
 			}
-			a.Warnings = append(a.Warnings, fmt.Sprintf("write-hole log: %s failed: reading its log area: %v", m.Path, err))
-			failed = true
 			continue
 		}
-		if h, err := engine.DecodeParityLogHeader(area, sb.ArrayUUID); err == nil {
+		if h, err := engine.DecodeParityLogHeader(hb, sb.ArrayUUID); err == nil {
 			checkpoint = max(checkpoint, h.Checkpoint)
 		}
-		all = append(all, engine.ScanParityLog(area, g, sb.ArrayUUID)...)
+	}
+	window := int(min(sb.LogBytes, uint64(max(parityLogScanWindow, engine.MaxParityLogEntrySize(g, int(sb.LogBytes))))))
+	window = (window + engine.ParityLogHeaderSize - 1) &^ (engine.ParityLogHeaderSize - 1)
+	buf, free, err := alignedBuf(window)
+	if err != nil {
+		return 0, 0, err
+	}
+	defer free()
+	var all []engine.ParityLogEntry
+	for r, m := range a.Members {
+		if !writable(r) {
+			continue
+		}
+		read := func(off int64, b []byte) error { return m.ReadAt(b, int64(sb.LogOffset)+off) }
+		live := func(e *engine.ParityLogEntry) bool { return e.Seq >= checkpoint }
+		found, err := engine.ScanParityLogFrom(read, int(sb.LogBytes), buf, g, sb.ArrayUUID, live)
+		if err != nil {
+			if err := failRead(r, err); err != nil {
+				return 0, 0, err
+			}
+			continue
+		}
+		all = append(all, found...)
 	}
 	par, err := engine.NewParity(g.DataMembers(), g.Level == engine.Level6)
 	if err != nil {
@@ -228,3 +259,9 @@ func leftEntries(live []engine.ParityLogEntry, g engine.ParityGeometry, readable
 	}
 	return skip
 }
+
+// parityLogScanWindow is how much of a member's write-hole log area a
+// recovery reads at a time (more when the geometry's largest entry is).
+// The package's tests set it to 0 (windows of the largest entry), so
+// their replays go through many windows.
+var parityLogScanWindow = 8 << 20

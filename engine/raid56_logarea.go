@@ -126,6 +126,61 @@ func ScanParityLog(area []byte, g ParityGeometry, uuid [16]byte) []ParityLogEntr
 	return out
 }
 
+// MaxParityLogEntrySize is the largest entry geometry g's log can hold,
+// bounded by an area of areaBytes: a header and a whole chunk of rows
+// for each parity.
+func MaxParityLogEntrySize(g ParityGeometry, areaBytes int) int {
+	parity := 1
+	if g.Level == Level6 {
+		parity = 2
+	}
+	return min(ParityLogEntrySize(g.ChunkSectors, parity), max(areaBytes-ParityLogHeaderSize, 0))
+}
+
+// ScanParityLogFrom is ScanParityLog over a member's area of areaBytes
+// read through read (an offset within the area and a buffer to fill)
+// into buf, one window at a time, so that a recovery holds one window
+// and the entries it keeps rather than every member's whole area. buf
+// must hold at least MaxParityLogEntrySize bytes (a multiple of 4096);
+// a window is read again from an entry's start when the entry could
+// reach past its end. Only the entries keep accepts are returned, their
+// payloads copied out of buf. The entries found are ScanParityLog's.
+func ScanParityLogFrom(read func(off int64, b []byte) error, areaBytes int, buf []byte, g ParityGeometry, uuid [16]byte, keep func(*ParityLogEntry) bool) ([]ParityLogEntry, error) {
+	if need := MaxParityLogEntrySize(g, areaBytes); len(buf) < need {
+		return nil, fmt.Errorf("write-hole log scan: a %d-byte window is smaller than the largest entry (%d bytes)", len(buf), need)
+	}
+	var out []ParityLogEntry
+	maxEntry := MaxParityLogEntrySize(g, areaBytes)
+	ws, wl := 0, 0 // the window: area offset and bytes read
+	for o := ParityLogHeaderSize; o+ParityLogHeaderSize <= areaBytes; {
+		if o+maxEntry > ws+wl && ws+wl < areaBytes {
+			ws, wl = o, min(len(buf), areaBytes-o)
+			if err := read(int64(ws), buf[:wl]); err != nil {
+				return nil, err
+			}
+		}
+		e, err := DecodeParityLogEntry(buf[o-ws:wl], g, uuid)
+		if err != nil {
+			o += ParityLogHeaderSize
+			continue
+		}
+		o += int(roundUp(uint64(e.Size()), ParityLogHeaderSize))
+		if !keep(&e) {
+			continue
+		}
+		e.P, e.Q = clonePayload(e.P), clonePayload(e.Q)
+		out = append(out, e)
+	}
+	return out, nil
+}
+
+func clonePayload(b []byte) []byte {
+	if b == nil {
+		return nil
+	}
+	return append([]byte(nil), b...)
+}
+
 // ParityLogReplay returns the entries a recovery replays, in the order
 // it must: those numbered checkpoint or above (the others' writes are
 // durable), each once (raid6 logs an entry on P's and Q's members), in

@@ -84,6 +84,7 @@ func TestParityLogScanAndReplay(t *testing.T) {
 	put(4096*88, 51, 3, 0, 16, plogUUID) // 4K + 16K: covers 88..92, over 50's header
 	want = append(want, 51)
 	found := ScanParityLog(area, g, plogUUID)
+	checkScanFrom(t, area, g, found)
 	seqs := map[uint64]int{}
 	for _, e := range found {
 		seqs[e.Seq]++
@@ -100,5 +101,69 @@ func TestParityLogScanAndReplay(t *testing.T) {
 		if e.Seq != want[i] {
 			t.Fatalf("replay order %d: seq %d, want %v", i, e.Seq, want)
 		}
+	}
+}
+
+// checkScanFrom: ScanParityLogFrom finds what ScanParityLog found in
+// area, with windows from the smallest allowed to the whole area, and
+// keeps only what keep accepts, its payloads not aliasing the window.
+func checkScanFrom(t *testing.T, area []byte, g ParityGeometry, want []ParityLogEntry) {
+	t.Helper()
+	maxEntry := MaxParityLogEntrySize(g, len(area))
+	reads := 0
+	read := func(off int64, b []byte) error {
+		reads++
+		if off%4096 != 0 || len(b)%4096 != 0 || int(off)+len(b) > len(area) {
+			t.Fatalf("read of %d bytes at %d", len(b), off)
+		}
+		copy(b, area[off:])
+		return nil
+	}
+	for _, w := range []int{int(roundUp(uint64(maxEntry), 4096)), 4096 * 25, 256 << 10, len(area)} {
+		buf := make([]byte, w)
+		reads = 0
+		got, err := ScanParityLogFrom(read, len(area), buf, g, plogUUID, func(*ParityLogEntry) bool { return true })
+		if err != nil {
+			t.Fatalf("window %d: %v", w, err)
+		}
+		if len(got) != len(want) {
+			t.Fatalf("window %d: %d entries, ScanParityLog found %d", w, len(got), len(want))
+		}
+		for i := range got {
+			a, b := got[i], want[i]
+			if a.Seq != b.Seq || a.Stripe != b.Stripe || a.RowLo != b.RowLo || a.RowHi != b.RowHi || a.Logged != b.Logged ||
+				!slices.Equal(a.P, b.P) || !slices.Equal(a.Q, b.Q) {
+				t.Fatalf("window %d: entry %d is %+v, want %+v", w, i, a, b)
+			}
+		}
+		if w < len(area) && reads < 2 {
+			t.Fatalf("window %d: the area was read in %d windows", w, reads)
+		}
+		clear(buf)
+		for i := range got {
+			if slices.ContainsFunc(got[i].P, func(c byte) bool { return c != 0 }) != slices.ContainsFunc(want[i].P, func(c byte) bool { return c != 0 }) {
+				t.Fatalf("window %d: entry %d's payload aliases the window", w, i)
+			}
+		}
+	}
+	kept, err := ScanParityLogFrom(read, len(area), make([]byte, 256<<10), g, plogUUID, func(e *ParityLogEntry) bool { return e.Seq%2 == 0 })
+	if err != nil {
+		t.Fatal(err)
+	}
+	n := 0
+	for _, e := range want {
+		if e.Seq%2 == 0 {
+			n++
+		}
+	}
+	if len(kept) != n || slices.ContainsFunc(kept, func(e ParityLogEntry) bool { return e.Seq%2 != 0 }) {
+		t.Fatalf("kept %d entries, want the %d with even numbers", len(kept), n)
+	}
+	if _, err := ScanParityLogFrom(read, len(area), make([]byte, maxEntry-4096), g, plogUUID, func(*ParityLogEntry) bool { return true }); err == nil {
+		t.Fatal("a window smaller than the largest entry was taken")
+	}
+	boom := errors.New("boom")
+	if _, err := ScanParityLogFrom(func(int64, []byte) error { return boom }, len(area), make([]byte, 256<<10), g, plogUUID, func(*ParityLogEntry) bool { return true }); !errors.Is(err, boom) {
+		t.Fatalf("a read error: %v", err)
 	}
 }
