@@ -1,6 +1,7 @@
 package array
 
 import (
+	"bytes"
 	"math/rand"
 	"strings"
 	"sync/atomic"
@@ -183,6 +184,191 @@ func TestParityLogStuckCheckpointFailsWrites(t *testing.T) {
 	for i := failedAt + 1; i < failedAt+int(ring.Size()/4096); i++ {
 		if err := write(i); err != nil {
 			t.Fatalf("write %d after the member took checkpoints again: %v", i, err)
+		}
+	}
+}
+
+// fenceRing counts the member operations submitted to watch; it has
+// tag buffers and spares (a write is given up only with a spare buffer
+// for its request to go on with).
+type fenceRing struct {
+	*pRing
+	watch  *Member
+	hits   int
+	bufs   [][]byte
+	bufIdx []int
+	spares []int
+}
+
+func newFenceRing() *fenceRing {
+	r := &fenceRing{pRing: &pRing{done: map[uint16]error{}}}
+	for tag := range r.Depth() {
+		r.bufs = append(r.bufs, pageBuf(r.MaxIOBytes()))
+		r.bufIdx = append(r.bufIdx, tag)
+	}
+	return r
+}
+
+func (r *fenceRing) ReserveBuffer() (int, bool) {
+	if n := len(r.spares); n > 0 {
+		b := r.spares[n-1]
+		r.spares = r.spares[:n-1]
+		return b, true
+	}
+	r.bufs = append(r.bufs, pageBuf(r.MaxIOBytes()))
+	return len(r.bufs) - 1, true
+}
+
+func (r *fenceRing) SwapBuffer(tag uint16, spare, n int) int {
+	copy(r.bufs[spare][:n], r.bufs[r.bufIdx[tag]][:n])
+	old := r.bufIdx[tag]
+	r.bufIdx[tag] = spare
+	return old
+}
+
+func (r *fenceRing) Buffer(tag uint16) []byte { return r.bufs[r.bufIdx[tag]] }
+func (r *fenceRing) ReleaseBuffer(b int)      { r.spares = append(r.spares, b) }
+
+func (f *fenceRing) SubmitMember(ud uint64, tag uint16, m *Member, fixed bool, io engine.MemberIO, off uint64, data []byte) error {
+	if f.watch != nil && m == f.watch {
+		f.hits++
+	}
+	return f.pRing.SubmitMember(ud, tag, m, fixed, io, off, data)
+}
+
+// A log write given up after the member timeout on a member kept as the
+// last copy (a degraded raid5) is still out on the device. Its request
+// fails, the checkpoint passes its entry and the ring's space is taken
+// again by newer entries; none of them, and nothing else, is sent to that
+// member until the late write returns (Member.lateWrites), so it cannot
+// land over a newer entry there. Once it returns, the member serves again
+// and every write acknowledged meanwhile reads back.
+func TestParityLateLogWriteFencesItsMember(t *testing.T) {
+	rng := rand.New(rand.NewSource(11))
+	paths := memberFiles(t, 4, 16<<20)
+	a, err := Open(paths, CreateSpec{Level: engine.Level5, ChunkSectors: 16, NoBitmap: true}, true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { a.Close() }()
+	a.logCheckpointEvery = 10 * time.Millisecond
+	if err := a.SetClean(false); err != nil {
+		t.Fatal(err)
+	}
+	if err := a.Fail(3); err != nil {
+		t.Fatal(err)
+	}
+	a.MemberTimeout = 100 * time.Millisecond
+	r := newFenceRing()
+	h := a.newQueue(r)
+	ring := a.plog.rings[0]
+	g := *a.Engine.Parity
+	ref := make([]byte, g.ArraySectors()<<9)
+	// io issues a request of tag 0 with data (a write) or into data (a
+	// read) through the tag's buffer, and returns its error.
+	io := func(op uint8, sector uint64, data []byte) error {
+		delete(r.done, 0)
+		b := r.Buffer(0)[:len(data)]
+		if op == ublk.IOOpWrite {
+			copy(b, data)
+		}
+		h.Handle(&ublk.Request{Tag: 0, Op: op, Sector: sector, Sectors: uint32(len(data) >> 9), Buf: b})
+		pServe(t, rng, h, r.pRing, []uint16{0})
+		if op == ublk.IOOpRead {
+			copy(data, r.Buffer(0))
+		}
+		return r.done[0]
+	}
+	for s := uint64(0); s < g.ArraySectors(); s += 128 { // what the members hold now
+		if err := io(ublk.IOOpRead, s, ref[s<<9:(s+128)<<9]); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// A write whose log entry's write hangs: an RMW, its data member and
+	// its stripe's parity member present.
+	first := uint64(0)
+	for ; ; first += g.ChunkSectors {
+		stripe, _, mem, _ := g.LocateData(first)
+		if mem != 3 && g.Stripe(stripe).P != 3 {
+			break
+		}
+	}
+	buf := make([]byte, 4096)
+	rng.Read(buf)
+	delete(r.done, 0)
+	copy(r.Buffer(0), buf)
+	h.Handle(&ublk.Request{Tag: 0, Op: ublk.IOOpWrite, Sector: first, Sectors: 8, Buf: r.Buffer(0)[:4096]})
+	var hung pRingOp
+	for found := false; !found; {
+		for i, o := range r.pending {
+			if o.io.Log {
+				hung, found = o, true
+				r.pending = append(r.pending[:i], r.pending[i+1:]...)
+				break
+			}
+		}
+		if !found {
+			if len(r.pending) == 0 {
+				t.Fatal("the write logged no entry")
+			}
+			r.deliver(h, 0)
+		}
+	}
+	for len(r.pending) > 0 {
+		r.deliver(h, 0)
+	}
+	time.Sleep(150 * time.Millisecond)
+	h.OnTick()
+	pServe(t, rng, h, r.pRing, []uint16{0})
+	if r.done[0] == nil {
+		t.Fatal("a write whose log entry was given up on the last copy succeeded")
+	}
+	if hung.m.lateWrites.Load() == 0 {
+		t.Fatal("the given-up log write is not counted as out on its member")
+	}
+	// The ring goes round twice: the late entry's space is taken again.
+	r.watch = hung.m
+	from := ring.Taken()
+	ok, failed := 0, 0
+	for i := 0; ring.Taken() < from+2*ring.Size(); i++ {
+		if i > 100000 {
+			t.Fatal("the ring did not go round")
+		}
+		sector := uint64(rng.Intn(int(g.ArraySectors()/8))) * 8
+		rng.Read(buf)
+		if io(ublk.IOOpWrite, sector, buf) != nil {
+			failed++
+			continue
+		}
+		ok++
+		copy(ref[sector<<9:], buf)
+	}
+	if ok == 0 || failed == 0 {
+		t.Fatalf("%d writes succeeded, %d failed: want both (those touching the fenced member fail)", ok, failed)
+	}
+	if r.hits != 0 {
+		t.Fatalf("%d operations were sent to the member while its late log write was out", r.hits)
+	}
+	// The late write lands now, over its own space only.
+	if err := hung.m.WriteAtDurable(hung.data, int64(hung.off)); err != nil {
+		t.Fatal(err)
+	}
+	h.OnCompletion(hung.ud, int32(len(hung.data)))
+	if hung.m.lateWrites.Load() != 0 {
+		t.Fatal("the late write's return did not lift the fence")
+	}
+	for i := 0; i < 50; i++ {
+		sector := uint64(rng.Intn(int(g.ArraySectors()/8))) * 8
+		rng.Read(buf)
+		if err := io(ublk.IOOpWrite, sector, buf); err != nil {
+			t.Fatalf("write %d after the late write returned: %v", i, err)
+		}
+		copy(ref[sector<<9:], buf)
+	}
+	got := make([]byte, 128<<9)
+	for s := uint64(0); s < g.ArraySectors(); s += 128 {
+		if err := io(ublk.IOOpRead, s, got); err != nil || !bytes.Equal(got, ref[s<<9:(s+128)<<9]) {
+			t.Fatalf("read back %d+128: %v, right %v", s, err, err == nil && bytes.Equal(got, ref[s<<9:(s+128)<<9]))
 		}
 	}
 }

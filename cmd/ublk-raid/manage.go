@@ -834,7 +834,7 @@ func newManageCmds(socket *string) []*cobra.Command {
 		newMemberCmd(socket, "fail", "Mark a member faulty (like mdadm --fail); reads and writes go to the other copies", "set %s faulty in %s"),
 		newMemberCmd(socket, "remove", "Take a faulty member out of its array (like mdadm --remove)", "removed %s from %s"),
 		newMemberCmd(socket, "re-add", "Put a removed member back and resync what it missed (like mdadm --re-add)", "re-added %s to %s"),
-		newMemberCmd(socket, "replace", "Rebuild a member's data onto a new member, then fail the old one (like mdadm --replace)", "replacing %s in %s"),
+		newMemberCmd(socket, "replace", "Put a new member or a spare into a member's role and rebuild it; the old one is failed first, once the new one passed every check (unlike mdadm --replace, which copies before it fails the old one)", "replacing %s in %s"),
 		newArrayOpCmd(socket, "check", "Read every copy and count mismatches (like md's check)"),
 		newArrayOpCmd(socket, "repair", "Read every copy and rewrite mismatches (like md's repair)"),
 		newGrowCmd(socket),
