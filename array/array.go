@@ -1108,6 +1108,7 @@ func (a *Array) bitmapOptions(o bitmap.Options) bitmap.Options {
 // (superblock generations go through it) and before the array serves I/O
 // (the bitmap's first batches rewrite its copy on every member).
 func (a *Array) start() {
+	a.mu.Lock()
 	for r, m := range a.Members {
 		if a.current[r].Load() == nil || a.currentMember(r) != m {
 			// (Not again when a grow restarts the flusher: operations in
@@ -1115,6 +1116,7 @@ func (a *Array) start() {
 			a.publishFile(r, m)
 		}
 	}
+	a.mu.Unlock()
 	if a.Bitmap == nil || a.fl != nil {
 		return
 	}
@@ -1199,14 +1201,14 @@ func (a *Array) currentMember(role int) *Member {
 	return nil
 }
 
-// swapFile makes m (nil: none) role's member on every queue and, once no
-// queue's ring holds old any more, closes old (nil: nothing to close), so
-// the device is free for other users. Queue threads update their
-// fixed-file tables on their next wake-up or tick (at most a second); a
-// queue that does not within filesWait keeps old open (a later stop
-// closes it) and swapFile reports that.
+// swapFile brings role's member m (nil: none), published (publishFile)
+// under a.mu with a.Members, into every queue and, once no queue's ring
+// holds old any more, closes old (nil: nothing to close), so the device
+// is free for other users. Queue threads update their fixed-file tables
+// on their next wake-up or tick (at most a second); a queue that does not
+// within filesWait keeps old open (a later stop closes it) and swapFile
+// reports that.
 func (a *Array) swapFile(role int, m, old *Member) error {
-	a.publishFile(role, m)
 	epoch := a.filesEpoch.Add(1)
 	a.qmu.Lock()
 	qs := make([]*queue, 0, len(a.queues))

@@ -243,6 +243,7 @@ func (a *Array) Remove(role int) error {
 	a.mu.Lock()
 	old := a.Members[role]
 	a.Members[role] = nil
+	a.publishFile(role, nil)
 	a.mu.Unlock()
 	return errors.Join(err, a.swapFile(role, nil, old))
 }

@@ -96,7 +96,7 @@ func (a *Array) repairParityRows(bad, stripe, lo, n uint64, buf []byte, io membe
 			continue // (a device put in the role since is rebuilt whole)
 		}
 		a.mu.Lock()
-		f := a.Members[m]
+		dev := a.current[m].Load()
 		a.mu.Unlock()
 		err := io.WriteAt(m, shards[slot(m)], stripe*cs+lo)
 		if err == nil {
@@ -110,7 +110,7 @@ func (a *Array) repairParityRows(bad, stripe, lo, n uint64, buf []byte, io membe
 			if !a.sameMember(st, m) {
 				continue
 			}
-			if st, changed := a.failHolding(m, f); changed {
+			if st, changed := a.failHolding(m, dev); changed {
 				a.persist(st)
 			}
 			continue

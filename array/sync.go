@@ -156,13 +156,15 @@ func deviceRW(d Device, p []byte, off int64, write bool) error {
 	}
 }
 
-func (m memberIO) file(role int) (*Member, error) {
+// file is role's device and its time in the role (roleDevice: a re-add
+// of the same device is a new one), read together under a.mu.
+func (m memberIO) file(role int) (*Member, *roleDevice, error) {
 	m.a.mu.Lock()
 	defer m.a.mu.Unlock()
 	if f := m.a.Members[role]; f != nil {
-		return f, nil
+		return f, m.a.current[role].Load(), nil
 	}
-	return nil, fmt.Errorf("role %d has no member", role)
+	return nil, nil, fmt.Errorf("role %d has no member", role)
 }
 
 func (m memberIO) ReadAt(role int, p []byte, sector uint64) error {
@@ -189,13 +191,24 @@ func (m memberIO) do(role int, p []byte, sector uint64, write bool) error {
 		// Failed (a timeout below, say): not waited for again.
 		return faultyRoleError(role)
 	}
-	f, err := m.file(role)
+	f, dev, err := m.file(role)
 	if err != nil {
 		return err
 	}
 	if p != nil && f.lateWrites.Load() > 0 {
-		// A given-up write is still out on it (see Member.lateWrites).
-		return fmt.Errorf("role %d: a write given up after the member timeout is still out: %w", role, errMemberTimeout)
+		// A given-up write is still out on it (see Member.lateWrites):
+		// nothing goes to the device until it returns. It is waited for
+		// up to the member timeout (it may be the device's from before
+		// the role's failure, the same device re-added since: a device
+		// that answers is not failed for it), then taken as the device
+		// not answering.
+		wait := time.Now().Add(max(m.a.MemberTimeout, lateWait))
+		for f.lateWrites.Load() > 0 && time.Now().Before(wait) {
+			time.Sleep(lateWait)
+		}
+		if f.lateWrites.Load() > 0 {
+			return fmt.Errorf("role %d: a write given up after the member timeout is still out: %w", role, errMemberTimeout)
+		}
 	}
 	off := int64(m.a.dataOffset + sector<<9)
 	timeout := m.a.MemberTimeout
@@ -256,7 +269,7 @@ func (m memberIO) do(role int, p []byte, sector uint64, write bool) error {
 		// queue's timeout does: a job that reads it again, range by
 		// range, would wait out the timeout every time.
 		if m.a.Engine != nil {
-			if st, changed := m.a.failHolding(role, f); changed {
+			if st, changed := m.a.failHolding(role, dev); changed {
 				m.a.persist(st)
 			}
 		}
@@ -264,15 +277,15 @@ func (m memberIO) do(role int, p []byte, sector uint64, write bool) error {
 	}
 }
 
-// failHolding fails role (FailRedundant) if it still holds f, the device
-// an operation that failed went to: a device put in the role since (a
-// replacement, a spare, a re-add as a new member) is not blamed for it.
-// Under a.mu, which a device is put in a role under, so the check and the
-// failure are one step.
-func (a *Array) failHolding(role int, f *Member) (*engine.ArrayState, bool) {
+// failHolding fails role (FailRedundant) if it still holds dev, the
+// device an operation that failed went to, as the role held it then: a
+// device put in the role since (a replacement, a spare, the same device
+// re-added) is not blamed for it. Under a.mu, which a device is put in a
+// role under, so the check and the failure are one step.
+func (a *Array) failHolding(role int, dev *roleDevice) (*engine.ArrayState, bool) {
 	a.mu.Lock()
 	defer a.mu.Unlock()
-	if a.Members[role] != f {
+	if dev == nil || a.current[role].Load() != dev {
 		return nil, false
 	}
 	st, changed, _ := a.Engine.FailRedundant(role)
@@ -1171,6 +1184,7 @@ func (a *Array) addOpenPlan(m *Member, role int, re *readdPlan, uuid [16]byte) e
 	a.mu.Lock()
 	old := a.Members[role]
 	a.Members[role] = m
+	a.publishFile(role, m) // with a.Members: failHolding reads both under a.mu
 	a.SBs[role] = &sb
 	if a.checkpoint == nil {
 		a.checkpoint = map[int]uint64{}
