@@ -65,6 +65,8 @@ func (a *Array) parityStats() *metrics.ParityStats {
 		p.StripeWaits += st.StripeWaits.Load()
 		p.LogEntries += st.LogEntries.Load()
 		p.LogWaits += st.LogWaits.Load()
+		p.Healed += st.Healed.Load()
+		p.Unhealed += st.Unhealed.Load()
 	}
 	return p
 }

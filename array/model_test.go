@@ -1297,12 +1297,17 @@ func (m *arrayModel) completed(req *modelReq, buf []byte, err error) {
 		if err != nil {
 			m.logf("write op %d %d+%d: %v (state %s)", req.op, req.sector, req.sectors, err, m.states())
 		}
-		if err != nil && m.parity() && errors.Is(err, engine.ErrLastCopy) && m.a != nil {
+		if err != nil && m.parity() && errors.Is(err, engine.ErrLastCopy) && !errors.Is(err, engine.ErrStripeUnhealed) {
+			m.count("raid5/6 write failed on the last copy: its stripes healed")
+		}
+		if err != nil && m.parity() && errors.Is(err, engine.ErrStripeUnhealed) && m.a != nil {
 			// A raid5/6 write that failed on a member kept as the last
-			// copy leaves its stripes' parity not matching their data,
-			// and nothing records it (no bad-block list yet: see the
-			// parity executor's contract): a lost chunk rebuilt there
-			// may read as anything until written again.
+			// copy, whose stripes the log could not heal (a heal's write
+			// failed too, say: engine/raid56_heal.go), leaves their
+			// parity not matching their data, and nothing records it (no
+			// bad-block list): a lost chunk rebuilt there may read as
+			// anything until written again. A healed one is checked as
+			// strictly as any failed write.
 			m.count("raid5/6 write failed on the last copy: its stripes unknown")
 			g := m.a.Engine.Parity
 			per := g.ChunkSectors * uint64(g.DataMembers())

@@ -47,7 +47,11 @@ package engine
 // does not write in a stripe whose parity is untrusted (the rows rebuilt
 // from that parity are not the member's: see untrustedAround), whose
 // member fails. A failed write leaves its chunk to the
-// parity written with it. A request that failed a member is acknowledged
+// parity written with it; a write that failed on a member kept heals its
+// stripes from its write-hole log entries before it fails (raid56_heal.go:
+// otherwise the parity written with it, or the data, disagrees with what
+// the kept member holds, and a lost chunk rebuilt there reads as what
+// nobody wrote). A request that failed a member is acknowledged
 // only once the new state is durable: Backend.Persist, then Persisted
 // with its generation (PersistFailed fails the waiting requests).
 //
@@ -73,9 +77,9 @@ package engine
 // parity exists to need it); per-region parity trust from the bitmap
 // (Untrusted is the hook: the caller says which stripes have garbage
 // parity; see docs/raid56.md on why a region's state alone does not say
-// it for a stripe); the Unsynced/bad-block record of a write that failed on a member
-// kept as the last copy (its stripe is then inconsistent: EIO is all the
-// caller learns); the stripe cache (chunks read for one request are not
+// it for a stripe); a persistent record of a stripe a heal could not
+// make consistent (md's bad block; ErrStripeUnhealed and a metric are all
+// there is); the stripe cache (chunks read for one request are not
 // kept for the next); reads that skip the lock (healthy reads could);
 // a stripe that a rebuilding member could still reconstruct is not
 // reconstructed when FailRedundant refuses (it counts rebuilding members
@@ -102,16 +106,18 @@ var ErrParityUnsupported = fmt.Errorf("raid5/6: discard and write zeroes are not
 type parityPhase uint8
 
 const (
-	parityIdle     parityPhase = iota
-	parityIntent               // a write waiting for its bitmap regions to be durably dirty
-	parityParked               // waiting for the stripe lock
-	parityHeld                 // planned, waiting for a failure to be durable before issue
-	parityReading              // pre-reads (or a read's reads) in flight
-	parityLogWait              // a write's log entries waiting for ring space
-	parityLogging              // a write's log entries in flight
-	parityWriting              // data and parity writes in flight
-	parityFlushing             // member flushes in flight
-	parityWaiting              // finished, waiting for Persisted
+	parityIdle        parityPhase = iota
+	parityIntent                  // a write waiting for its bitmap regions to be durably dirty
+	parityParked                  // waiting for the stripe lock
+	parityHeld                    // planned, waiting for a failure to be durable before issue
+	parityReading                 // pre-reads (or a read's reads) in flight
+	parityLogWait                 // a write's log entries waiting for ring space
+	parityLogging                 // a write's log entries in flight
+	parityWriting                 // data and parity writes in flight
+	parityFlushing                // member flushes in flight
+	parityWaiting                 // finished, waiting for Persisted
+	parityHealReading             // a write failed on a kept member: its rows read back (raid56_heal.go)
+	parityHealWriting             // and its stripes' parity made theirs again
 )
 
 // paritySeg is one planned segment of one stripe: rows [lo, hi) of its
@@ -184,6 +190,10 @@ type parityReq struct {
 	logFirst uint64
 	logSizes []int
 	logOffs  []uint64
+	// healFrom, healWritesFrom: the index in ios of a heal's first read
+	// back, first write; healFailed: a part of it failed.
+	healFrom, healWritesFrom int
+	healFailed               bool
 }
 
 // lentSlab is a stripe buffer an operation given up after the member
@@ -270,6 +280,10 @@ type ParityExecutor struct {
 	logWaitq  []uint16
 	logOut    int
 	logOldest uint64
+
+	// healBuf: where a heal reads back the rows of data writes that
+	// failed on members kept (raid56_heal.go); made on the first.
+	healBuf []byte
 
 	lent      []lentSlab // stripe buffers operations given up may still use
 	freeSlabs [][]byte   // stripe buffers they gave back
@@ -644,13 +658,19 @@ func qbit(q int) uint64 {
 // reqData is the part of the request's buffer holding data member mem's
 // rows of segment s.
 func (e *ParityExecutor) reqData(r *parityReq, s *paritySeg, mem int) []byte {
+	off := e.reqOff(r, s, mem)
+	return r.buf[off<<9 : (off+s.hi-s.lo)<<9]
+}
+
+// reqOff is the sector of the request where data member mem's rows of
+// segment s start.
+func (e *ParityExecutor) reqOff(r *parityReq, s *paritySeg, mem int) uint64 {
 	nd := uint64(e.geo.DataMembers())
 	d := uint64(0)
 	for int(s.m.Data[d]) != mem {
 		d++
 	}
-	off := (s.stripe*nd+d)*e.geo.ChunkSectors + s.lo - r.sector
-	return r.buf[off<<9 : (off+s.hi-s.lo)<<9]
+	return (s.stripe*nd+d)*e.geo.ChunkSectors + s.lo - r.sector
 }
 
 func (e *ParityExecutor) addIO(r *parityReq, s *paritySeg, mem int, kind IOKind, data []byte) {
@@ -936,7 +956,14 @@ func (e *ParityExecutor) phaseDone(tag uint16) {
 			r.err = ErrNoCopy
 		}
 		e.complete(tag)
+	case parityHealReading:
+		e.healWrite(tag)
+	case parityHealWriting:
+		e.healDone(tag)
 	default: // parityWriting
+		if r.lastCopy && e.healStart(tag) {
+			return
+		}
 		e.complete(tag)
 	}
 }

@@ -31,6 +31,10 @@ type ParityStats struct {
 	// LogEntries: write-hole log entries written; LogWaits: writes that
 	// waited for their queue's log ring to be freed by a checkpoint.
 	LogEntries, LogWaits atomic.Uint64
+	// Healed, Unhealed: writes that failed on a member kept as the last
+	// copy whose stripes were made consistent again, or could not be
+	// (ErrStripeUnhealed; raid56_heal.go).
+	Healed, Unhealed atomic.Uint64
 }
 
 // count adds a request that completed well to the counters.

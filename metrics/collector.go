@@ -29,6 +29,7 @@ type Collector struct {
 
 	parityWrites, parityReconstructReads, parityStripeWaits *prometheus.Desc
 	parityLogEntries, parityLogWaits, parityLogCheckpoints  *prometheus.Desc
+	parityLastCopyFailures                                  *prometheus.Desc
 
 	memberState, memberOps, memberBytes, memberErrors *prometheus.Desc
 	memberLatency                                     *prometheus.Desc
@@ -93,6 +94,8 @@ func NewCollector(src Source) *Collector {
 			array...),
 		parityLogCheckpoints: d("parity_log_checkpoints_total", "Write-hole log checkpoints written to the members' log headers.",
 			array...),
+		parityLastCopyFailures: d("parity_last_copy_write_failures_total", "Writes that failed on a member kept as the last copy, by result: healed (their stripes' parity made to match the data again from the write-hole log), unhealed (it may not: those rows need rewriting or a repair).",
+			"device", "result"),
 
 		memberState: d("member_state", "State of a member, one-hot over active, failed, spare and rebuilding.",
 			"device", "member", "state"),
@@ -120,7 +123,7 @@ func (c *Collector) Describe(ch chan<- *prometheus.Desc) {
 		c.bitmapRegions, c.bitmapDirty, c.bitmapWrites,
 		c.bitmapDataWrites, c.bitmapWaited, c.bitmapWait,
 		c.parityWrites, c.parityReconstructReads, c.parityStripeWaits,
-		c.parityLogEntries, c.parityLogWaits, c.parityLogCheckpoints,
+		c.parityLogEntries, c.parityLogWaits, c.parityLogCheckpoints, c.parityLastCopyFailures,
 		c.memberState, c.memberOps, c.memberBytes, c.memberErrors, c.memberLatency,
 		c.queueInFlight, c.ublkFlag,
 	} {
@@ -189,6 +192,8 @@ func (c *Collector) collectArray(ch chan<- prometheus.Metric, a *ArrayStats) {
 		counter(c.parityLogEntries, p.LogEntries, dev)
 		counter(c.parityLogWaits, p.LogWaits, dev)
 		counter(c.parityLogCheckpoints, p.LogCheckpoints, dev)
+		counter(c.parityLastCopyFailures, p.Healed, dev, "healed")
+		counter(c.parityLastCopyFailures, p.Unhealed, dev, "unhealed")
 	}
 
 	for i := range a.Members {

@@ -56,6 +56,7 @@
 //	ublkraid_parity_log_entries_total                counter  write-hole log entries written
 //	ublkraid_parity_log_waits_total                  counter  writes that waited for log space
 //	ublkraid_parity_log_checkpoints_total            counter  log checkpoints written to the members' headers
+//	ublkraid_parity_last_copy_write_failures_total{device,result} counter  writes failed on a member kept as the last copy: healed, unhealed
 //
 // Member metrics, labels device and member (e.g. "nvme0n1"), and op (read,
 // write, flush, discard) where shown:

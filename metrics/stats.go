@@ -268,6 +268,11 @@ type ParityStats struct {
 	// waited for log space; LogCheckpoints the checkpoints written to the
 	// members' log headers.
 	LogEntries, LogWaits, LogCheckpoints uint64
+	// Healed, Unhealed count writes that failed on a member kept as the
+	// last copy whose stripes were made consistent again from their log
+	// entries, or could not be (their rows may read wrong until written
+	// again or resynced).
+	Healed, Unhealed uint64
 }
 
 // QueueStats is a snapshot of one ublk queue of an array.

@@ -1,0 +1,199 @@
+package engine
+
+// A write that failed on a member kept as the last copy (a degraded
+// raid5, a raid6 with two members lost): the request fails (ErrLastCopy),
+// but the stripe must not be left with data and parity that disagree.
+// Otherwise the chunks of the members lost, rebuilt from that parity,
+// read back as something nobody wrote: the failed data write left the
+// member's old (or part-written) rows under the new parity, or the failed
+// parity write left the old parity under the new data. md records a bad
+// block there (its reads then fail) or fails the array.
+//
+// Here the stripe is healed while the write still holds its stripes and
+// its write-hole log entries, as a recovery replays an entry: the rows
+// of each data write that failed on a kept member are read back, and
+// each segment's parity is computed again from its entry (the parity of
+// the slots it did not write, L_P/L_Q) and the written slots as they now
+// are (read back, or the request's data where the write went through or
+// the read back fails: the member's rows are then read around, from that
+// parity, and read repair rewrites them with it), then written to the
+// segment's parity members again. A crash before that ends replays the
+// entry, which gives the same parity. Not healed (the request fails with
+// ErrStripeUnhealed, counted in ParityStats.Unhealed, as md would record
+// a bad block): a heal write or read back that fails too, a write without
+// the log, and a request with an operation given up after the member
+// timeout (its buffers may still be in use).
+
+import (
+	"fmt"
+	"math/bits"
+)
+
+// ErrStripeUnhealed fails a raid5/6 write that failed on a member kept as
+// the last copy and whose stripe could not be healed (see above): its
+// stripe's parity and data may disagree until the rows are written again
+// or resynced (a lost chunk rebuilt there may read as anything). It wraps
+// ErrLastCopy; ParityStats.Unhealed counts them.
+var ErrStripeUnhealed = fmt.Errorf("its stripe's parity could not be made to match its data again: %w", ErrLastCopy)
+
+// healStart starts healing write tag's stripes after its data and parity
+// writes, some of which failed on members kept (r.lastCopy); false when
+// it does not apply (the caller completes the request).
+func (e *ParityExecutor) healStart(tag uint16) bool {
+	r := &e.reqs[tag]
+	if r.op != ReqWrite || r.err != nil {
+		return false
+	}
+	heal := false
+	for i := range r.segs {
+		s := &r.segs[i]
+		// (A segment that writes no parity has none to disagree.)
+		heal = heal || s.writes&(1<<uint(s.m.P)|qbit(s.m.Q)) != 0 && e.segFailedKept(r, s, -1)
+	}
+	if !heal {
+		return false
+	}
+	unhealed := e.logRing == nil // no entry to heal from
+	for _, l := range e.lent {
+		// An operation given up may still use its buffers.
+		unhealed = unhealed || l.tag == tag
+	}
+	if unhealed {
+		e.unhealed(r)
+		return false
+	}
+	if n := int(r.sectors) << 9; len(e.healBuf) < n {
+		e.healBuf = make([]byte, n) // the worst day only
+	}
+	first := len(r.ios)
+	r.healFrom, r.healFailed = first, false
+	for i := range r.segs {
+		s := &r.segs[i]
+		if s.log == nil {
+			continue
+		}
+		for mm := s.want & s.writes; mm != 0; mm &= mm - 1 {
+			mem := bits.TrailingZeros64(mm)
+			if e.segFailedKept(r, s, mem) {
+				e.addIO(r, s, mem, IORead, e.healData(r, s, mem))
+			}
+		}
+	}
+	r.phase = parityHealReading
+	e.submit(tag, first)
+	return true
+}
+
+// segFailedKept reports whether a write of segment s (to member mem; -1:
+// any) failed in the write phase on a member that is still not faulty.
+func (e *ParityExecutor) segFailedKept(r *parityReq, s *paritySeg, mem int) bool {
+	st := e.arr.State()
+	sector := s.stripe*e.geo.ChunkSectors + s.lo
+	for i, io := range r.ios {
+		if r.phase >= parityHealReading && i >= r.healFrom {
+			break // the heal's own
+		}
+		if !r.failed[i] || io.Kind != IOWrite || io.Log || io.Sector != sector || io.Sectors != uint32(s.hi-s.lo) {
+			continue
+		}
+		if (mem < 0 || int(io.Member) == mem) && s.writes&(1<<uint(io.Member)) != 0 && st.Members[io.Member].State != MemberFaulty {
+			return true
+		}
+	}
+	return false
+}
+
+// healReadOK reports whether the heal's read back of member mem's rows of
+// segment s (issued from index first on) succeeded.
+func (e *ParityExecutor) healReadOK(r *parityReq, s *paritySeg, mem, first int) bool {
+	sector := s.stripe*e.geo.ChunkSectors + s.lo
+	for i := first; i < len(r.ios); i++ {
+		io := r.ios[i]
+		if io.Kind == IORead && int(io.Member) == mem && io.Sector == sector {
+			return !r.failed[i]
+		}
+	}
+	return false
+}
+
+// healData is where the heal reads back data member mem's rows of
+// segment s: the request's part for them, in healBuf.
+func (e *ParityExecutor) healData(r *parityReq, s *paritySeg, mem int) []byte {
+	off := e.reqOff(r, s, mem)
+	return e.healBuf[off<<9 : (off+s.hi-s.lo)<<9 : (off+s.hi-s.lo)<<9]
+}
+
+// healWrite computes the parity of the segments being healed from their
+// entries and the rows read back, and writes it to their parity members.
+func (e *ParityExecutor) healWrite(tag uint16) {
+	r := &e.reqs[tag]
+	first := len(r.ios)
+	nd := e.geo.DataMembers()
+	for i := range r.segs {
+		s := &r.segs[i]
+		if s.log == nil || !e.segFailedKept(r, s, -1) {
+			continue
+		}
+		data := e.shards[:nd]
+		for d := range nd {
+			mem := int(s.m.Data[d])
+			slot := s.m.Slot[mem]
+			data[slot] = nil
+			if s.logged&(1<<uint(slot)) != 0 {
+				continue // in the entry's L_P/L_Q
+			}
+			data[slot] = e.reqData(r, s, mem)
+			if !e.segFailedKept(r, s, mem) {
+				continue
+			}
+			if e.healReadOK(r, s, mem, r.healFrom) {
+				data[slot] = e.healData(r, s, mem)
+			} else {
+				// Its rows unreadable now, the parity is made for the
+				// request's data, which a read around them rebuilds (and
+				// read repair writes there); but a later read that gets
+				// through would find the member's own rows.
+				r.healFailed = true
+			}
+		}
+		lp, lq := ParityLogPayload(s.log, s.hi-s.lo, e.par.Count())
+		if s.logged == 0 {
+			lp, lq = nil, nil
+		}
+		log := [][]byte{lp, lq}[:e.par.Count()]
+		out := s.par[:e.par.Count()]
+		if err := e.par.RecoverParity(log, data, s.logged, out); err != nil {
+			r.healFailed = true // (shapes checked when the entry was made)
+			continue
+		}
+		pms := [2]int{s.m.P, s.m.Q}
+		for k, pm := range pms[:e.par.Count()] {
+			if pm >= 0 && s.writes&(1<<uint(pm)) != 0 && e.arr.State().Members[pm].State != MemberFaulty {
+				e.addIO(r, s, pm, IOWrite, s.par[k])
+			}
+		}
+	}
+	r.healWritesFrom = first
+	r.phase = parityHealWriting
+	e.submit(tag, first)
+}
+
+// healDone finishes a heal once its writes are back.
+func (e *ParityExecutor) healDone(tag uint16) {
+	r := &e.reqs[tag]
+	for i := r.healWritesFrom; i < len(r.ios); i++ {
+		r.healFailed = r.healFailed || r.failed[i]
+	}
+	if r.healFailed {
+		e.unhealed(r)
+	} else {
+		e.Stats.Healed.Add(1)
+	}
+	e.complete(tag)
+}
+
+// unhealed fails write r with ErrStripeUnhealed and counts it.
+func (e *ParityExecutor) unhealed(r *parityReq) {
+	r.err = ErrStripeUnhealed
+	e.Stats.Unhealed.Add(1)
+}
