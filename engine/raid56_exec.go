@@ -281,9 +281,11 @@ type ParityExecutor struct {
 	logOut    int
 	logOldest uint64
 
-	// healBuf: where a heal reads back the rows of data writes that
-	// failed on members kept (raid56_heal.go); made on the first.
-	healBuf []byte
+	// healBufs[tag]: where a heal of tag's write reads back the rows of
+	// data writes that failed on members kept (raid56_heal.go); made on
+	// the first. healLeft: those left to reads given up (never reused).
+	healBufs [][]byte
+	healLeft [][]byte
 
 	lent      []lentSlab // stripe buffers operations given up may still use
 	freeSlabs [][]byte   // stripe buffers they gave back
@@ -307,7 +309,8 @@ func NewParityExecutor(arr *Array, be Backend, lock *StripeLock, queue, depth, m
 	if err != nil {
 		return nil, err
 	}
-	e := &ParityExecutor{arr: arr, geo: g, be: be, lock: lock, queue: queue, par: par, reqs: make([]parityReq, depth)}
+	e := &ParityExecutor{arr: arr, geo: g, be: be, lock: lock, queue: queue, par: par, reqs: make([]parityReq, depth),
+		healBufs: make([][]byte, depth)}
 	nd := uint64(g.DataMembers())
 	segs := g.maxSegs(maxBytes)
 	ios := g.maxPlanIOs(maxBytes)
@@ -789,7 +792,9 @@ func (e *ParityExecutor) Tick() {
 				e.MemberError(int(io.Member), io.Kind, -int32(errnoTimedOut))
 			}
 			if d := r.data[i]; len(d) > 0 {
-				if e.lend(tag, id, r, d) {
+				if e.healGiveUp(tag, d) {
+					// (a heal's read back)
+				} else if e.lend(tag, id, r, d) {
 					// (in a stripe buffer)
 				} else if io.Kind == IORead {
 					r.rebuffer = true
@@ -998,8 +1003,15 @@ func (e *ParityExecutor) writeData(tag uint16) {
 // the last copy: see the contract), but for operations whose device has
 // left the role since (Backend.Departed): they blame nobody.
 func (e *ParityExecutor) failMembers(tag uint16, r *parityReq) {
+	from := 0
+	switch r.phase {
+	case parityHealReading: // (the write phase's were seen after it)
+		from = r.healFrom
+	case parityHealWriting:
+		from = r.healWritesFrom
+	}
 	for i, io := range r.ios {
-		if !r.failed[i] {
+		if i < from || !r.failed[i] {
 			continue
 		}
 		if e.be.Departed(tag, opID(r.seq, i), io) {

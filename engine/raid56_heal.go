@@ -27,6 +27,7 @@ package engine
 import (
 	"fmt"
 	"math/bits"
+	"unsafe"
 )
 
 // ErrStripeUnhealed fails a raid5/6 write that failed on a member kept as
@@ -62,11 +63,12 @@ func (e *ParityExecutor) healStart(tag uint16) bool {
 		e.unhealed(r)
 		return false
 	}
-	if n := int(r.sectors) << 9; len(e.healBuf) < n {
-		e.healBuf = make([]byte, n) // the worst day only
+	if n := int(r.sectors) << 9; len(e.healBufs[tag]) < n {
+		e.healBufs[tag] = alignedHealBuf(n) // the worst day only
 	}
 	first := len(r.ios)
 	r.healFrom, r.healFailed = first, false
+	r.phase = parityHealReading // (segFailedKept stops at healFrom from now on)
 	for i := range r.segs {
 		s := &r.segs[i]
 		if s.log == nil {
@@ -75,12 +77,32 @@ func (e *ParityExecutor) healStart(tag uint16) bool {
 		for mm := s.want & s.writes; mm != 0; mm &= mm - 1 {
 			mem := bits.TrailingZeros64(mm)
 			if e.segFailedKept(r, s, mem) {
-				e.addIO(r, s, mem, IORead, e.healData(r, s, mem))
+				e.addIO(r, s, mem, IORead, e.healData(tag, s, mem))
 			}
 		}
 	}
-	r.phase = parityHealReading
 	e.submit(tag, first)
+	return true
+}
+
+// alignedHealBuf is n bytes at a page boundary (the members take direct
+// I/O).
+func alignedHealBuf(n int) []byte {
+	b := make([]byte, n+4096)
+	o := int(4096-uintptr(unsafe.Pointer(unsafe.SliceData(b)))%4096) % 4096
+	return b[o : o+n : o+n]
+}
+
+// healGiveUp keeps tag's heal buffer from reuse when d, the buffer of an
+// operation given up after the member timeout, lies in it (a late read
+// may still land there): the next heal of tag takes another. It reports
+// whether it did.
+func (e *ParityExecutor) healGiveUp(tag uint16, d []byte) bool {
+	if b := e.healBufs[tag]; b == nil || !within(d, b) {
+		return false
+	}
+	e.healLeft = append(e.healLeft, e.healBufs[tag]) // kept referenced: the device may write it
+	e.healBufs[tag] = nil
 	return true
 }
 
@@ -118,9 +140,11 @@ func (e *ParityExecutor) healReadOK(r *parityReq, s *paritySeg, mem, first int) 
 
 // healData is where the heal reads back data member mem's rows of
 // segment s: the request's part for them, in healBuf.
-func (e *ParityExecutor) healData(r *parityReq, s *paritySeg, mem int) []byte {
+func (e *ParityExecutor) healData(tag uint16, s *paritySeg, mem int) []byte {
+	r := &e.reqs[tag]
 	off := e.reqOff(r, s, mem)
-	return e.healBuf[off<<9 : (off+s.hi-s.lo)<<9 : (off+s.hi-s.lo)<<9]
+	b := e.healBufs[tag]
+	return b[off<<9 : (off+s.hi-s.lo)<<9 : (off+s.hi-s.lo)<<9]
 }
 
 // healWrite computes the parity of the segments being healed from their
@@ -147,7 +171,7 @@ func (e *ParityExecutor) healWrite(tag uint16) {
 				continue
 			}
 			if e.healReadOK(r, s, mem, r.healFrom) {
-				data[slot] = e.healData(r, s, mem)
+				data[slot] = e.healData(tag, s, mem)
 			} else {
 				// Its rows unreadable now, the parity is made for the
 				// request's data, which a read around them rebuilds (and
@@ -156,9 +180,9 @@ func (e *ParityExecutor) healWrite(tag uint16) {
 				r.healFailed = true
 			}
 		}
-		lp, lq := ParityLogPayload(s.log, s.hi-s.lo, e.par.Count())
-		if s.logged == 0 {
-			lp, lq = nil, nil
+		var lp, lq []byte // (an entry that logs no slot has only its header)
+		if s.logged != 0 {
+			lp, lq = ParityLogPayload(s.log, s.hi-s.lo, e.par.Count())
 		}
 		log := [][]byte{lp, lq}[:e.par.Count()]
 		out := s.par[:e.par.Count()]
