@@ -191,9 +191,14 @@ type parityReq struct {
 	logSizes []int
 	logOffs  []uint64
 	// healFrom, healWritesFrom: the index in ios of a heal's first read
-	// back, first write; healFailed: a part of it failed.
+	// back, first write; healFailed: a part of it failed; healBuf: its
+	// read backs' buffer.
 	healFrom, healWritesFrom int
 	healFailed               bool
+	healBuf                  []byte
+	// gaveUp: an operation of this plan was given up after the member
+	// timeout.
+	gaveUp bool
 }
 
 // lentSlab is a stripe buffer an operation given up after the member
@@ -538,6 +543,7 @@ func (r *parityReq) reset() {
 	r.segs, r.ios, r.data, r.failed, r.done = r.segs[:0], r.ios[:0], r.data[:0], r.failed[:0], r.done[:0]
 	r.times, r.hung, r.readErr = r.times[:0], r.hung[:0], r.readErr[:0]
 	r.used, r.anyFail, r.pending = 0, false, 0
+	r.gaveUp, r.healBuf = false, nil
 }
 
 // plan plans the request's stripes from the current state and issues its
@@ -786,7 +792,7 @@ func (e *ParityExecutor) Tick() {
 				}
 				continue
 			}
-			r.done[i], r.failed[i], r.anyFail = true, true, true
+			r.done[i], r.failed[i], r.anyFail, r.gaveUp = true, true, true, true
 			e.given = append(e.given, givenUp{tag: tag, id: id})
 			if e.MemberError != nil && !departed {
 				e.MemberError(int(io.Member), io.Kind, -int32(errnoTimedOut))

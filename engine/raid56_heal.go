@@ -54,18 +54,17 @@ func (e *ParityExecutor) healStart(tag uint16) bool {
 	if !heal {
 		return false
 	}
-	unhealed := e.logRing == nil // no entry to heal from
-	for _, l := range e.lent {
-		// An operation given up may still use its buffers.
-		unhealed = unhealed || l.tag == tag
-	}
-	if unhealed {
+	// No entry to heal from; or an operation of this plan was given up
+	// after the member timeout: a data write of it may still land, and
+	// the buffers it used may still be read or written.
+	if e.logRing == nil || r.gaveUp {
 		e.unhealed(r)
 		return false
 	}
 	if n := int(r.sectors) << 9; len(e.healBufs[tag]) < n {
 		e.healBufs[tag] = alignedHealBuf(n) // the worst day only
 	}
+	r.healBuf = e.healBufs[tag]
 	first := len(r.ios)
 	r.healFrom, r.healFailed = first, false
 	r.phase = parityHealReading // (segFailedKept stops at healFrom from now on)
@@ -94,15 +93,18 @@ func alignedHealBuf(n int) []byte {
 }
 
 // healGiveUp keeps tag's heal buffer from reuse when d, the buffer of an
-// operation given up after the member timeout, lies in it (a late read
-// may still land there): the next heal of tag takes another. It reports
-// whether it did.
+// operation given up after the member timeout, lies in the request's (a
+// late read may still land there): the next heal of tag takes another.
+// It reports whether d is a heal's.
 func (e *ParityExecutor) healGiveUp(tag uint16, d []byte) bool {
-	if b := e.healBufs[tag]; b == nil || !within(d, b) {
+	b := e.reqs[tag].healBuf
+	if b == nil || !within(d, b) {
 		return false
 	}
-	e.healLeft = append(e.healLeft, e.healBufs[tag]) // kept referenced: the device may write it
-	e.healBufs[tag] = nil
+	if e.healBufs[tag] != nil && within(d, e.healBufs[tag]) {
+		e.healLeft = append(e.healLeft, e.healBufs[tag]) // kept referenced: the device may write it
+		e.healBufs[tag] = nil
+	}
 	return true
 }
 
@@ -143,7 +145,7 @@ func (e *ParityExecutor) healReadOK(r *parityReq, s *paritySeg, mem, first int) 
 func (e *ParityExecutor) healData(tag uint16, s *paritySeg, mem int) []byte {
 	r := &e.reqs[tag]
 	off := e.reqOff(r, s, mem)
-	b := e.healBufs[tag]
+	b := r.healBuf // (the tag's, unless a read back was given up since)
 	return b[off<<9 : (off+s.hi-s.lo)<<9 : (off+s.hi-s.lo)<<9]
 }
 
