@@ -72,9 +72,7 @@ func (a *Array) recoverParityLog(asm *engine.Assembly) (replayed, left int, err 
 			checkpoint = max(checkpoint, h.Checkpoint)
 		}
 	}
-	window := int(min(sb.LogBytes, uint64(max(parityLogScanWindow, engine.MaxParityLogEntrySize(g, int(sb.LogBytes))))))
-	window = (window + engine.ParityLogHeaderSize - 1) &^ (engine.ParityLogHeaderSize - 1)
-	buf, free, err := alignedBuf(window)
+	buf, free, err := alignedBuf(engine.ParityLogScanWindow(g, int(sb.LogBytes), parityLogScanWindow))
 	if err != nil {
 		return 0, 0, err
 	}
@@ -261,7 +259,7 @@ func leftEntries(live []engine.ParityLogEntry, g engine.ParityGeometry, readable
 }
 
 // parityLogScanWindow is how much of a member's write-hole log area a
-// recovery reads at a time (more when the geometry's largest entry is).
-// The package's tests set it to 0 (windows of the largest entry), so
-// their replays go through many windows.
+// recovery reads at a time (more for large chunks: ParityLogScanWindow).
+// The package's tests set it to 0 (windows of twice the largest entry),
+// so their replays go through many windows.
 var parityLogScanWindow = 8 << 20

@@ -167,3 +167,29 @@ func checkScanFrom(t *testing.T, area []byte, g ParityGeometry, want []ParityLog
 		t.Fatalf("a read error: %v", err)
 	}
 }
+
+// ParityLogScanWindow's window reads an area about twice at most, for
+// chunks from small to the largest (a review found a window of the
+// largest entry read 112 GiB per 64 MiB area with 8 MiB chunks).
+func TestParityLogScanWindowReadsAreaTwiceAtMost(t *testing.T) {
+	for _, g := range []ParityGeometry{
+		{Level: Level5, Members: 4, Layout: LeftSymmetric, ChunkSectors: 16384, MemberSectors: 16384 * 4},
+		{Level: Level6, Members: 6, Layout: LeftSymmetric, ChunkSectors: 8192, MemberSectors: 8192 * 4},
+		{Level: Level6, Members: 6, Layout: LeftSymmetric, ChunkSectors: 7168, MemberSectors: 7168 * 4},
+		{Level: Level5, Members: 5, Layout: LeftSymmetric, ChunkSectors: 128, MemberSectors: 128 * 64},
+		{Level: Level6, Members: 5, Layout: LeftSymmetric, ChunkSectors: 131072, MemberSectors: 131072 * 2},
+	} {
+		for _, least := range []int{0, 8 << 20} {
+			area := MaxLogBytes
+			total := 0
+			read := func(off int64, b []byte) error { total += len(b); return nil }
+			buf := make([]byte, ParityLogScanWindow(g, area, least))
+			if _, err := ScanParityLogFrom(read, area, buf, g, plogUUID, func(*ParityLogEntry) bool { return true }); err != nil {
+				t.Fatal(err)
+			}
+			if total > 2*area+len(buf) {
+				t.Errorf("%s, %d-sector chunks, window %d: read %d bytes of a %d-byte area", g.Level, g.ChunkSectors, len(buf), total, area)
+			}
+		}
+	}
+}
