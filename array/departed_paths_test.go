@@ -9,11 +9,19 @@ import (
 )
 
 // A read repair's rewrite of role 0 hangs on its device (a sick member:
-// the repair was asked because it failed a read), and role 0 is replaced
-// meanwhile. The repair's timeout is the old device's: it must not fail
-// the new member being rebuilt in the role (memberIO.do fails the role,
-// not the device it went to).
+// the repair was asked because it failed a read), and role 0 gets a device
+// meanwhile: a replacement, or the same device failed and re-added. The
+// repair's timeout is the old device's, or the device's from before its
+// failure: it must not fail the member being rebuilt in the role
+// (memberIO.do fails the role only while it holds the roleDevice the
+// operation went to).
 func TestRepairTimeoutAfterReplaceKeepsNewMember(t *testing.T) {
+	for _, how := range []string{"replace", "re-add"} {
+		t.Run(how, func(t *testing.T) { repairTimeoutAfter(t, how) })
+	}
+}
+
+func repairTimeoutAfter(t *testing.T, how string) {
 	paths := memberFiles(t, 3, 16<<20)
 	var (
 		mu      sync.Mutex
@@ -27,8 +35,11 @@ func TestRepairTimeoutAfterReplaceKeepsNewMember(t *testing.T) {
 		hit := write && p != nil && dev0 != nil && d == dev0
 		mu.Unlock()
 		if hit {
-			once.Do(func() { close(hung) })
-			<-release
+			first := false
+			once.Do(func() { first = true; close(hung) })
+			if first {
+				<-release
+			}
 		}
 		return deviceRW(d, p, off, write)
 	}
@@ -38,7 +49,9 @@ func TestRepairTimeoutAfterReplaceKeepsNewMember(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer a.Close()
-	defer close(release)
+	var relOnce sync.Once
+	rel := func() { relOnce.Do(func() { close(release) }) }
+	defer rel()
 	a.MemberTimeout = time.Second
 	a.mu.Lock()
 	mu.Lock()
@@ -51,13 +64,19 @@ func TestRepairTimeoutAfterReplaceKeepsNewMember(t *testing.T) {
 	case <-time.After(10 * time.Second):
 		t.Fatal("the repair did not write role 0")
 	}
-	if err := a.ReplaceMember(0, paths[2], false); err != nil {
+	if how == "replace" {
+		err = a.ReplaceMember(0, paths[2], false)
+	} else if err = a.Fail(0); err == nil {
+		err = a.ReAdd(paths[0])
+	}
+	if err != nil {
 		t.Fatal(err)
 	}
 	time.Sleep(2 * time.Second) // past the repair's timeout
 	if s := a.Engine.State().Members[0]; s.State == engine.MemberFaulty {
-		t.Fatalf("the old device's repair timeout failed the new member of role 0: %+v", s)
+		t.Fatalf("a repair timeout from before the %s failed the member now in role 0: %+v", how, s)
 	}
+	rel() // the late write returns: a rebuild may write the device
 	a.WaitSync()
 	if s := a.Engine.State().Members[0]; s.State != engine.MemberActive {
 		t.Fatalf("role 0 after the rebuild: %+v", s)
@@ -66,10 +85,17 @@ func TestRepairTimeoutAfterReplaceKeepsNewMember(t *testing.T) {
 
 // A bitmap batch is out on role 0's device, which hangs; role 0 is failed
 // in memory only (a queue's read timeout does not persist, so nothing
-// waited for the flusher) and replaced. The batch's timeout on the old
-// device must not fail the new member (the flusher fails the role it
-// wrote, whatever device holds it by then).
+// waited for the flusher) and gets a device: a replacement, or the same
+// device re-added. The batch's timeout is the old device's, or the
+// device's from before its failure: it must not fail the member now in
+// the role (flusher.commit compares roleDevices, not devices).
 func TestBitmapTimeoutAfterReplaceKeepsNewMember(t *testing.T) {
+	for _, how := range []string{"replace", "re-add"} {
+		t.Run(how, func(t *testing.T) { bitmapTimeoutAfter(t, how) })
+	}
+}
+
+func bitmapTimeoutAfter(t *testing.T, how string) {
 	paths := memberFiles(t, 3, 32<<20)
 	a, err := Open(paths[:2], CreateSpec{Level: engine.Level1, AssumeClean: true, RegionSectors: 2048}, true)
 	if err != nil {
@@ -78,7 +104,9 @@ func TestBitmapTimeoutAfterReplaceKeepsNewMember(t *testing.T) {
 	defer a.Close()
 	a.MemberTimeout = time.Second
 	hung, release := make(chan struct{}), make(chan struct{})
-	defer close(release)
+	var relOnce sync.Once
+	rel := func() { relOnce.Do(func() { close(release) }) }
+	defer rel()
 	var once sync.Once
 	old := writeBitmapBlock
 	t.Cleanup(func() { writeBitmapBlock = old })
@@ -99,16 +127,22 @@ func TestBitmapTimeoutAfterReplaceKeepsNewMember(t *testing.T) {
 	}
 	<-hung
 	a.Engine.FailRedundant(0) // a queue's read timeout on the same device
-	if err := a.Replace(0, paths[2]); err != nil {
-		t.Logf("replace: %v", err)
+	if how == "replace" {
+		err = a.Replace(0, paths[2])
+	} else {
+		err = a.ReAdd(paths[0])
+	}
+	if err != nil {
+		t.Logf("%s: %v", how, err)
 	}
 	a.Bitmap.EndWrite(first, last)
 	if s := a.Engine.State().Members[0]; s.State == engine.MemberFaulty {
 		a.mu.Lock()
 		p := a.Members[0].Path
 		a.mu.Unlock()
-		t.Fatalf("the old device's bitmap timeout failed the new member %s of role 0: %+v", p, s)
+		t.Fatalf("a bitmap timeout from before the %s failed the member %s now in role 0: %+v", how, p, s)
 	}
+	rel() // the late write returns: a rebuild may write the device
 	a.WaitSync()
 	if s := a.Engine.State().Members[0]; s.State != engine.MemberActive {
 		t.Fatalf("role 0 after the rebuild: %+v", s)

@@ -51,21 +51,7 @@ func TestReplaceHungMemberKeepsNewOne(t *testing.T) {
 			}
 			defer a.Close()
 			a.MemberTimeout = 10 * time.Second
-			r := &fakeRing{now: time.Unix(1000, 0), done: map[uint16]error{}}
-			h := a.newQueue(r)
-			h.Handle(&ublk.Request{Tag: 0, Op: ublk.IOOpWrite, Sector: 1024, Sectors: 8, Buf: make([]byte, 4096)})
-			if len(r.pending) != 2 {
-				t.Fatalf("write planned as %+v", r.pending)
-			}
-			var hung fakeOp
-			for _, o := range r.pending {
-				if o.io.Member == 0 {
-					hung = o
-				} else {
-					h.OnCompletion(o.ud, 4096)
-				}
-			}
-			r.pending = nil
+			h, r, hung := hungWrite(t, a)
 			replaceUnderQueue(t, a, h, 0, paths[2])
 			nm := a.currentMember(0)
 			if nm == nil || nm.Path != paths[2] {
@@ -94,13 +80,7 @@ func TestReplaceHungMemberKeepsNewOne(t *testing.T) {
 				h.OnCompletion(hung.ud, 4096)
 			}
 			// The rebuild gets through once nothing holds the barrier.
-			deadline := time.Now().Add(10 * time.Second)
-			for a.Engine.State().Members[0].State != engine.MemberActive {
-				if time.Now().After(deadline) {
-					t.Fatalf("the new member did not come into sync: %v", a.Engine.State().Members[0])
-				}
-				time.Sleep(5 * time.Millisecond)
-			}
+			waitActive(t, a, 0)
 		})
 	}
 }
@@ -118,21 +98,7 @@ func TestReAddIgnoresOperationsFromBeforeTheFailure(t *testing.T) {
 	}
 	defer a.Close()
 	a.MemberTimeout = 10 * time.Second
-	r := &fakeRing{now: time.Unix(1000, 0), done: map[uint16]error{}}
-	h := a.newQueue(r)
-	h.Handle(&ublk.Request{Tag: 0, Op: ublk.IOOpWrite, Sector: 1024, Sectors: 8, Buf: make([]byte, 4096)})
-	if len(r.pending) != 2 {
-		t.Fatalf("write planned as %+v", r.pending)
-	}
-	var hung fakeOp
-	for _, o := range r.pending {
-		if o.io.Member == 0 {
-			hung = o
-		} else {
-			h.OnCompletion(o.ud, 4096)
-		}
-	}
-	r.pending = nil
+	h, r, hung := hungWrite(t, a)
 	if err := a.Fail(0); err != nil {
 		t.Fatal(err)
 	}
@@ -147,13 +113,7 @@ func TestReAddIgnoresOperationsFromBeforeTheFailure(t *testing.T) {
 	if s := a.Engine.State().Members[0].State; s == engine.MemberFaulty {
 		t.Fatal("an error of an operation sent before the failure failed the re-added member")
 	}
-	deadline := time.Now().Add(10 * time.Second)
-	for a.Engine.State().Members[0].State != engine.MemberActive {
-		if time.Now().After(deadline) {
-			t.Fatalf("the re-added member did not come into sync: %v", a.Engine.State().Members[0])
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
+	waitActive(t, a, 0)
 	// An operation sent after the re-add is the role's: its error fails it.
 	h.Handle(&ublk.Request{Tag: 1, Op: ublk.IOOpWrite, Sector: 2048, Sectors: 8, Buf: make([]byte, 4096)})
 	for _, o := range r.pending {
@@ -199,5 +159,72 @@ func TestFlusherRestartKeepsOperationsTheRoles(t *testing.T) {
 	}
 	if s := a.Engine.State().Members[0].State; s != engine.MemberFaulty {
 		t.Fatalf("a write error after the flusher restarted was charged to nobody (role 0 %v)", s)
+	}
+}
+
+// As TestReAddIgnoresOperationsFromBeforeTheFailure, but the hung write
+// is given up by the member timeout after the re-add (and returns later)
+// instead of failing late.
+func TestReAddIgnoresTimeoutFromBeforeTheFailure(t *testing.T) {
+	paths := memberFiles(t, 2, 16<<20)
+	a, err := Open(paths, CreateSpec{Level: engine.Level1, AssumeClean: true, NoBitmap: true}, true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer a.Close()
+	a.MemberTimeout = 10 * time.Second
+	h, r, hung := hungWrite(t, a)
+	if err := a.Fail(0); err != nil {
+		t.Fatal(err)
+	}
+	underQueue(t, h, func() error { return a.ReAdd(paths[0]) })
+	// The member timeout is seconds: the rebuild is under way (past
+	// waitLate, at the hung write's barrier) long before it.
+	time.Sleep(300 * time.Millisecond)
+	r.now = r.now.Add(11 * time.Second)
+	h.OnTick() // the write from before the failure is given up
+	if err, ok := r.done[0]; !ok || err != nil {
+		t.Fatalf("the write (done on member 1): done %v, err %v", ok, err)
+	}
+	time.Sleep(500 * time.Millisecond) // the rebuild goes on meanwhile
+	if s := a.Engine.State().Members[0].State; s == engine.MemberFaulty {
+		t.Fatal("a write given up from before the failure failed the re-added member")
+	}
+	h.OnCompletion(hung.ud, 4096) // it returns at last
+	waitActive(t, a, 0)
+}
+
+// hungWrite serves a raid1 write on a new queue of a, completes it on
+// every member but role 0's, and returns the queue, its ring and the
+// operation left hanging on role 0.
+func hungWrite(t *testing.T, a *Array) (*queue, *fakeRing, fakeOp) {
+	t.Helper()
+	r := &fakeRing{now: time.Unix(1000, 0), done: map[uint16]error{}}
+	h := a.newQueue(r)
+	h.Handle(&ublk.Request{Tag: 0, Op: ublk.IOOpWrite, Sector: 1024, Sectors: 8, Buf: make([]byte, 4096)})
+	if len(r.pending) != 2 {
+		t.Fatalf("write planned as %+v", r.pending)
+	}
+	var hung fakeOp
+	for _, o := range r.pending {
+		if o.io.Member == 0 {
+			hung = o
+		} else {
+			h.OnCompletion(o.ud, 4096)
+		}
+	}
+	r.pending = nil
+	return h, r, hung
+}
+
+// waitActive waits until role is active (in sync), for 10 s at most.
+func waitActive(t *testing.T, a *Array, role int) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for a.Engine.State().Members[role].State != engine.MemberActive {
+		if time.Now().After(deadline) {
+			t.Fatalf("role %d did not come into sync: %v", role, a.Engine.State().Members[role])
+		}
+		time.Sleep(5 * time.Millisecond)
 	}
 }
