@@ -34,5 +34,6 @@
 //     copy makes its stripe's parity match the data again from its log
 //     entry before it fails, or fails with ErrStripeUnhealed.
 //
-// Errors wrap with %w; the queue maps them to errno in one place.
+// Errors wrap with %w; package ublk maps them to the errno committed to
+// the kernel in one place (commitResult).
 package engine
