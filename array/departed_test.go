@@ -91,18 +91,7 @@ func TestReplaceHungMemberKeepsNewOne(t *testing.T) {
 // reuses the open device), so the late error failed the role again, in
 // the middle of its rebuild.
 func TestReAddIgnoresOperationsFromBeforeTheFailure(t *testing.T) {
-	paths := memberFiles(t, 2, 16<<20)
-	a, err := Open(paths, CreateSpec{Level: engine.Level1, AssumeClean: true, NoBitmap: true}, true)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer a.Close()
-	a.MemberTimeout = 10 * time.Second
-	h, r, hung := hungWrite(t, a)
-	if err := a.Fail(0); err != nil {
-		t.Fatal(err)
-	}
-	underQueue(t, h, func() error { return a.ReAdd(paths[0]) })
+	a, h, r, hung := reAddOverHungWrite(t)
 	if s := a.Engine.State().Members[0].State; s == engine.MemberFaulty {
 		t.Fatalf("role 0 is %v after the re-add", s)
 	}
@@ -116,13 +105,7 @@ func TestReAddIgnoresOperationsFromBeforeTheFailure(t *testing.T) {
 	waitActive(t, a, 0)
 	// An operation sent after the re-add is the role's: its error fails it.
 	h.Handle(&ublk.Request{Tag: 1, Op: ublk.IOOpWrite, Sector: 2048, Sectors: 8, Buf: make([]byte, 4096)})
-	for _, o := range r.pending {
-		if o.io.Member == 0 {
-			h.OnCompletion(o.ud, -int32(unix.EIO))
-		} else {
-			h.OnCompletion(o.ud, 4096)
-		}
-	}
+	failRole0(h, r.pending)
 	if s := a.Engine.State().Members[0].State; s != engine.MemberFaulty {
 		t.Fatalf("a write error after the re-add left role 0 %v", s)
 	}
@@ -132,12 +115,7 @@ func TestReAddIgnoresOperationsFromBeforeTheFailure(t *testing.T) {
 // roles keep their devices, so an operation in flight stays the role's and
 // its error still fails the member.
 func TestFlusherRestartKeepsOperationsTheRoles(t *testing.T) {
-	paths := memberFiles(t, 2, 16<<20)
-	a, err := Open(paths, CreateSpec{Level: engine.Level1, AssumeClean: true, NoBitmap: true}, true)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer a.Close()
+	_, a := openRaid1(t)
 	r := &fakeRing{now: time.Unix(1000, 0), done: map[uint16]error{}}
 	h := a.newQueue(r)
 	h.Handle(&ublk.Request{Tag: 0, Op: ublk.IOOpWrite, Sector: 1024, Sectors: 8, Buf: make([]byte, 4096)})
@@ -147,13 +125,7 @@ func TestFlusherRestartKeepsOperationsTheRoles(t *testing.T) {
 	ps := r.pending
 	r.pending = nil
 	a.start()
-	for _, o := range ps {
-		if o.io.Member == 0 {
-			h.OnCompletion(o.ud, -int32(unix.EIO))
-		} else {
-			h.OnCompletion(o.ud, 4096)
-		}
-	}
+	failRole0(h, ps)
 	if err, ok := r.done[0]; !ok || err != nil {
 		t.Fatalf("the write: done %v, err %v", ok, err)
 	}
@@ -166,18 +138,7 @@ func TestFlusherRestartKeepsOperationsTheRoles(t *testing.T) {
 // is given up by the member timeout after the re-add (and returns later)
 // instead of failing late.
 func TestReAddIgnoresTimeoutFromBeforeTheFailure(t *testing.T) {
-	paths := memberFiles(t, 2, 16<<20)
-	a, err := Open(paths, CreateSpec{Level: engine.Level1, AssumeClean: true, NoBitmap: true}, true)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer a.Close()
-	a.MemberTimeout = 10 * time.Second
-	h, r, hung := hungWrite(t, a)
-	if err := a.Fail(0); err != nil {
-		t.Fatal(err)
-	}
-	underQueue(t, h, func() error { return a.ReAdd(paths[0]) })
+	a, h, r, hung := reAddOverHungWrite(t)
 	// The member timeout is seconds: the rebuild is under way (past
 	// waitLate, at the hung write's barrier) long before it.
 	time.Sleep(300 * time.Millisecond)
@@ -227,4 +188,43 @@ func waitActive(t *testing.T, a *Array, role int) {
 		}
 		time.Sleep(5 * time.Millisecond)
 	}
+}
+
+// openRaid1 makes a two-member raid1 over 16 MiB files, in sync, without
+// a bitmap, closed when the test ends.
+func openRaid1(t *testing.T) ([]string, *Array) {
+	t.Helper()
+	paths := memberFiles(t, 2, 16<<20)
+	a, err := Open(paths, CreateSpec{Level: engine.Level1, AssumeClean: true, NoBitmap: true}, true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(a.Close)
+	return paths, a
+}
+
+// failRole0 completes 4 KiB operations ops on h: role 0's with EIO, the
+// others whole.
+func failRole0(h *queue, ops []fakeOp) {
+	for _, o := range ops {
+		if o.io.Member == 0 {
+			h.OnCompletion(o.ud, -int32(unix.EIO))
+		} else {
+			h.OnCompletion(o.ud, 4096)
+		}
+	}
+}
+
+// reAddOverHungWrite makes a raid1 (member timeout 10 s) whose role 0
+// holds a hung write (hungWrite), fails role 0 and re-adds its device.
+func reAddOverHungWrite(t *testing.T) (*Array, *queue, *fakeRing, fakeOp) {
+	t.Helper()
+	paths, a := openRaid1(t)
+	a.MemberTimeout = 10 * time.Second
+	h, r, hung := hungWrite(t, a)
+	if err := a.Fail(0); err != nil {
+		t.Fatal(err)
+	}
+	underQueue(t, h, func() error { return a.ReAdd(paths[0]) })
+	return a, h, r, hung
 }
