@@ -38,13 +38,11 @@ import (
 var ErrStripeUnhealed = fmt.Errorf("its stripe's parity could not be made to match its data again: %w", ErrLastCopy)
 
 // healStart starts healing write tag's stripes after its data and parity
-// writes, some of which failed on members kept (r.lastCopy); false when
+// writes (the parityWriting phase, which only writes reach, with r.err
+// unset), some of which failed on members kept (r.lastCopy); false when
 // it does not apply (the caller completes the request).
 func (e *ParityExecutor) healStart(tag uint16) bool {
 	r := &e.reqs[tag]
-	if r.op != ReqWrite || r.err != nil {
-		return false
-	}
 	heal := false
 	for i := range r.segs {
 		s := &r.segs[i]
