@@ -3,6 +3,8 @@ package array
 import (
 	"bytes"
 	"errors"
+	"os"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -37,18 +39,17 @@ func (l *lateRW) rw(d Device, p []byte, off int64, write bool) error {
 	return deviceRW(d, p, off, write)
 }
 
-// A member whose I/O was given up after the member timeout and which is
-// re-added is rebuilt only once that I/O has returned: a late write
-// landing after the rebuild copied its range would leave old data there.
-func TestRebuildWaitsForLateIO(t *testing.T) {
+// A device whose I/O was given up after the member timeout is not re-added
+// (nor removed) while that I/O is out, as md refuses to remove a device
+// with I/O pending: a late write landing after the rebuild copied its
+// range would leave old data there, and the queues would find the member
+// busy and fail it again. The refusal changes nothing; once the I/O has
+// returned the re-add rebuilds what was written meanwhile.
+func TestReAddRefusedWhileLateIOIsOut(t *testing.T) {
 	paths := memberFiles(t, 3, 16<<20)
 	l := &lateRW{path: paths[2], hung: make(chan struct{}), release: make(chan struct{}), landed: make(chan struct{})}
 	memberRW = l.rw
 	t.Cleanup(func() { memberRW = deviceRW })
-	waiting := make(chan struct{})
-	var wonce sync.Once
-	waitingLate = func() { wonce.Do(func() { close(waiting) }) }
-	t.Cleanup(func() { waitingLate = nil })
 	a, err := Open(paths[:2], CreateSpec{Level: engine.Level1, AssumeClean: true, RegionSectors: 2048}, true)
 	if err != nil {
 		t.Fatal(err)
@@ -81,24 +82,39 @@ func TestRebuildWaitsForLateIO(t *testing.T) {
 	}
 	scribbleBytes(t, a, paths[0], 0, fill(1<<20, 0xb0))
 	a.Bitmap.EndWrite(first, last)
-	// Re-added: its rebuild copies region 0 again.
-	if err := a.ReAdd(paths[2]); err != nil {
+	before, err := os.ReadFile(paths[2])
+	if err != nil {
 		t.Fatal(err)
 	}
-	ended := make(chan struct{})
-	go func() { a.WaitSync(); close(ended) }()
-	select {
-	case <-waiting: // the rebuild waits for the late write
-	case <-ended:
+	gen := a.Engine.State().Gen
+	if err := a.ReAdd(paths[2]); err == nil || !strings.Contains(err.Error(), "still out") {
+		t.Fatalf("re-add with a late write out: %v", err)
+	}
+	if err := a.Remove(1); err == nil || !strings.Contains(err.Error(), "still out") {
+		t.Fatalf("remove with a late write out: %v", err)
+	}
+	after, err := os.ReadFile(paths[2])
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.Equal(before, after) || a.Engine.State().Gen != gen || a.Status().Members[1].State != "faulty" {
+		t.Fatal("a refused re-add or remove changed the array or the device")
 	}
 	close(l.release)
 	<-l.landed
-	<-ended
+	for lateOn(a.Members[1]) { // the late write's goroutine ends after it landed
+		time.Sleep(time.Millisecond)
+	}
+	// Re-added now: its rebuild copies region 0 again.
+	if err := a.ReAdd(paths[2]); err != nil {
+		t.Fatal(err)
+	}
+	a.WaitSync()
 	if s := a.SyncStatus(); s.LastAction != "rebuild" || s.LastResult != "ok" {
 		t.Fatalf("re-add: %+v", s)
 	}
 	if !bytes.Equal(dataOf(t, a, paths[0])[:1<<20], dataOf(t, a, paths[2])[:1<<20]) {
-		t.Fatal("a late write from before the re-add landed on the rebuilt member")
+		t.Fatal("the re-added member misses the write made while it was away")
 	}
 }
 
