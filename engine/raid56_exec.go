@@ -209,6 +209,9 @@ type lentSlab struct {
 	tag uint16
 	op  OpID
 	buf []byte
+	// heal: a heal's read-back buffer (healBufs), dropped once back
+	// rather than reused as a stripe buffer.
+	heal bool
 }
 
 // alloc takes n bytes of the request's stripe buffer.
@@ -288,9 +291,9 @@ type ParityExecutor struct {
 
 	// healBufs[tag]: where a heal of tag's write reads back the rows of
 	// data writes that failed on members kept (raid56_heal.go); made on
-	// the first. healLeft: those left to reads given up (never reused).
+	// the first; one a read given up may still land in is lent (lent,
+	// heal) until it comes back, and the tag takes a new one.
 	healBufs [][]byte
-	healLeft [][]byte
 
 	lent      []lentSlab // stripe buffers operations given up may still use
 	freeSlabs [][]byte   // stripe buffers they gave back
@@ -798,7 +801,7 @@ func (e *ParityExecutor) Tick() {
 				e.MemberError(int(io.Member), io.Kind, -int32(errnoTimedOut))
 			}
 			if d := r.data[i]; len(d) > 0 {
-				if e.healGiveUp(tag, d) {
+				if e.healGiveUp(tag, id, d) {
 					// (a heal's read back)
 				} else if e.lend(tag, id, r, d) {
 					// (in a stripe buffer)
@@ -868,7 +871,9 @@ func (e *ParityExecutor) slabReturned(tag uint16, id OpID) {
 				return
 			}
 		}
-		e.freeSlabs = append(e.freeSlabs, l.buf)
+		if !l.heal {
+			e.freeSlabs = append(e.freeSlabs, l.buf)
+		}
 		return
 	}
 }

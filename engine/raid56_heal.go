@@ -90,18 +90,27 @@ func alignedHealBuf(n int) []byte {
 	return b[o : o+n : o+n]
 }
 
-// healGiveUp keeps tag's heal buffer from reuse when d, the buffer of an
-// operation given up after the member timeout, lies in the request's (a
-// late read may still land there): the next heal of tag takes another.
-// It reports whether d is a heal's.
-func (e *ParityExecutor) healGiveUp(tag uint16, d []byte) bool {
+// healGiveUp keeps tag's heal buffer from reuse when d, the buffer of
+// operation id given up after the member timeout, lies in the request's (a
+// late read may still land there): it is lent (and referenced, the device
+// may write it) until id comes back, and the next heal of tag takes
+// another. It reports whether d is a heal's.
+func (e *ParityExecutor) healGiveUp(tag uint16, id OpID, d []byte) bool {
 	b := e.reqs[tag].healBuf
 	if b == nil || !within(d, b) {
 		return false
 	}
 	if e.healBufs[tag] != nil && within(d, e.healBufs[tag]) {
-		e.healLeft = append(e.healLeft, e.healBufs[tag]) // kept referenced: the device may write it
+		e.lent = append(e.lent, lentSlab{tag: tag, op: id, buf: e.healBufs[tag], heal: true})
 		e.healBufs[tag] = nil
+		return true
+	}
+	for _, l := range e.lent {
+		if l.tag == tag && l.heal && within(d, l.buf) {
+			// Lent already (another read back of the same heal given up).
+			e.lent = append(e.lent, lentSlab{tag: tag, op: id, buf: l.buf, heal: true})
+			return true
+		}
 	}
 	return true
 }

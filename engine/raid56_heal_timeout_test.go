@@ -58,6 +58,16 @@ func TestHealReadGivenUpWithAnotherLanded(t *testing.T) {
 	if !ok || !errors.Is(err, ErrStripeUnhealed) {
 		t.Fatalf("done %v %v", ok, err)
 	}
+	// The heal buffer is lent to the late read until it comes back, then
+	// dropped (not a stripe buffer); the tag's next heal takes a new one.
+	if len(e.lent) != 1 || !e.lent[0].heal || e.healBufs[0] != nil {
+		t.Fatalf("after the give-up: lent %+v, tag's heal buffer kept %v", e.lent, e.healBufs[0] != nil)
+	}
+	free := len(e.freeSlabs)
+	w.landLate(t, 0xee)
+	if len(e.lent) != 0 || len(e.freeSlabs) != free {
+		t.Fatalf("after the late read came back: lent %d, free stripe buffers %d (were %d)", len(e.lent), len(e.freeSlabs), free)
+	}
 }
 
 // A pre-read given up in an earlier request of the tag (its slab lent,
