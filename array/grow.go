@@ -3,6 +3,7 @@ package array
 import (
 	"errors"
 	"fmt"
+	"math"
 
 	"github.com/ublk-raid/ublk-raid/bitmap"
 	"github.com/ublk-raid/ublk-raid/engine"
@@ -23,7 +24,8 @@ type GrowPlan struct {
 
 // GrowCheck says whether the array can grow each member's data area to
 // memberSectors (0: the largest every member allows, like mdadm --grow
-// --size=max), rounded down to 4 KiB, and what that gives. It reads and
+// --size=max), rounded down to 4 KiB (raid5/6: to the chunk), and what
+// that gives. It reads and
 // writes nothing but the in-memory state. Refused: raid0 (md needs a
 // reshape for that), raid10 far and offset layouts (their copies' places
 // depend on the member size), a degraded array or one with a rebuild,
@@ -35,7 +37,6 @@ func (a *Array) GrowCheck(memberSectors uint64, running bool) (GrowPlan, error) 
 	p := GrowPlan{OldMemberSectors: a.Engine.MemberSectors(), OldArraySectors: a.Engine.ArraySectors()}
 	switch {
 	case a.Engine.Parity != nil:
-		return p, fmt.Errorf("a %s array cannot grow its size yet (the new space's parity is not built)", a.Engine.Level())
 	case g.Level == engine.Level0:
 		return p, errors.New("a raid0 array cannot grow its size (md needs a reshape to add space to raid0)")
 	case g.Level == engine.Level10 && g.Layout.Far > 1:
@@ -77,7 +78,14 @@ func (a *Array) GrowCheck(memberSectors uint64, running bool) (GrowPlan, error) 
 			p.MaxMemberSectors, small, smallSize = have, m, size
 		}
 	}
-	want := memberSectors &^ 7
+	// A parity array uses whole chunks of each member (md rounds its
+	// component size down to the chunk).
+	unit := uint64(8)
+	if pg := a.Engine.Parity; pg != nil {
+		unit = max(unit, pg.ChunkSectors)
+	}
+	p.MaxMemberSectors -= p.MaxMemberSectors % unit
+	want := memberSectors - memberSectors%unit
 	if memberSectors == 0 {
 		want = p.MaxMemberSectors
 	}
@@ -85,16 +93,24 @@ func (a *Array) GrowCheck(memberSectors uint64, running bool) (GrowPlan, error) 
 		return p, fmt.Errorf("%s allows a data area of at most %d bytes (it is %d bytes, the data starts at byte %d); asked for %d",
 			small.Path, p.MaxMemberSectors<<9, smallSize, a.dataOffset, want<<9)
 	}
-	if want < g.MemberSectors {
-		return p, fmt.Errorf("each member gives the array %d bytes; shrinking to %d is refused (a filesystem on the array would lose its end)", g.MemberSectors<<9, want<<9)
+	if old := a.Engine.MemberSectors(); want < old {
+		return p, fmt.Errorf("each member gives the array %d bytes; shrinking to %d is refused (a filesystem on the array would lose its end)", old<<9, want<<9)
 	}
-	ng := g
-	ng.MemberSectors = want
-	p.NewMemberSectors, p.NewArraySectors = want, ng.ArraySectors()
+	var validate func() error
+	if pg := a.Engine.Parity; pg != nil {
+		ng := *pg
+		ng.MemberSectors = want
+		p.NewArraySectors, validate = ng.ArraySectors(), ng.Validate
+	} else {
+		ng := g
+		ng.MemberSectors = want
+		p.NewArraySectors, validate = ng.ArraySectors(), ng.Validate
+	}
+	p.NewMemberSectors = want
 	if p.NewArraySectors == p.OldArraySectors {
 		return p, ErrGrowNoChange
 	}
-	if err := ng.Validate(); err != nil {
+	if err := validate(); err != nil {
 		return p, err
 	}
 	for _, sp := range spares {
@@ -228,15 +244,49 @@ func (a *Array) Grow(memberSectors uint64) (GrowPlan, error) {
 		old[r] = sb.DataSectors
 		sb.DataSectors = p.NewMemberSectors
 	}
-	a.Engine.Geo.MemberSectors = p.NewMemberSectors
+	a.setMemberSectors(p.NewMemberSectors)
+	var wasPending bool
+	var wasPos uint64
+	if a.Engine.Parity != nil && a.Bitmap == nil && a.sync != nil {
+		// The added stripes' parity is whatever the members held there:
+		// without a bitmap to say they were never written, a resync
+		// builds it, from the old end (or from where a pending one is),
+		// as md resyncs a grown raid5 from its old size. Until it gets
+		// there, writes treat those stripes as unsynced (no
+		// read-modify-write over their parity), and the superblocks
+		// written below record the array unclean.
+		wasPending, wasPos = a.sync.fullPending, a.sync.fullPos
+		if !a.sync.fullPending || a.sync.fullPos > p.OldArraySectors {
+			a.sync.fullPending, a.sync.fullPos = true, p.OldArraySectors
+		}
+		a.sync.from.Store(min(a.sync.from.Load(), a.sync.fullPos))
+	}
 	if err := a.writeSuperblocks(a.Engine.State(), false); err != nil {
 		// Some members may hold the new size: the smallest recorded
 		// wins at the next assembly. This run stays at the old size.
 		for r, sb := range a.SBs {
 			sb.DataSectors = min(sb.DataSectors, old[r])
 		}
-		a.Engine.Geo.MemberSectors = p.OldMemberSectors
+		a.setMemberSectors(p.OldMemberSectors)
+		if a.Engine.Parity != nil && a.Bitmap == nil && a.sync != nil {
+			a.sync.fullPending, a.sync.fullPos = wasPending, wasPos
+			if wasPending {
+				a.sync.from.Store(wasPos)
+			} else {
+				a.sync.from.Store(math.MaxUint64)
+			}
+		}
 		return p, fmt.Errorf("superblocks: %w", err)
 	}
 	return p, nil
+}
+
+// setMemberSectors sets the data area of each member's role (not serving:
+// the queues copy the geometry when they start).
+func (a *Array) setMemberSectors(n uint64) {
+	if pg := a.Engine.Parity; pg != nil {
+		pg.MemberSectors = n
+		return
+	}
+	a.Engine.Geo.MemberSectors = n
 }

@@ -1772,8 +1772,7 @@ func (m *arrayModel) grow(t *rapid.T) {
 	id, _ := goroutineIDs()
 	m.growWatch.Store(id)
 	p, err := m.a.GrowCheck(want, true)
-	// (Parity levels cannot grow yet: the new space's parity.)
-	farOrOffset := g.Level == engine.Level10 && g.Layout.Far > 1 || m.parity()
+	farOrOffset := g.Level == engine.Level10 && g.Layout.Far > 1
 	if farOrOffset && err == nil {
 		m.fail("grow of raid%d %s: GrowCheck passed (%+v)", m.level, g.Layout, p)
 	}
@@ -1794,7 +1793,7 @@ func (m *arrayModel) grow(t *rapid.T) {
 		case errors.Is(err, ErrGrowNoChange):
 			m.count("grow: no change")
 		case farOrOffset:
-			m.count("grow: refused (raid10 far or offset, raid5/6)")
+			m.count("grow: refused (raid10 far or offset)")
 		default:
 			why := err.Error()
 			if i := strings.IndexAny(why, ":;("); i > 0 {
@@ -1873,7 +1872,7 @@ func (m *arrayModel) grow(t *rapid.T) {
 	case err == nil:
 		m.count("grow: grown")
 		m.grownTo = gp.NewArraySectors
-		if got := na.Engine.Geo.ArraySectors(); got != gp.NewArraySectors || na.Bitmap.Geometry().ArraySectors != got {
+		if got := na.Engine.ArraySectors(); got != gp.NewArraySectors || na.Bitmap.Geometry().ArraySectors != got {
 			m.fail("grown array: %d sectors, its bitmap %d; the plan %+v", got, na.Bitmap.Geometry().ArraySectors, gp)
 		}
 		m.checkGrownBitmap(na, old, written, dirty)

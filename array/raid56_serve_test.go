@@ -227,7 +227,13 @@ func fillSectors(b []byte, id uint64) {
 // pReadAll reads [0, span) through a new queue and compares it with ref.
 func pReadAll(t *testing.T, rng *rand.Rand, h *queue, r *pRing, ref []byte, span uint64) {
 	t.Helper()
-	for s := uint64(0); s < span; s += 128 {
+	pReadAllFrom(t, rng, h, r, ref, 0, span)
+}
+
+// pReadAllFrom is pReadAll over [from, span).
+func pReadAllFrom(t *testing.T, rng *rand.Rand, h *queue, r *pRing, ref []byte, from, span uint64) {
+	t.Helper()
+	for s := from; s < span; s += 128 {
 		n := uint32(min(128, span-s))
 		buf := pageBuf(int(n) << 9)
 		delete(r.done, 0)
@@ -243,6 +249,12 @@ func pReadAll(t *testing.T, rng *rand.Rand, h *queue, r *pRing, ref []byte, span
 // sector below span has P (and Q) equal to the parity of its data.
 func pConsistent(t *testing.T, a *Array, span uint64) {
 	t.Helper()
+	pConsistentFrom(t, a, 0, span)
+}
+
+// pConsistentFrom is pConsistent for the stripes from stripe first on.
+func pConsistentFrom(t *testing.T, a *Array, first, span uint64) {
+	t.Helper()
 	g := *a.Engine.Parity
 	par, err := engine.NewParity(g.DataMembers(), g.Level == engine.Level6)
 	if err != nil {
@@ -250,7 +262,7 @@ func pConsistent(t *testing.T, a *Array, span uint64) {
 	}
 	per := g.ChunkSectors * uint64(g.DataMembers())
 	cb := int(g.ChunkSectors << 9)
-	for s := uint64(0); s*per < span; s++ {
+	for s := first; s*per < span; s++ {
 		m := g.Stripe(s)
 		chunks := make([][]byte, g.Members)
 		for mem := range g.Members {

@@ -83,7 +83,8 @@
 // body: one that holds anything but white space is refused (400).
 //
 // GrowRequest: {"size_bytes": 0}: each member's new data area (md's
-// component size; the array's size for raid1), rounded down to 4 KiB; 0
+// component size; the array's size for raid1), rounded down to 4 KiB
+// (raid5/6: to the chunk); 0
 // is the most every member allows (mdadm --grow --size=max). The same
 // size again answers 200 and changes nothing; 1 to 4095 is 400; a refusal (raid0, raid10
 // far/offset, degraded, a job running or pending, a member or spare too

@@ -16,7 +16,7 @@ func newGrowCmd(socket *string) *cobra.Command {
 	var size string
 	c := &cobra.Command{
 		Use:   "grow -n N --size max|SIZE",
-		Short: "Grow an array into larger members (like mdadm --grow --size); the new space needs no sync",
+		Short: "Grow an array into larger members (like mdadm --grow --size); with a bitmap the new space needs no sync",
 		Args:  exactArgs(0),
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if number < 0 {
