@@ -454,6 +454,19 @@ func (e *ParityExecutor) Start(tag uint16, op ReqOp, sector uint64, sectors uint
 			return
 		}
 	}
+	if op == ReqRead {
+		// Planned without the stripe lock: a read whose chunks are read
+		// as they are needs none (md's chunk-aligned reads bypass its
+		// stripe cache likewise). It only reads data chunks of members
+		// that hold them; a write to the same stripe changes other rows,
+		// or these (a read racing a write to its own sectors may see
+		// either, as on any block device); a sync job writes parity, or
+		// a rebuild's target only below the rows reads may use. A read
+		// that has a chunk to reconstruct, from rows a write may be
+		// changing, takes the lock (plan).
+		e.plan(tag)
+		return
+	}
 	e.lockAndPlan(tag)
 }
 
@@ -605,6 +618,19 @@ func (e *ParityExecutor) plan(tag uint16) {
 			e.be.Persist(st)
 			return
 		}
+	}
+	if !write && !r.locked {
+		for i := range r.segs {
+			if r.segs[i].missing != 0 {
+				// A chunk to reconstruct (a member lost, or one whose
+				// read failed: avoid): under the lock. Nothing of this
+				// plan was issued.
+				r.reset()
+				e.lockAndPlan(tag)
+				return
+			}
+		}
+		e.Stats.DirectReads.Add(1)
 	}
 	for i := range r.segs {
 		e.prepare(r, &r.segs[i])

@@ -25,9 +25,12 @@ type ParityStats struct {
 	// chunk from the others (its member lost, failing or read around).
 	ReconstructReads atomic.Uint64
 	// StripeWaits: requests that waited for another request holding one of
-	// their stripes (the stripe lock orders the requests of a stripe,
-	// reads too, across queues).
+	// their stripes (the stripe lock orders the writes of a stripe across
+	// queues, and the reads that reconstruct a chunk).
 	StripeWaits atomic.Uint64
+	// DirectReads: reads planned without the stripe lock (every chunk read
+	// from its member as it is).
+	DirectReads atomic.Uint64
 	// LogEntries: write-hole log entries written; LogWaits: writes that
 	// waited for their queue's log ring to be freed by a checkpoint.
 	LogEntries, LogWaits atomic.Uint64

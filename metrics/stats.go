@@ -263,6 +263,9 @@ type ParityStats struct {
 	// StripeWaits counts requests that waited for another holding one of
 	// their stripes (writes to a stripe are ordered, across queues too).
 	StripeWaits uint64
+	// DirectReads counts reads served without the stripe lock: every
+	// chunk read from its member as it is (md's chunk-aligned reads).
+	DirectReads uint64
 	// LogEntries counts write-hole log entries written (one per stripe
 	// segment a write changes the parity of); LogWaits the writes that
 	// waited for log space; LogCheckpoints the checkpoints written to the
