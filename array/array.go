@@ -189,6 +189,7 @@ type Array struct {
 	stateGen  uint64        // engine generation the last superblock write recorded
 	reported  []bool        // roles whose failure was reported to OnMemberFailed
 	leaked    []*Member     // swapped out but possibly still in a queue's ring
+	answering []*Member     // swapped out with given-up I/O out (closeWhenAnswered)
 	spares    []spareMember
 	closing   bool       // Close has begun: no spare is activated
 	closed    bool       // Close took the flusher: no superblock write any more
@@ -1232,8 +1233,41 @@ func (a *Array) swapFile(role int, m, old *Member) error {
 			time.Sleep(5 * time.Millisecond)
 		}
 	}
-	old.Close()
+	a.closeWhenAnswered(old)
 	return nil
+}
+
+// closeWhenAnswered closes m, a device that left the array, once no
+// operation given up after the member timeout is out on it, or when the
+// array stops: until then it stays open (an exclusive claim on a block
+// device), as md keeps a device with I/O pending (EBUSY), so that no
+// other user takes it while a late write may still land there.
+func (a *Array) closeWhenAnswered(m *Member) {
+	if !lateOn(m) {
+		m.Close()
+		return
+	}
+	a.mu.Lock()
+	a.answering = append(a.answering, m)
+	a.mu.Unlock()
+	go func() {
+		for {
+			time.Sleep(lateWait)
+			a.mu.Lock()
+			i := slices.Index(a.answering, m)
+			if i < 0 {
+				a.mu.Unlock()
+				return // closed with the array
+			}
+			if !lateOn(m) {
+				a.answering = slices.Delete(a.answering, i, i+1)
+				a.mu.Unlock()
+				m.Close()
+				return
+			}
+			a.mu.Unlock()
+		}
+	}()
 }
 
 // filesWait bounds how long swapFile waits for the queues.
@@ -1264,9 +1298,14 @@ func (a *Array) Close() {
 	a.closed = true
 	spares := a.spares
 	a.spares = nil
+	answering := a.answering
+	a.answering = nil
 	a.mu.Unlock()
 	if fl != nil {
 		fl.close()
+	}
+	for _, m := range answering {
+		m.Close()
 	}
 	for _, m := range a.Members {
 		if m != nil {

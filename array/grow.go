@@ -93,7 +93,9 @@ func (a *Array) GrowCheck(memberSectors uint64, running bool) (GrowPlan, error) 
 		return p, fmt.Errorf("%s allows a data area of at most %d bytes (it is %d bytes, the data starts at byte %d); asked for %d",
 			small.Path, p.MaxMemberSectors<<9, smallSize, a.dataOffset, want<<9)
 	}
-	if old := a.Engine.MemberSectors(); want < old {
+	// (A parity array's data area may end in a part of a chunk it does
+	// not use: the same whole chunks are no change.)
+	if old := a.Engine.MemberSectors(); want < old-old%unit {
 		return p, fmt.Errorf("each member gives the array %d bytes; shrinking to %d is refused (a filesystem on the array would lose its end)", old<<9, want<<9)
 	}
 	var validate func() error

@@ -123,6 +123,12 @@ func (a *Array) addSpares(ms []*Member, force bool) error {
 	sbs := make([]*engine.Superblock, len(ms))
 	wipes := make([]signatures, len(ms))
 	for i, m := range ms {
+		if lateOn(m) {
+			// As addMember: a write given up after the member timeout
+			// may still land on it.
+			closeFrom(0)
+			return fmt.Errorf("%s: I/O given up after the member timeout is still out on it: it can be added once the device answers", m.Path)
+		}
 		sb, sigs, err := a.spareSuperblock(m, force)
 		if err != nil {
 			closeFrom(0)

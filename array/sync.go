@@ -1016,6 +1016,15 @@ func (a *Array) addMember(path string, role int, readd, failActive, force bool) 
 			a.closeIfNew(m)
 		}
 	}
+	if lateOn(m) {
+		// Refused as md refuses to remove a device with I/O pending
+		// (EBUSY): a write given up after the member timeout (before a
+		// failure, a re-add's) may still land on the device, over what
+		// the new member is written meanwhile; and a request writing to
+		// it would find it busy and fail it again.
+		drop()
+		return fmt.Errorf("%s: I/O given up after the member timeout is still out on it: it can be added once the device answers", path)
+	}
 	var plan *readdPlan
 	if readd {
 		p, err := a.previousRole(m)
@@ -1027,15 +1036,6 @@ func (a *Array) addMember(path string, role int, readd, failActive, force bool) 
 			return err
 		}
 		role, plan = p.role, &p
-	}
-	if lateOn(m) {
-		// Refused as md refuses to remove a device with I/O pending
-		// (EBUSY): a write given up after the member timeout (before a
-		// failure, a re-add's) may still land on the device, over what
-		// the new member is written meanwhile; and a request writing to
-		// it would find it busy and fail it again.
-		drop()
-		return fmt.Errorf("%s: I/O given up after the member timeout is still out on it: it can be added once the device answers", path)
 	}
 	if err := a.checkAdd(m, role, failActive); err != nil {
 		drop()
