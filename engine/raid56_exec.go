@@ -11,8 +11,9 @@ package engine
 // OpID and comes back through Done; Backend.Complete is called exactly
 // once per request, with nil or an error. A request runs in phases:
 //
-//  1. Lock: the stripes it touches, reads too, in the StripeLock shared
-//     by every queue of the array (all or none, never blocking). A
+//  1. Lock: the stripes it touches, in the StripeLock shared by every
+//     queue of the array (all or none, never blocking); a read only when
+//     its plan has a chunk to reconstruct (step 2 first, then this). A
 //     request that does not get them is parked; the queue's wake-up (its
 //     bit) must call RetryParked.
 //  2. Plan: each stripe with PlanStripeWrite / PlanStripeRead against the
@@ -80,8 +81,7 @@ package engine
 // it for a stripe); a persistent record of a stripe a heal could not
 // make consistent (md's bad block; ErrStripeUnhealed and a metric are all
 // there is); the stripe cache (chunks read for one request are not
-// kept for the next); reads that skip the lock (healthy reads could);
-// a stripe that a rebuilding member could still reconstruct is not
+// kept for the next); a stripe that a rebuilding member could still reconstruct is not
 // reconstructed when FailRedundant refuses (it counts rebuilding members
 // as lost); -EAGAIN is an error like any other; metrics. Reconstruction
 // of two missing chunks, or of one without P (raid6 with P lost too),
@@ -630,7 +630,6 @@ func (e *ParityExecutor) plan(tag uint16) {
 				return
 			}
 		}
-		e.Stats.DirectReads.Add(1)
 	}
 	for i := range r.segs {
 		e.prepare(r, &r.segs[i])

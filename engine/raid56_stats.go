@@ -28,7 +28,7 @@ type ParityStats struct {
 	// their stripes (the stripe lock orders the writes of a stripe across
 	// queues, and the reads that reconstruct a chunk).
 	StripeWaits atomic.Uint64
-	// DirectReads: reads planned without the stripe lock (every chunk read
+	// DirectReads: reads served without the stripe lock (every chunk read
 	// from its member as it is).
 	DirectReads atomic.Uint64
 	// LogEntries: write-hole log entries written; LogWaits: writes that
@@ -42,6 +42,9 @@ type ParityStats struct {
 
 // count adds a request that completed well to the counters.
 func (st *ParityStats) count(r *parityReq) {
+	if r.op == ReqRead && !r.locked {
+		st.DirectReads.Add(1)
+	}
 	for i := range r.segs {
 		s := &r.segs[i]
 		if r.op == ReqRead {
