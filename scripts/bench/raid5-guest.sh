@@ -82,7 +82,7 @@ while [ $r -le "$ROUNDS" ]; do
 				case $c in
 				ublk*) # what the parity and bitmap did (warm-up included)
 					curl -sf http://127.0.0.1:9999/metrics |
-						grep -E '^ublkraid_(parity_stripe_writes_total|parity_log_waits_total|parity_stripe_waits_total|bitmap_data_writes_total|bitmap_data_writes_waited_total|bitmap_writes_total)' |
+						grep -E '^ublkraid_(parity_stripe_writes_total|parity_log_waits_total|parity_stripe_waits_total|parity_direct_reads_total|parity_reconstruct_reads_total|bitmap_data_writes_total|bitmap_data_writes_waited_total|bitmap_writes_total)' |
 						sed 's/{[^}]*kind="\([a-z_]*\)"}/_\1/; s/{[^}]*}//' >"$OUT/$c-$level-$r-$jname.metrics" || true
 					;;
 				esac
