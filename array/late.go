@@ -96,9 +96,9 @@ func lateOn(m *Member) bool {
 const lateWait = 20 * time.Millisecond
 
 // waitLate waits until no given-up operation is out on the devices of
-// roles (a rebuild's targets), or ctx ends. (addMember refuses a device
-// with such I/O out; this covers a device that takes a role another way,
-// a spare's activation.)
+// roles (a rebuild's targets), or ctx ends. (addMember and addSpares
+// refuse a device with such I/O out; this stays as the rebuild's own
+// guard.)
 func (a *Array) waitLate(ctx context.Context, roles []int) error {
 	for {
 		busy := false

@@ -81,9 +81,9 @@ package engine
 // it for a stripe); a persistent record of a stripe a heal could not
 // make consistent (md's bad block; ErrStripeUnhealed and a metric are all
 // there is); the stripe cache (chunks read for one request are not
-// kept for the next); a stripe that a rebuilding member could still reconstruct is not
-// reconstructed when FailRedundant refuses (it counts rebuilding members
-// as lost); -EAGAIN is an error like any other; metrics. Reconstruction
+// kept for the next); a stripe that a rebuilding member could still
+// reconstruct is not reconstructed when FailRedundant refuses (it counts
+// rebuilding members as lost); -EAGAIN is an error like any other; metrics. Reconstruction
 // of two missing chunks, or of one without P (raid6 with P lost too),
 // allocates: klauspost/reedsolomon's decoder makes a few small slices per
 // call (the XOR path, one chunk rebuilt from P, does not).
