@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"path/filepath"
+	"runtime/debug"
 	"slices"
 	"sort"
 	"strconv"
@@ -418,10 +419,21 @@ func (m *Manager) stop(s *served, del bool) error {
 		err = errors.Join(err, fmt.Errorf("marking the array clean: %w", cerr))
 	}
 	s.a.Close()
+	releaseMemory()
 	if err == nil {
 		m.log.Info("array stopped cleanly", zap.String("device", s.d.BlockPath()))
 	}
 	return err
+}
+
+// releaseMemory returns the memory of arrays that stopped to the OS a
+// moment later, once nothing refers to them any more. A raid5/6 array's
+// per-tag stripe buffers come to hundreds of MiB with a queue per CPU; Go
+// returns freed memory to the OS only slowly, so an array assembled again
+// in the same daemon (del and add, a grow's hand-over) stacked its
+// buffers on the old ones' (a VM with 2 GiB ran out of memory).
+func releaseMemory() {
+	time.AfterFunc(time.Second, debug.FreeOSMemory)
 }
 
 func (m *Manager) changed() {
@@ -1201,6 +1213,7 @@ func (m *Manager) Grow(n int, sizeBytes uint64) (Array, error) {
 	}
 	s.a.StopSync()
 	s.a.Close()
+	defer releaseMemory() // (once this call no longer holds s)
 	// pendingAgain leaves the array pending, retried until it starts.
 	pendingAgain := func(what string, err error) (Array, error) {
 		m.mu.Lock()

@@ -24,6 +24,8 @@ trap cleanup EXIT
 small=$((96 * 2048))
 large=$((192 * 2048))
 json() { "$BIN" detail -n "$N" -o json; }
+# rss: the daemon's resident memory, for the log (the VM has 2 GiB).
+rss() { echo "serve: $(grep VmRSS /proc/"$SERVER_PID"/status 2>/dev/null | tr -s ' \t' ' ') ($*)"; }
 field() { json | python3 -c 'import json,sys; d=json.load(sys.stdin); v=d
 for k in sys.argv[1].split("."): v=v[k]
 print(v if not isinstance(v, list) else " ".join(v))' "$1"; }
@@ -92,6 +94,7 @@ for leg in "5 3 " "6 4 --no-bitmap"; do
 		FIO=$!
 		sleep 1
 		kill -0 $FIO 2>/dev/null || { cat "$SCRATCH/g56-busy.fio"; fail "fio ended before the grow"; }
+		rss "before grow"
 		# Refused while a resync runs (the first writes' regions): then
 		# tried again once it ended, as a user would.
 		i=0
@@ -133,12 +136,16 @@ for leg in "5 3 " "6 4 --no-bitmap"; do
 
 		step "$name: reassembly keeps the grown size and the data"
 		umount "$MNT"
+		rss "before del"
 		"$BIN" del -n "$N" >/dev/null || fail "del"
+		sleep 2
+		rss "after del"
 		# shellcheck disable=SC2086
 		DEV=$("$BIN" add $members) || fail "assemble"
 		N=$(echo "$DEV" | tr -dc 0-9)
 		[ "$(blockdev --getsize64 "$DEV")" = "$new_size" ] || fail "reassembled at $(blockdev --getsize64 "$DEV"), grown was $new_size"
 		mount "$DEV" "$MNT" || fail "mount after reassembly"
+		rss "reassembled"
 		fio --name=old --filename="$MNT/old.fio" --rw=randwrite --bs=8k --size=32M --verify=crc32c --verify_only=1 \
 			--verify_state_save=0 --eta=never --output="$SCRATCH/g56-old3.fio" || fail "$name: old data no longer verifies after reassembly"
 		fio --name=new --filename="$MNT/new.fio" --rw=write --bs=256k --size="${fill}M" --verify=crc32c --verify_only=1 \
