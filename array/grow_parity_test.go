@@ -6,7 +6,6 @@ import (
 	"testing"
 
 	"github.com/ublk-raid/ublk-raid/engine"
-	"github.com/ublk-raid/ublk-raid/ublk"
 )
 
 // growGarbage grows the member files to size, the added space full of
@@ -116,18 +115,7 @@ func TestGrowParity(t *testing.T) {
 				full := make([]byte, p.NewArraySectors<<9)
 				copy(full, ref)
 				old := p.OldArraySectors
-				for s := old; s < p.NewArraySectors; s += 8 {
-					id++
-					buf := pageBuf(8 << 9)
-					fillSectors(buf, id)
-					delete(r.done, 0)
-					h.Handle(&ublk.Request{Tag: 0, Op: ublk.IOOpWrite, Sector: s, Sectors: 8, Buf: buf})
-					pServe(t, rng, h, r, []uint16{0})
-					if err := r.done[0]; err != nil {
-						t.Fatal(err)
-					}
-					copy(full[s<<9:], buf)
-				}
+				pWriteRange(t, rng, h, r, full, old, p.NewArraySectors, 8, &id)
 				per := ng.ChunkSectors * uint64(ng.DataMembers())
 				pConsistentFrom(t, a, old/per, p.NewArraySectors)
 				a.StartBackground()

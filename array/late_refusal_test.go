@@ -60,15 +60,7 @@ func TestReAddOfHungDeviceRefusedAtOnce(t *testing.T) {
 // keeps a device with I/O pending), nor made a spare; once the I/O has
 // returned it is closed.
 func TestLateDeviceNotReleasedNorMadeSpare(t *testing.T) {
-	paths := memberFiles(t, 4, 16<<20)
-	l := &lateRW{path: paths[2], hung: make(chan struct{}), release: make(chan struct{}), landed: make(chan struct{})}
-	memberRW = l.rw
-	t.Cleanup(func() { memberRW = deviceRW })
-	a, err := Open(paths[:2], CreateSpec{Level: engine.Level1, AssumeClean: true, RegionSectors: 2048}, true)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer a.Close()
+	paths, a, l := raid1LateThird(t, 4)
 	released := false
 	defer func() {
 		if !released {

@@ -39,14 +39,12 @@ func (l *lateRW) rw(d Device, p []byte, off int64, write bool) error {
 	return deviceRW(d, p, off, write)
 }
 
-// A device whose I/O was given up after the member timeout is not re-added
-// (nor removed) while that I/O is out, as md refuses to remove a device
-// with I/O pending: a late write landing after the rebuild copied its
-// range would leave old data there, and the queues would find the member
-// busy and fail it again. The refusal changes nothing; once the I/O has
-// returned the re-add rebuilds what was written meanwhile.
-func TestReAddRefusedWhileLateIOIsOut(t *testing.T) {
-	paths := memberFiles(t, 3, 16<<20)
+// raid1LateThird makes n member files and a raid1 over the first two
+// (bitmap regions of 1 MiB), closed when the test ends; the first data
+// write to the third hangs until l.release (lateRW).
+func raid1LateThird(t *testing.T, n int) ([]string, *Array, *lateRW) {
+	t.Helper()
+	paths := memberFiles(t, n, 16<<20)
 	l := &lateRW{path: paths[2], hung: make(chan struct{}), release: make(chan struct{}), landed: make(chan struct{})}
 	memberRW = l.rw
 	t.Cleanup(func() { memberRW = deviceRW })
@@ -54,7 +52,18 @@ func TestReAddRefusedWhileLateIOIsOut(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer a.Close()
+	t.Cleanup(a.Close)
+	return paths, a, l
+}
+
+// A device whose I/O was given up after the member timeout is not re-added
+// (nor removed) while that I/O is out, as md refuses to remove a device
+// with I/O pending: a late write landing after the rebuild copied its
+// range would leave old data there, and the queues would find the member
+// busy and fail it again. The refusal changes nothing; once the I/O has
+// returned the re-add rebuilds what was written meanwhile.
+func TestReAddRefusedWhileLateIOIsOut(t *testing.T) {
+	paths, a, l := raid1LateThird(t, 3)
 	a.MemberTimeout = 2 * time.Second
 	n := int(a.Engine.Geo.MemberSectors << 9)
 	scribbleBytes(t, a, paths[0], 0, fill(n, 0xa0))

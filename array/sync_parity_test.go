@@ -421,7 +421,13 @@ func TestParityNoBitmapFullResync(t *testing.T) {
 // every read there has one right answer.
 func pWriteSpan(t *testing.T, rng *rand.Rand, h *queue, r *pRing, ref []byte, span, n uint64, id *uint64) {
 	t.Helper()
-	for s := uint64(0); s < span; s += n {
+	pWriteRange(t, rng, h, r, ref, 0, span, n, id)
+}
+
+// pWriteRange is pWriteSpan over [from, span).
+func pWriteRange(t *testing.T, rng *rand.Rand, h *queue, r *pRing, ref []byte, from, span, n uint64, id *uint64) {
+	t.Helper()
+	for s := from; s < span; s += n {
 		*id++
 		buf := pageBuf(int(n) << 9)
 		fillSectors(buf, *id)
