@@ -64,6 +64,7 @@ func (a *Array) parityStats() *metrics.ParityStats {
 		p.ReconstructReads += st.ReconstructReads.Load()
 		p.StripeWaits += st.StripeWaits.Load()
 		p.DirectReads += st.DirectReads.Load()
+		p.BufferWaits += st.BufferWaits.Load()
 		p.LogEntries += st.LogEntries.Load()
 		p.LogWaits += st.LogWaits.Load()
 		p.Healed += st.Healed.Load()

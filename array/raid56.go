@@ -120,6 +120,7 @@ func (a *Array) newParityRunner(h *queue, q ring) requestRunner {
 	e.Now = func() time.Duration { return q.Now().Sub(start) } // the loop's clock, as newExecutor's
 	e.MemberTimeout = a.MemberTimeout
 	e.OpDone = h.opDone
+	e.Wake = q.Wake // (a stripe buffer given back to a request waiting for one)
 	if bm := a.Bitmap; bm != nil {
 		e.Intent = bm
 		e.Token = uint32(q.ID())

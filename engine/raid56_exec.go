@@ -118,6 +118,7 @@ const (
 	parityWaiting                 // finished, waiting for Persisted
 	parityHealReading             // a write failed on a kept member: its rows read back (raid56_heal.go)
 	parityHealWriting             // and its stripes' parity made theirs again
+	paritySlabWait                // planned, waiting for a stripe buffer (raid56_slab.go)
 )
 
 // paritySeg is one planned segment of one stripe: rows [lo, hi) of its
@@ -167,7 +168,7 @@ type parityReq struct {
 	hung          []bool          // per ios entry: past the timeout, not given up: its member was failed
 	pending       int
 	anyFail       bool
-	slab          []byte // the stripe buffer
+	slab          []byte // the stripe buffer (the pool's, raid56_slab.go; nil: none held)
 	used          int
 	err           error
 	needGen       uint64
@@ -216,6 +217,9 @@ type lentSlab struct {
 
 // alloc takes n bytes of the request's stripe buffer.
 func (r *parityReq) alloc(n int) []byte {
+	if r.used+n > len(r.slab) {
+		panic(fmt.Sprintf("engine: a plan takes more than its stripe buffer of %d bytes (slabNeed)", len(r.slab)))
+	}
 	b := r.slab[r.used : r.used+n : r.used+n]
 	r.used += n
 	return b
@@ -295,8 +299,16 @@ type ParityExecutor struct {
 	// heal) until it comes back, and the tag takes a new one.
 	healBufs [][]byte
 
-	lent      []lentSlab // stripe buffers operations given up may still use
-	freeSlabs [][]byte   // stripe buffers they gave back
+	lent []lentSlab // stripe buffers operations given up may still use
+	// slabs: the queue's stripe buffers (raid56_slab.go); slabRetry:
+	// retrySlabWait is running.
+	slabs     slabPool
+	slabRetry bool
+	// Wake, if set, gets the queue woken (RetryParked called) soon; it
+	// is called when a stripe buffer a request waits for is given back.
+	// Without it a request waiting for one is retried only when
+	// RetryParked is called for another reason.
+	Wake func()
 	// given: operations given up whose results have not come back; no
 	// plan of their tag takes their OpID sequence (as Executor's).
 	given givenUps
@@ -322,12 +334,6 @@ func NewParityExecutor(arr *Array, be Backend, lock *StripeLock, queue, depth, m
 	nd := uint64(g.DataMembers())
 	segs := g.maxSegs(maxBytes)
 	ios := g.maxPlanIOs(maxBytes)
-	// The rows of a request's segments add up to at most its sectors,
-	// and to at most a chunk per stripe it touches (whole stripes hold
-	// nd sectors per row); each row needs at most a buffer per member
-	// and two for the new parity.
-	rows := g.maxRows(maxBytes)
-	slab := (g.Members + 2) * int(rows) << 9
 	for i := range e.reqs {
 		r := &e.reqs[i]
 		r.segs = make([]paritySeg, 0, segs)
@@ -339,14 +345,28 @@ func NewParityExecutor(arr *Array, be Backend, lock *StripeLock, queue, depth, m
 		r.hung = make([]bool, 0, ios)
 		r.readErr = make([]bool, 0, ios)
 		r.avoid = make([]uint64, 0, segs/3+1)
-		r.slab = make([]byte, slab)
 	}
+	e.slabs.init(g.maxSlabNeed(maxBytes, false), depth)
 	e.wsegs = make([]StripeSegment, 0, 2*nd+2)
 	e.rsegs = make([]StripeReadSegment, 0, 2*nd+2)
 	e.persistGate.init(arr.State().Gen, depth)
 	e.parked = make([]uint16, 0, depth)
 	e.spare = make([]uint16, 0, depth)
 	return e, nil
+}
+
+// maxSlabNeed bounds the stripe buffer a request of maxBytes takes
+// (slabNeed): its segments' rows add up to at most maxRows, each row
+// needing at most a buffer per member and two for the new parity; with
+// the write-hole log, an entry per segment (a header, a page of
+// alignment, a payload of each parity's rows).
+func (g *ParityGeometry) maxSlabNeed(maxBytes int, log bool) int {
+	rows := int(g.maxRows(maxBytes))
+	need := (g.Members + 2) * rows << 9
+	if log {
+		need += int(g.maxSegs(maxBytes))*3*ParityLogHeaderSize + g.ParityMembers()*rows<<9
+	}
+	return need
 }
 
 // maxRows bounds the rows of a request of maxBytes's segments added up:
@@ -378,13 +398,12 @@ func (g *ParityGeometry) ParityLogBytesPerRequest(maxBytes int) int {
 func (e *ParityExecutor) EnableLog(ring *ParityLogRing, clock *ParityLogClock, uuid [16]byte, wait func(), maxBytes int) {
 	g := &e.geo
 	segs := int(g.maxSegs(maxBytes))
-	extra := segs*3*ParityLogHeaderSize + g.ParityMembers()*int(g.maxRows(maxBytes))<<9
 	for i := range e.reqs {
 		r := &e.reqs[i]
-		r.slab = make([]byte, len(r.slab)+extra)
 		r.logSizes = make([]int, 0, segs)
 		r.logOffs = make([]uint64, segs)
 	}
+	e.slabs.init(g.maxSlabNeed(maxBytes, true), len(e.reqs))
 	e.logRing, e.logClock, e.logUUID, e.logWait = ring, clock, uuid, wait
 	e.logWaitq = make([]uint16, 0, len(e.reqs))
 }
@@ -475,6 +494,7 @@ func (e *ParityExecutor) Start(tag uint16, op ReqOp, sector uint64, sectors uint
 func (e *ParityExecutor) lockAndPlan(tag uint16) {
 	r := &e.reqs[tag]
 	if !e.tryLock(tag) {
+		e.putSlab(r) // (none held while waiting for the lock)
 		r.phase = parityParked
 		e.parked = append(e.parked, tag)
 		e.Stats.StripeWaits.Add(1)
@@ -531,6 +551,7 @@ func (e *ParityExecutor) RetryParked() {
 		e.again = true
 		return
 	}
+	e.retrySlabWait()
 	e.retrying = true
 	for len(e.parked) > 0 {
 		e.again = false
@@ -630,6 +651,9 @@ func (e *ParityExecutor) plan(tag uint16) {
 				return
 			}
 		}
+	}
+	if !e.takeSlab(tag) {
+		return // (nothing of this plan was issued)
 	}
 	for i := range r.segs {
 		e.prepare(r, &r.segs[i])
@@ -849,19 +873,11 @@ func (e *ParityExecutor) Tick() {
 // pages).
 func (e *ParityExecutor) lend(tag uint16, id OpID, r *parityReq, d []byte) bool {
 	if within(d, r.slab) {
+		// (Its next plan takes another: nothing of this one allocates
+		// after an operation is given up, its phase ends failed.)
 		e.lent = append(e.lent, lentSlab{tag: tag, op: id, buf: r.slab})
-		n := len(r.slab)
+		e.slabs.lend(r.slab)
 		r.slab = nil
-		for i, b := range e.freeSlabs {
-			if len(b) == n {
-				r.slab = b
-				e.freeSlabs = append(e.freeSlabs[:i], e.freeSlabs[i+1:]...)
-				break
-			}
-		}
-		if r.slab == nil {
-			r.slab = make([]byte, n) // the worst day only
-		}
 		return true
 	}
 	for _, l := range e.lent {
@@ -897,7 +913,8 @@ func (e *ParityExecutor) slabReturned(tag uint16, id OpID) {
 			}
 		}
 		if !l.heal {
-			e.freeSlabs = append(e.freeSlabs, l.buf)
+			e.slabs.returned(l.buf)
+			e.slabFreed()
 		}
 		return
 	}
@@ -1242,6 +1259,7 @@ func (e *ParityExecutor) finish(tag uint16, err error) {
 		e.Stats.count(r)
 	}
 	e.logRelease(r)
+	e.putSlab(r)
 	if r.locked {
 		r.locked = false
 		e.lock.Unlock(r.first, r.last, StripeToken(e.queue, tag))

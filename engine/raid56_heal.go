@@ -27,7 +27,6 @@ package engine
 import (
 	"fmt"
 	"math/bits"
-	"unsafe"
 )
 
 // ErrStripeUnhealed fails a raid5/6 write that failed on a member kept as
@@ -60,7 +59,7 @@ func (e *ParityExecutor) healStart(tag uint16) bool {
 		return false
 	}
 	if n := int(r.sectors) << 9; len(e.healBufs[tag]) < n {
-		e.healBufs[tag] = alignedHealBuf(n) // the worst day only
+		e.healBufs[tag] = alignedBuf(n) // the worst day only
 	}
 	r.healBuf = e.healBufs[tag]
 	first := len(r.ios)
@@ -80,14 +79,6 @@ func (e *ParityExecutor) healStart(tag uint16) bool {
 	}
 	e.submit(tag, first)
 	return true
-}
-
-// alignedHealBuf is n bytes at a page boundary (the members take direct
-// I/O).
-func alignedHealBuf(n int) []byte {
-	b := make([]byte, n+4096)
-	o := int(4096-uintptr(unsafe.Pointer(unsafe.SliceData(b)))%4096) % 4096
-	return b[o : o+n : o+n]
 }
 
 // healGiveUp keeps tag's heal buffer from reuse when d, the buffer of

@@ -63,10 +63,10 @@ func TestHealReadGivenUpWithAnotherLanded(t *testing.T) {
 	if len(e.lent) != 1 || !e.lent[0].heal || e.healBufs[0] != nil {
 		t.Fatalf("after the give-up: lent %+v, tag's heal buffer kept %v", e.lent, e.healBufs[0] != nil)
 	}
-	free := len(e.freeSlabs)
+	free := e.slabs.freeBufs()
 	w.landLate(t, 0xee)
-	if len(e.lent) != 0 || len(e.freeSlabs) != free {
-		t.Fatalf("after the late read came back: lent %d, free stripe buffers %d (were %d)", len(e.lent), len(e.freeSlabs), free)
+	if len(e.lent) != 0 || e.slabs.freeBufs() != free {
+		t.Fatalf("after the late read came back: lent %d, free stripe buffers %d (were %d)", len(e.lent), e.slabs.freeBufs(), free)
 	}
 }
 

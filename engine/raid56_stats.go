@@ -31,6 +31,9 @@ type ParityStats struct {
 	// DirectReads: reads served without the stripe lock (every chunk read
 	// from its member as it is).
 	DirectReads atomic.Uint64
+	// BufferWaits: requests that waited for a stripe buffer, their queue's
+	// pool at its bound (raid56_slab.go).
+	BufferWaits atomic.Uint64
 	// LogEntries: write-hole log entries written; LogWaits: writes that
 	// waited for their queue's log ring to be freed by a checkpoint.
 	LogEntries, LogWaits atomic.Uint64

@@ -27,9 +27,9 @@ type Collector struct {
 	bitmapDataWrites, bitmapWaited           *prometheus.Desc
 	bitmapWait                               *prometheus.Desc
 
-	parityWrites, parityReconstructReads, parityStripeWaits, parityDirectReads *prometheus.Desc
-	parityLogEntries, parityLogWaits, parityLogCheckpoints                     *prometheus.Desc
-	parityLastCopyFailures                                                     *prometheus.Desc
+	parityWrites, parityReconstructReads, parityStripeWaits, parityDirectReads, parityBufferWaits *prometheus.Desc
+	parityLogEntries, parityLogWaits, parityLogCheckpoints                                        *prometheus.Desc
+	parityLastCopyFailures                                                                        *prometheus.Desc
 
 	memberState, memberOps, memberBytes, memberErrors *prometheus.Desc
 	memberLatency                                     *prometheus.Desc
@@ -90,6 +90,8 @@ func NewCollector(src Source) *Collector {
 			array...),
 		parityDirectReads: d("parity_direct_reads_total", "Reads served without the stripe lock: every chunk read from its member as it is, nothing reconstructed.",
 			array...),
+		parityBufferWaits: d("parity_buffer_waits_total", "Requests that waited for stripe buffer memory: their queue's bounded pool was in use by others.",
+			array...),
 		parityLogEntries: d("parity_log_entries_total", "Write-hole log entries written (one per stripe segment whose parity a write changes).",
 			array...),
 		parityLogWaits: d("parity_log_waits_total", "Writes that waited for write-hole log space to be freed by a checkpoint.",
@@ -124,7 +126,7 @@ func (c *Collector) Describe(ch chan<- *prometheus.Desc) {
 		c.blocks, c.blocksSynced, c.syncSpeed, c.readRepairs,
 		c.bitmapRegions, c.bitmapDirty, c.bitmapWrites,
 		c.bitmapDataWrites, c.bitmapWaited, c.bitmapWait,
-		c.parityWrites, c.parityReconstructReads, c.parityStripeWaits, c.parityDirectReads,
+		c.parityWrites, c.parityReconstructReads, c.parityStripeWaits, c.parityDirectReads, c.parityBufferWaits,
 		c.parityLogEntries, c.parityLogWaits, c.parityLogCheckpoints, c.parityLastCopyFailures,
 		c.memberState, c.memberOps, c.memberBytes, c.memberErrors, c.memberLatency,
 		c.queueInFlight, c.ublkFlag,
@@ -192,6 +194,7 @@ func (c *Collector) collectArray(ch chan<- prometheus.Metric, a *ArrayStats) {
 		counter(c.parityReconstructReads, p.ReconstructReads, dev)
 		counter(c.parityStripeWaits, p.StripeWaits, dev)
 		counter(c.parityDirectReads, p.DirectReads, dev)
+		counter(c.parityBufferWaits, p.BufferWaits, dev)
 		counter(c.parityLogEntries, p.LogEntries, dev)
 		counter(c.parityLogWaits, p.LogWaits, dev)
 		counter(c.parityLogCheckpoints, p.LogCheckpoints, dev)

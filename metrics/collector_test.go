@@ -96,7 +96,7 @@ func fakeSource() Source {
 				Size:      2 * gib,
 				Parity: &ParityStats{
 					Writes:           [NumParityWrites]uint64{ParityRMW: 70, ParityRCW: 20, ParityFull: 9, ParityReconstruct: 2, ParityDataOnly: 1},
-					ReconstructReads: 11, StripeWaits: 4, DirectReads: 6,
+					ReconstructReads: 11, StripeWaits: 4, DirectReads: 6, BufferWaits: 3,
 					LogEntries: 102, LogWaits: 6, LogCheckpoints: 8, Healed: 2, Unhealed: 1,
 				},
 				Members: []MemberStats{

@@ -54,6 +54,7 @@
 //	ublkraid_parity_reconstruct_reads_total          counter  read segments that rebuilt an asked-for chunk from the others
 //	ublkraid_parity_stripe_waits_total               counter  requests that waited for another on one of their stripes
 //	ublkraid_parity_direct_reads_total               counter  reads served without the stripe lock (nothing reconstructed)
+//	ublkraid_parity_buffer_waits_total               counter  requests that waited for stripe buffer memory (the queue's pool at its bound)
 //	ublkraid_parity_log_entries_total                counter  write-hole log entries written
 //	ublkraid_parity_log_waits_total                  counter  writes that waited for log space
 //	ublkraid_parity_log_checkpoints_total            counter  log checkpoints written to the members' headers

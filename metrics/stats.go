@@ -266,6 +266,9 @@ type ParityStats struct {
 	// DirectReads counts reads served without the stripe lock: every
 	// chunk read from its member as it is (md's chunk-aligned reads).
 	DirectReads uint64
+	// BufferWaits counts requests that waited for stripe buffer memory:
+	// their queue's pool was at its bound (md's stripe cache full).
+	BufferWaits uint64
 	// LogEntries counts write-hole log entries written (one per stripe
 	// segment a write changes the parity of); LogWaits the writes that
 	// waited for log space; LogCheckpoints the checkpoints written to the
