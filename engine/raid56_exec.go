@@ -170,6 +170,7 @@ type parityReq struct {
 	anyFail       bool
 	slab          []byte // the stripe buffer (the pool's, raid56_slab.go; nil: none held)
 	used          int
+	need          int // slabNeed of the plan
 	err           error
 	needGen       uint64
 	// lastCopy: an operation failed on a member kept because failing it
@@ -217,8 +218,8 @@ type lentSlab struct {
 
 // alloc takes n bytes of the request's stripe buffer.
 func (r *parityReq) alloc(n int) []byte {
-	if r.used+n > len(r.slab) {
-		panic(fmt.Sprintf("engine: a plan takes more than its stripe buffer of %d bytes (slabNeed)", len(r.slab)))
+	if r.used+n > len(r.slab) || strictSlabNeed && r.used+n > r.need {
+		panic(fmt.Sprintf("engine: a plan takes more than its stripe buffer of %d bytes (slabNeed %d)", len(r.slab), r.need))
 	}
 	b := r.slab[r.used : r.used+n : r.used+n]
 	r.used += n
@@ -878,6 +879,7 @@ func (e *ParityExecutor) lend(tag uint16, id OpID, r *parityReq, d []byte) bool 
 		e.lent = append(e.lent, lentSlab{tag: tag, op: id, buf: r.slab})
 		e.slabs.lend(r.slab)
 		r.slab = nil
+		e.slabFreed() // (room made for a request that waits)
 		return true
 	}
 	for _, l := range e.lent {

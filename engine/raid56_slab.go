@@ -24,6 +24,10 @@ import (
 // tag would take (members+2) x rows x 512 bytes for each of every queue's
 // tags: hundreds of MiB per array.
 
+// strictSlabNeed makes alloc check each plan against its slabNeed, not
+// only against its buffer, which is rounded up (tests).
+var strictSlabNeed = false
+
 // slabMinShift: the smallest stripe buffer is 16 KiB.
 const slabMinShift = 14
 
@@ -85,7 +89,14 @@ func (p *slabPool) take(n int) []byte {
 			}
 		}
 		// Free smaller ones dropped to make room (a workload that
-		// changed sizes).
+		// changed sizes), if that is enough.
+		smaller := 0
+		for k := range c {
+			smaller += len(p.free[k]) * slabSize(k)
+		}
+		if p.bytes-smaller+size > p.budget {
+			return nil
+		}
 		for k := c - 1; k >= 0 && p.bytes+size > p.budget; k-- {
 			for p.bytes+size > p.budget {
 				b := p.pop(k)
@@ -192,6 +203,7 @@ func (e *ParityExecutor) slabNeed(r *parityReq) int {
 func (e *ParityExecutor) takeSlab(tag uint16) bool {
 	r := &e.reqs[tag]
 	need := e.slabNeed(r)
+	r.need = need
 	if need <= len(r.slab) {
 		return true
 	}
@@ -236,8 +248,7 @@ func (e *ParityExecutor) retrySlabWait() {
 	for len(e.slabs.wait) > 0 {
 		tag := e.slabs.wait[0]
 		r := &e.reqs[tag]
-		need := e.slabNeed(r)
-		b := e.slabs.take(need)
+		b := e.slabs.take(e.slabNeed(r))
 		if b == nil {
 			break
 		}

@@ -3,8 +3,12 @@ package engine
 import (
 	"bytes"
 	"testing"
+	"time"
 	"unsafe"
 )
+
+// Every plan in the engine's tests takes no more than its slabNeed.
+func init() { strictSlabNeed = true }
 
 // freeBufs is how many buffers the pool holds free.
 func (p *slabPool) freeBufs() int {
@@ -135,5 +139,46 @@ func TestRaid56StripeBuffersBounded(t *testing.T) {
 			}
 		}
 		w.parityConsistent(t)
+	}
+}
+
+// TestRaid56GiveUpWakesBufferWaiter: an operation of the request holding
+// the pool's only buffer is given up after the member timeout (its
+// buffer lent): the room that makes must wake the queue for the request
+// waiting for a buffer (a review found both stalled).
+func TestRaid56GiveUpWakesBufferWaiter(t *testing.T) {
+	for _, level := range []Level{Level5, Level6} {
+		g := raid56Geo(level, 5)
+		w := newPWorld(t, g, 1, 2, 64<<10)
+		e := w.execs[0]
+		e.slabs.budget = slabSize(len(e.slabs.free) - 1)
+		e.slabs.least = e.slabs.budget
+		var now time.Duration
+		e.Now = func() time.Duration { return now }
+		e.MemberTimeout = 10 * time.Second
+		w.abandon = true
+		_, _, hang, _ := g.LocateData(2)
+		if level == Level6 {
+			hang = g.Stripe(0).P
+		}
+		per := g.ChunkSectors * uint64(g.DataMembers())
+		d0, d1 := make([]byte, 4<<9), make([]byte, 4<<9)
+		fill(d0, 1)
+		fill(d1, 2)
+		e.Start(0, ReqWrite, 2, 4, false, d0)     // stripe 0: takes the only buffer
+		e.Start(1, ReqWrite, per+2, 4, false, d1) // stripe 1: waits for it
+		if e.reqs[1].phase != paritySlabWait {
+			t.Fatalf("%v: tag 1 phase %d", level, e.reqs[1].phase)
+		}
+		w.deliverExcept(hang)
+		now = 11 * time.Second
+		e.Tick()
+		w.settle()
+		_, ok0 := w.done[0][0]
+		_, ok1 := w.done[0][1]
+		if !ok0 || !ok1 {
+			t.Errorf("%v: stalled with room in the pool (bytes %d of %d): done 0 %v, 1 %v; waiting %v, late ops %d",
+				level, e.slabs.bytes, e.slabs.budget, ok0, ok1, e.slabs.wait, len(w.late))
+		}
 	}
 }
