@@ -174,6 +174,10 @@ type Array struct {
 	// logCheckpointEvery: how often the write-hole log's checkpointer
 	// looks for a checkpoint to persist unasked (0: every second).
 	logCheckpointEvery time.Duration
+	// paritySerialBuffers: each raid5/6 queue serves the requests that
+	// need a stripe buffer one at a time
+	// (engine.ParityExecutor.SerializeBuffers; tests of the waits).
+	paritySerialBuffers bool
 	// logHeaderMu orders the log header writes at run time; logHeaderCP
 	// is the last checkpoint they persisted.
 	logHeaderMu sync.Mutex

@@ -375,6 +375,9 @@ type arrayModel struct {
 	n     int // roles
 	// zeroCopy: the queues are zero copy (modelRing.ZeroCopy)
 	zeroCopy bool
+	// tightBuffers: raid5/6 queues that serve the requests needing a
+	// stripe buffer one at a time (Array.paritySerialBuffers).
+	tightBuffers bool
 	// garbage: the disks held different data before the array (drawn).
 	garbage bool
 	a       *Array
@@ -472,6 +475,7 @@ func newArrayModel(t *rapid.T) *arrayModel {
 	}
 	// (Parity levels compute on the data: no zero copy.)
 	m.zeroCopy = !m.parity() && rapid.Bool().Draw(t, "zero copy")
+	m.tightBuffers = m.parity() && rapid.Bool().Draw(t, "tight stripe buffers")
 	// Disks that held data before, different on each: never-written data
 	// then reads as anything (write id 0 stands for it), and a region's
 	// copies converge once it was written and synced.
@@ -610,6 +614,7 @@ func (m *arrayModel) start(a *Array) {
 	// The write-hole log's checkpoints come when the rings ask, not on a
 	// timer (the model's runs then repeat).
 	a.logCheckpointEvery = time.Hour
+	a.paritySerialBuffers = m.tightBuffers
 	a.Configure(func() { // the flusher runs already (a data race -race found in CI)
 		a.MemberTimeout = *modelTimeout
 		a.OnMemberFailed = func(role int, path string) { m.logf("array: role %d (%s) failed", role, path) }

@@ -137,6 +137,9 @@ func (a *Array) newParityRunner(h *queue, q ring) requestRunner {
 		pl.clock.SetOldest(q.ID(), 0)
 		e.EnableLog(ring, pl.clock, a.logUUID, pl.wantCheckpoint, q.MaxIOBytes())
 	}
+	if a.paritySerialBuffers {
+		e.SerializeBuffers()
+	}
 	if a.repairs != nil {
 		e.ReadRepair = func(member int, sector uint64, sectors uint32) {
 			a.requestRepair(sector, sectors, 1<<uint(member))

@@ -384,8 +384,7 @@ func TestRaid56ExecutorModel(t *testing.T) {
 			// which every request takes (raid56_slab.go): they wait for
 			// each other's.
 			for _, e := range w.execs {
-				e.slabs.budget = slabSize(len(e.slabs.free) - 1)
-				e.slabs.least = e.slabs.budget
+				e.SerializeBuffers()
 			}
 		}
 		inflight := make([][]*pInflight, queues)

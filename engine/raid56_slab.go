@@ -146,6 +146,15 @@ func (p *slabPool) returned(b []byte) {
 	p.put(b)
 }
 
+// SerializeBuffers makes the queue's pool hold one buffer of the largest
+// need, which every request that needs one takes: such requests are served
+// one at a time, the others waiting (tests of the waits). Call it before
+// the first request, after EnableLog.
+func (e *ParityExecutor) SerializeBuffers() {
+	e.slabs.budget = slabSize(len(e.slabs.free) - 1)
+	e.slabs.least = e.slabs.budget
+}
+
 // alignedBuf is n bytes at a page boundary (the members take direct I/O).
 func alignedBuf(n int) []byte {
 	b := make([]byte, n+4096)
