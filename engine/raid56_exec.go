@@ -302,9 +302,11 @@ type ParityExecutor struct {
 
 	lent []lentSlab // stripe buffers operations given up may still use
 	// slabs: the queue's stripe buffers (raid56_slab.go); slabRetry:
-	// retrySlabWait is running.
+	// retrySlabWait is running; slabHead: the waiter it is planning (-1:
+	// none).
 	slabs     slabPool
 	slabRetry bool
+	slabHead  int
 	// Wake, if set, gets the queue woken (RetryParked called) soon; it
 	// is called when a stripe buffer a request waits for is given back.
 	// Without it a request waiting for one is retried only when
@@ -348,6 +350,7 @@ func NewParityExecutor(arr *Array, be Backend, lock *StripeLock, queue, depth, m
 		r.avoid = make([]uint64, 0, segs/3+1)
 	}
 	e.slabs.init(g.maxSlabNeed(maxBytes, false), depth)
+	e.slabHead = -1
 	e.wsegs = make([]StripeSegment, 0, 2*nd+2)
 	e.rsegs = make([]StripeReadSegment, 0, 2*nd+2)
 	e.persistGate.init(arr.State().Gen, depth)

@@ -112,7 +112,7 @@ func (e *ParityExecutor) segFailedKept(r *parityReq, s *paritySeg, mem int) bool
 	st := e.arr.State()
 	sector := s.stripe*e.geo.ChunkSectors + s.lo
 	for i, io := range r.ios {
-		if r.phase >= parityHealReading && i >= r.healFrom {
+		if (r.phase == parityHealReading || r.phase == parityHealWriting) && i >= r.healFrom {
 			break // the heal's own
 		}
 		if !r.failed[i] || io.Kind != IOWrite || io.Log || io.Sector != sector || io.Sectors != uint32(s.hi-s.lo) {

@@ -223,6 +223,14 @@ func (e *ParityExecutor) takeSlab(tag uint16) bool {
 		}
 	}
 	r.phase = paritySlabWait
+	if e.slabRetry && int(tag) == e.slabHead {
+		// The head of the line, planned again with a larger need (the
+		// state changed while it waited): first in line still.
+		e.slabs.wait = append(e.slabs.wait, 0)
+		copy(e.slabs.wait[1:], e.slabs.wait)
+		e.slabs.wait[0] = tag
+		return false
+	}
 	e.slabs.wait = append(e.slabs.wait, tag)
 	e.Stats.BufferWaits.Add(1)
 	return false
@@ -265,7 +273,9 @@ func (e *ParityExecutor) retrySlabWait() {
 		e.slabs.wait = e.slabs.wait[:len(e.slabs.wait)-1]
 		r.slab = b
 		r.phase = parityIdle
+		e.slabHead = int(tag)
 		e.plan(tag)
+		e.slabHead = -1
 	}
 	e.slabRetry = false
 }

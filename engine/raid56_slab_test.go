@@ -182,3 +182,67 @@ func TestRaid56GiveUpWakesBufferWaiter(t *testing.T) {
 		}
 	}
 }
+
+// deliverTag runs queue 0 tag's operations (and the ones they lead to) to
+// the end, leaving the others pending.
+func (w *pWorld) deliverTag(tag uint16) {
+	for {
+		i := -1
+		for j, o := range w.pending {
+			if o.tag == tag {
+				i = j
+				break
+			}
+		}
+		if i < 0 {
+			return
+		}
+		w.deliver(i)
+	}
+}
+
+// TestRaid56BufferWaitHeadKeepsItsPlace: the head of the line for a
+// buffer, given one for its old plan, is planned again with a larger need
+// (its stripe's parity became untrusted meanwhile: RMW to RCW): it stays
+// first in line, not behind a request that came after it (a review found
+// it sent to the back).
+func TestRaid56BufferWaitHeadKeepsItsPlace(t *testing.T) {
+	g := ParityGeometry{Level: Level5, Members: 5, Layout: LeftSymmetric, ChunkSectors: 64, MemberSectors: 64 * 8}
+	w := newPWorld(t, g, 1, 4, 64<<10)
+	e := w.execs[0]
+	e.slabs.budget = 64 << 10 // two of 32 KiB
+	untrusted := map[uint64]bool{}
+	e.Untrusted = func(s uint64) bool { return untrusted[s] }
+	per := g.ChunkSectors * uint64(g.DataMembers())
+	bufs := make([][]byte, 4)
+	for i := range bufs {
+		bufs[i] = make([]byte, 32<<9)
+		fill(bufs[i], uint64(i+1))
+	}
+	order := []uint16{0, 3, 1, 2}
+	for _, tag := range order {
+		e.Start(tag, ReqWrite, uint64(tag)*per, 32, false, bufs[tag])
+	}
+	if len(e.slabs.wait) != 2 || e.slabs.wait[0] != 1 {
+		t.Fatalf("setup: wait %v", e.slabs.wait)
+	}
+	untrusted[1] = true // tag 1's next plan is RCW: 64 KiB
+	w.deliverTag(0)
+	if !w.wakes[0] {
+		t.Fatal("no wake")
+	}
+	w.wake(0)
+	if e.reqs[2].phase != paritySlabWait && e.reqs[1].phase == paritySlabWait {
+		t.Errorf("tag 1 (first in line) overtaken by tag 2: wait %v", e.slabs.wait)
+	}
+	if n := e.Stats.BufferWaits.Load(); n != 2 {
+		t.Errorf("buffer waits counted %d, want 2 (one per request that waited)", n)
+	}
+	w.settle()
+	for _, tag := range order {
+		if err, ok := w.done[0][tag]; !ok || err != nil {
+			t.Fatalf("tag %d: %v %v", tag, ok, err)
+		}
+	}
+	w.parityConsistent(t)
+}
