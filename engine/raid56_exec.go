@@ -21,9 +21,12 @@ package engine
 //     not yet durable (ArrayState.DropGen) is held, unissued, until
 //     Persisted says it is (as Executor holds one), then planned again.
 //  3. Pre-read what the plans read, into the request's stripe buffer
-//     (preallocated per tag at construction: old data and parity never
-//     go into the request's own pages; data wanted by a read and data
-//     written come from and go to them directly).
+//     (taken from the queue's bounded pool, of the size the plan needs;
+//     at the bound the request waits for one, holding its stripes, and
+//     the queue's Wake must lead to RetryParked: raid56_slab.go; old
+//     data and parity never go into the request's own pages; data
+//     wanted by a read and data written come from and go to them
+//     directly).
 //  4. Compute: RMW adds each written chunk's change to the old parity
 //     (Parity.Update), RCW computes it from the whole stripe's data
 //     (Parity.Compute), Reconstruct rebuilds the missing old data first
@@ -59,8 +62,8 @@ package engine
 // A member operation older than MemberTimeout is given up (Tick), as by
 // Executor: it counts as failed (its member fails, but not the last copy)
 // and the buffers it may still use are kept from the request's later
-// work until it comes back: the stripe buffer it was given is lent (the
-// request takes another; allocated on the worst day only), and a read
+// work until it comes back: the stripe buffer it was given is lent, out
+// of the pool's count (the request's next plan takes another), and a read
 // given up in the request's pages makes the next plan take other pages
 // (Backend.Rebuffer). An operation whose device left its role meanwhile
 // blames nobody (Backend.Departed).
