@@ -1203,10 +1203,7 @@ func TestRaid56ExecutorMemberTimeout(t *testing.T) {
 			// the stripe buffer; the new plan reads the other data into
 			// another. raid6: an RCW, whose P write (which hangs) is read
 			// from the stripe buffer.
-			_, _, hang, _ := g.LocateData(2)
-			if level == Level6 {
-				hang = g.Stripe(0).P
-			}
+			hang := hangOfWriteAt2(g)
 			data := make([]byte, 4<<9)
 			fill(data, 9)
 			e.Start(0, ReqWrite, 2, 4, false, data)
@@ -1365,4 +1362,16 @@ func drawParityGeo(t *rapid.T) ParityGeometry {
 		ChunkSectors: uint64(rapid.SampledFrom([]int{8, 16}).Draw(t, "chunk"))}
 	g.MemberSectors = uint64(rapid.IntRange(2, 6).Draw(t, "stripes")) * g.ChunkSectors
 	return g
+}
+
+// hangOfWriteAt2 is the member to hang for a write of sectors 2..5 (data
+// chunk 0 of stripe 0) so that its buffer is in the stripe buffer: raid5
+// plans an RMW, which pre-reads the chunk's member; raid6 an RCW, whose
+// P write is read from the stripe buffer.
+func hangOfWriteAt2(g ParityGeometry) int {
+	if g.Level == Level6 {
+		return g.Stripe(0).P
+	}
+	_, _, mem, _ := g.LocateData(2)
+	return mem
 }

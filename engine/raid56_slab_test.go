@@ -151,16 +151,12 @@ func TestRaid56GiveUpWakesBufferWaiter(t *testing.T) {
 		g := raid56Geo(level, 5)
 		w := newPWorld(t, g, 1, 2, 64<<10)
 		e := w.execs[0]
-		e.slabs.budget = slabSize(len(e.slabs.free) - 1)
-		e.slabs.least = e.slabs.budget
+		e.SerializeBuffers()
 		var now time.Duration
 		e.Now = func() time.Duration { return now }
 		e.MemberTimeout = 10 * time.Second
 		w.abandon = true
-		_, _, hang, _ := g.LocateData(2)
-		if level == Level6 {
-			hang = g.Stripe(0).P
-		}
+		hang := hangOfWriteAt2(g)
 		per := g.ChunkSectors * uint64(g.DataMembers())
 		d0, d1 := make([]byte, 4<<9), make([]byte, 4<<9)
 		fill(d0, 1)
