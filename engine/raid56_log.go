@@ -264,8 +264,50 @@ func (e *ParityLogEntry) Encode(b []byte, g ParityGeometry) (int, error) {
 	le.PutUint32(h[plOffMembers:], uint32(g.Members))
 	le.PutUint32(h[plOffLayout:], uint32(g.Layout))
 	le.PutUint32(h[plOffChunk:], uint32(g.ChunkSectors))
-	le.PutUint32(h[plOffChecksum:], parityLogHeaderSum(h))
+	le.PutUint32(h[plOffChecksum:], parityLogFieldsSum(h))
 	return size, nil
+}
+
+// parityLogFieldsSum is parityLogHeaderSum of a header whose reserved
+// bytes are zero (Encode's), without reading them: the CRC of the fields,
+// then of the zero tail by the operator plZeroTail. The header's zero
+// tail is most of its 4 KiB, and the sum is on every write's path.
+func parityLogFieldsSum(h []byte) uint32 {
+	c := crc32.Update(0, castagnoli, h[:plOffChecksum])
+	c = crc32.Update(c, castagnoli, plZeroSum[:])
+	c = crc32.Update(c, castagnoli, h[plOffChecksum+4:plOffReserved])
+	return plZeroTail.apply(c)
+}
+
+// crcZeros is the linear map a run of zero bytes makes of a CRC-32C's
+// register: col[i] is where the register's bit i goes.
+type crcZeros struct{ col [32]uint32 }
+
+// plZeroTail appends the header's reserved bytes (all zero) to a CRC.
+var plZeroTail = newCRCZeros(ParityLogHeaderSize - plOffReserved)
+
+// newCRCZeros is the map of n zero bytes, taken from crc32 itself: over
+// zero bytes the register (the CRC inverted) changes linearly, so the
+// image of each bit determines the image of every register.
+func newCRCZeros(n int) *crcZeros {
+	z := make([]byte, n)
+	var m crcZeros
+	for i := range m.col {
+		m.col[i] = ^crc32.Update(^(uint32(1) << i), castagnoli, z)
+	}
+	return &m
+}
+
+// apply is crc32.Update(c, castagnoli, n zero bytes).
+func (m *crcZeros) apply(c uint32) uint32 {
+	reg, out := ^c, uint32(0)
+	for i := 0; reg != 0; i++ {
+		if reg&1 != 0 {
+			out ^= m.col[i]
+		}
+		reg >>= 1
+	}
+	return ^out
 }
 
 // plZeroSum stands for the checksum field in its own checksum (a package
