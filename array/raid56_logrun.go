@@ -1,6 +1,7 @@
 package array
 
 import (
+	"errors"
 	"fmt"
 	"time"
 
@@ -148,7 +149,7 @@ func (a *Array) runCheckpointer(pl *parityLog) {
 	}
 	t := time.NewTicker(every)
 	defer t.Stop()
-	b := make([]byte, engine.ParityLogHeaderSize)
+	var b []byte // (writeLogCheckpoint's buffer)
 	for {
 		select {
 		case <-pl.stop:
@@ -160,7 +161,7 @@ func (a *Array) runCheckpointer(pl *parityLog) {
 		if cp <= pl.clock.Persisted() {
 			continue
 		}
-		ok, err := a.writeLogCheckpoint(cp, b)
+		ok, err := a.writeLogCheckpoint(cp, &b)
 		switch {
 		case ok:
 			pl.clock.SetStuck(nil)
@@ -184,7 +185,14 @@ func (a *Array) runCheckpointer(pl *parityLog) {
 // does not reuse entries a recovery could still need: the error returned
 // says so, and the checkpointer makes the writes that would wait for
 // ring space fail with it, ParityLogClock.SetStuck).
-func (a *Array) writeLogCheckpoint(cp uint64, b []byte) (bool, error) {
+//
+// Each member takes the header in one durable (FUA) write, with no flush
+// of its cache: what the checkpoint says durable already is, every data
+// and parity write that holds an entry being FUA (ParityExecutor.addIO).
+// *b is the header's buffer, kept from one checkpoint to the next; a
+// write given up after the member timeout may still read it, and then
+// the next checkpoint takes another.
+func (a *Array) writeLogCheckpoint(cp uint64, bp *[]byte) (bool, error) {
 	// One at a time, never back: a smaller checkpoint written after a
 	// larger one would make dead entries live again.
 	a.logHeaderMu.Lock()
@@ -195,6 +203,10 @@ func (a *Array) writeLogCheckpoint(cp uint64, b []byte) (bool, error) {
 	if cp <= a.logHeaderCP {
 		return true, nil
 	}
+	if *bp == nil {
+		*bp = engine.AlignedBuf(engine.ParityLogHeaderSize)
+	}
+	b := *bp
 	h := engine.ParityLogHeader{Array: a.logUUID, Checkpoint: cp}
 	if err := h.Encode(b); err != nil {
 		return false, err
@@ -216,8 +228,13 @@ func (a *Array) writeLogCheckpoint(cp uint64, b []byte) (bool, error) {
 	// (A member that does not answer is given up after the member
 	// timeout, as for the bitmap's writes.)
 	errs := writeAll(members, roles, a.MemberTimeout, func(r int) error {
-		return members[r].WriteBlockSync(int64(a.logOffset), b)
+		return members[r].WriteAtDurable(b, int64(a.logOffset))
 	})
+	for _, r := range roles {
+		if errors.Is(errs[r], errMemberTimeout) {
+			*bp = nil // (still read by the write left behind)
+		}
+	}
 	ok := true
 	var stuck error
 	for _, r := range roles {
@@ -262,7 +279,8 @@ func (a *Array) stopParityLog() {
 	// past them, so that the next assembly replays nothing after a
 	// clean stop (a write still out holds its entries live).
 	if cp := pl.clock.Checkpoint(); cp > pl.clock.Persisted() {
-		if ok, _ := a.writeLogCheckpoint(cp, make([]byte, engine.ParityLogHeaderSize)); ok {
+		var b []byte
+		if ok, _ := a.writeLogCheckpoint(cp, &b); ok {
 			pl.clock.SetPersisted(cp)
 		}
 	}

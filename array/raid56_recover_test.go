@@ -296,7 +296,8 @@ func tornRaid5Write(t *testing.T, rng *rand.Rand, entry bool, belowCP uint64) to
 func persistLogCheckpoint(t *testing.T, a *Array) {
 	t.Helper()
 	cp := a.plog.clock.Checkpoint()
-	if ok, _ := a.writeLogCheckpoint(cp, make([]byte, engine.ParityLogHeaderSize)); !ok {
+	var b []byte
+	if ok, _ := a.writeLogCheckpoint(cp, &b); !ok {
 		t.Fatal("write-hole log checkpoint not written")
 	}
 	a.plog.clock.SetPersisted(cp)

@@ -59,7 +59,7 @@ func (e *ParityExecutor) healStart(tag uint16) bool {
 		return false
 	}
 	if n := int(r.sectors) << 9; len(e.healBufs[tag]) < n {
-		e.healBufs[tag] = alignedBuf(n) // the worst day only
+		e.healBufs[tag] = AlignedBuf(n) // the worst day only
 	}
 	r.healBuf = e.healBufs[tag]
 	first := len(r.ios)

@@ -111,7 +111,7 @@ func (p *slabPool) take(n int) []byte {
 		}
 	}
 	p.bytes += size
-	return alignedBuf(size)
+	return AlignedBuf(size)
 }
 
 func (p *slabPool) pop(c int) []byte {
@@ -155,8 +155,9 @@ func (e *ParityExecutor) SerializeBuffers() {
 	e.slabs.least = e.slabs.budget
 }
 
-// alignedBuf is n bytes at a page boundary (the members take direct I/O).
-func alignedBuf(n int) []byte {
+// AlignedBuf is n bytes at a page boundary, on the Go heap (the members
+// take direct I/O).
+func AlignedBuf(n int) []byte {
 	b := make([]byte, n+4096)
 	o := int(4096-uintptr(unsafe.Pointer(unsafe.SliceData(b)))%4096) % 4096
 	return b[o : o+n : o+n]
