@@ -189,7 +189,7 @@ func (a *Array) runCheckpointer(pl *parityLog) {
 // Each member takes the header in one durable (FUA) write, with no flush
 // of its cache: what the checkpoint says durable already is, every data
 // and parity write that holds an entry being FUA (ParityExecutor.addIO).
-// *b is the header's buffer, kept from one checkpoint to the next; a
+// *bp is the header's buffer, kept from one checkpoint to the next; a
 // write given up after the member timeout may still read it, and then
 // the next checkpoint takes another.
 func (a *Array) writeLogCheckpoint(cp uint64, bp *[]byte) (bool, error) {
