@@ -273,10 +273,15 @@ func (e *ParityLogEntry) Encode(b []byte, g ParityGeometry) (int, error) {
 // then of the zero tail by the operator plZeroTail. The header's zero
 // tail is most of its 4 KiB, and the sum is on every write's path.
 func parityLogFieldsSum(h []byte) uint32 {
+	return plZeroTail.apply(parityLogFieldsCRC(h))
+}
+
+// parityLogFieldsCRC is the CRC-32C of the header's fields (before the
+// reserved bytes), the checksum field taken as zero.
+func parityLogFieldsCRC(h []byte) uint32 {
 	c := crc32.Update(0, castagnoli, h[:plOffChecksum])
 	c = crc32.Update(c, castagnoli, plZeroSum[:])
-	c = crc32.Update(c, castagnoli, h[plOffChecksum+4:plOffReserved])
-	return plZeroTail.apply(c)
+	return crc32.Update(c, castagnoli, h[plOffChecksum+4:plOffReserved])
 }
 
 // crcZeros is the linear map a run of zero bytes makes of a CRC-32C's
@@ -317,9 +322,7 @@ var plZeroSum [4]byte
 // parityLogHeaderSum is the CRC-32C of the header h with the checksum
 // field taken as zero.
 func parityLogHeaderSum(h []byte) uint32 {
-	c := crc32.Update(0, castagnoli, h[:plOffChecksum])
-	c = crc32.Update(c, castagnoli, plZeroSum[:])
-	return crc32.Update(c, castagnoli, h[plOffChecksum+4:ParityLogHeaderSize])
+	return crc32.Update(parityLogFieldsCRC(h), castagnoli, h[plOffReserved:ParityLogHeaderSize])
 }
 
 // DecodeParityLogEntry decodes and validates the entry at the start of b
