@@ -57,6 +57,13 @@ type Member struct {
 	// device could carry out several given-up ones, each a generation
 	// newer, and move the member generations ahead of the others.
 	sbWriting atomic.Bool
+	// logHeaderWriting: a write of the write-hole log's checkpoint is out
+	// on the member (writeLogCheckpoint; one given up after the member
+	// timeout stays out until the device answers). No other is sent
+	// meanwhile: landing after a newer one, it would take the member's
+	// checkpoint back, and the entries between the two, reused since,
+	// would be replayed by a recovery that reads its header.
+	logHeaderWriting atomic.Bool
 	// sbPending is the last superblock written to the member when the
 	// write's outcome is unknown (given up after the timeout, or taken
 	// but not flushed): the member may hold that generation or the one

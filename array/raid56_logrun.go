@@ -178,6 +178,10 @@ func (a *Array) runCheckpointer(pl *parityLog) {
 	}
 }
 
+// errLogHeaderLate: a checkpoint write given up after the member timeout
+// is still out on the member; no newer one is sent until it returns.
+var errLogHeaderLate = errors.New("a write of the write-hole log's checkpoint given up after the member timeout is still out on it")
+
 // writeLogCheckpoint writes checkpoint cp to the log header of every
 // member in sync or rebuilding; it reports whether cp is durable on all
 // of them (a member whose write fails is failed, unless it is the last
@@ -191,7 +195,9 @@ func (a *Array) runCheckpointer(pl *parityLog) {
 // and parity write that holds an entry being FUA (ParityExecutor.addIO).
 // *bp is the header's buffer, kept from one checkpoint to the next; a
 // write given up after the member timeout may still read it, and then
-// the next checkpoint takes another.
+// the next checkpoint takes another. Until such a write returns, the
+// member takes no other (errLogHeaderLate: a member kept as the last copy
+// then holds the checkpoint back, as when its write fails).
 func (a *Array) writeLogCheckpoint(cp uint64, bp *[]byte) (bool, error) {
 	// One at a time, never back: a smaller checkpoint written after a
 	// larger one would make dead entries live again.
@@ -228,7 +234,12 @@ func (a *Array) writeLogCheckpoint(cp uint64, bp *[]byte) (bool, error) {
 	// (A member that does not answer is given up after the member
 	// timeout, as for the bitmap's writes.)
 	errs := writeAll(members, roles, a.MemberTimeout, func(r int) error {
-		return members[r].WriteAtDurable(b, int64(a.logOffset))
+		m := members[r]
+		if !m.logHeaderWriting.CompareAndSwap(false, true) {
+			return errLogHeaderLate
+		}
+		defer m.logHeaderWriting.Store(false)
+		return m.WriteAtDurable(b, int64(a.logOffset))
 	})
 	for _, r := range roles {
 		if errors.Is(errs[r], errMemberTimeout) {
