@@ -102,12 +102,17 @@ func (a *Array) startRepairs() {
 // repair rewrites the bad copies of r's range from a good one, with the
 // range raised so that no user write to it is in flight or starts: the
 // copy read is the newest data, and nothing overwrites the rewrite with
-// something older. A rewrite that fails fails its member.
+// something older. Each rewrite is read back (md's fix_read_error): a
+// rewrite, or a read back, that fails fails its member (a bad sector the
+// rewrite did not cure; never the last in-sync copy).
 func (a *Array) repair(ctx context.Context, r repairReq, buf []byte, io memberIO) {
 	if a.Engine.Parity != nil {
 		a.repairParity(ctx, r, buf, io)
 		return
 	}
+	// The first half holds the good copy, the second the reads back.
+	half := len(buf) / 2
+	buf, back := buf[:half], buf[half:]
 	g := a.Engine.Geo
 	var locs [engine.MaxCopies]engine.Location
 	for s, end := r.sector, r.sector+uint64(r.sectors); s < end; {
@@ -132,7 +137,11 @@ func (a *Array) repair(ctx context.Context, r repairReq, buf []byte, io memberIO
 				if r.bad&(1<<uint(l.Member)) == 0 || !writable(st.Members[l.Member]) || !a.sameMember(st, l.Member) {
 					continue // (a device put in the role since is rebuilt whole)
 				}
-				if err := io.WriteAt(l.Member, p, l.Sector); err != nil {
+				err := io.WriteAt(l.Member, p, l.Sector)
+				if err == nil {
+					err = io.ReadAt(l.Member, back[:n<<9], l.Sector)
+				}
+				if err != nil {
 					// (never the last in-sync copy: md's rule; and not a
 					// device put in the role during the write: the check
 					// and the failure one step, FailRedundantIf)

@@ -162,3 +162,45 @@ func TestReadRepairSourceReplacedMidRepair(t *testing.T) {
 		t.Fatalf("the spare holds %#x after its rebuild, want 0x22", got)
 	}
 }
+
+// A read repair reads each rewrite back, as md's fix_read_error: a copy
+// whose sector still fails to read after the rewrite is failed (here its
+// reads always fail, its writes succeed), not counted as repaired and
+// kept to fail the next read again.
+func TestReadRepairVerifiesRewrite(t *testing.T) {
+	paths := memberFiles(t, 3, 32<<20)
+	const sector, n = 2048, 8
+	var (
+		mu  sync.Mutex
+		bad Device
+		off int64
+	)
+	memberRW = func(d Device, p []byte, o int64, write bool) error {
+		mu.Lock()
+		hit := !write && p != nil && d == bad && o == off
+		mu.Unlock()
+		if hit {
+			return unix.EIO
+		}
+		return deviceRW(d, p, o, write)
+	}
+	t.Cleanup(func() { memberRW = deviceRW })
+	a, err := Open(paths, CreateSpec{Level: engine.Level1, AssumeClean: true}, true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer a.Close()
+	scribble(t, a, paths[0], sector<<9, n<<9, 0x22)
+	scribble(t, a, paths[1], sector<<9, n<<9, 0xee) // the bad copy
+	scribble(t, a, paths[2], sector<<9, n<<9, 0x22)
+	a.mu.Lock()
+	mu.Lock()
+	bad, off = a.Members[1].Device, int64(a.dataOffset+sector<<9)
+	mu.Unlock()
+	a.mu.Unlock()
+	a.requestRepair(sector, n, 1<<1)
+	waitFor(t, "the bad copy failed", func() bool { return a.Engine.State().Members[1].State == engine.MemberFaulty })
+	if got := a.ReadRepairs(); got != 0 {
+		t.Fatalf("%d repairs counted, want none: the rewrite did not read back", got)
+	}
+}
