@@ -56,8 +56,9 @@
 // A source copy that fails a read is read again block by block
 // (Config.RetryUnit): the blocks it can read keep its data, each block it
 // cannot read comes from the next readable copy, and the copies that
-// failed are then rewritten with the result (read repair, as the executor
-// does for user reads). On raid5/6 (parity.go) a check, repair or
+// failed are then rewritten with the result and read back (read repair,
+// as the executor does for user reads; md's fix_read_error: a rewrite
+// that does not read back is a member error). On raid5/6 (parity.go) a check, repair or
 // resync rewrites each 4 KiB row a member fails to read from the parity
 // and the others' rows, and reads it back (a resync P and Q rows only);
 // a read error Job.Unrepairable says is not to be repaired (a timeout)

@@ -688,13 +688,31 @@ func (r *run) arrSector(locs []engine.Location) uint64 {
 	return a
 }
 
-// rewriteFailed writes good data over the copies that failed reading it.
+// rewriteFailed writes good data over the copies that failed reading it,
+// and reads each rewrite back (md's fix_read_error): a bad sector the
+// rewrite did not cure is a member error, as a failed write is.
 func (r *run) rewriteFailed(st *engine.ArrayState, locs []engine.Location, failed uint32, buf []byte) error {
 	for i, l := range locs {
 		if failed&(1<<uint(i)) != 0 && writable(st, l.Member) {
 			if err := r.write(l.Member, buf, l.Sector); err != nil {
 				return err
 			}
+			if err := r.readBack(l.Member, len(buf), l.Sector); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+// readBack reads n bytes of role at sector, a retry unit at a time, into
+// the unit buffer (free here: readOne copied out of it).
+func (r *run) readBack(role, n int, sector uint64) error {
+	for off := 0; off < n; off += len(r.unitBuf) {
+		k := min(len(r.unitBuf), n-off)
+		at := sector + uint64(off>>9)
+		if err := r.members.ReadAt(role, r.unitBuf[:k], at); err != nil {
+			return r.memberError(role, "read back", at, err)
 		}
 	}
 	return nil

@@ -773,9 +773,13 @@ func TestSyncSourceReplaced(t *testing.T) {
 			m.writeImage(g, img)
 			job = Job{Kind: Repair}
 		}
-		replaced := false
+		replaced, healed := false, false
+		m.failWrite = func(role int, sector, _ uint64) error {
+			healed = healed || (role == 0 && sector < 8) // (a rewrite cures it)
+			return nil
+		}
 		m.failRead = func(role int, sector, _ uint64) error {
-			if role == 0 && sector < 8 { // a bad block on member 0
+			if role == 0 && sector < 8 && !healed { // a bad block on member 0
 				if !replaced {
 					// Member 1 fails and a new device takes its role.
 					replaced = true
@@ -950,5 +954,42 @@ func TestRebuildSkipsRebuiltPart(t *testing.T) {
 		if !bytes.Equal(m.sector(1, sec), want) {
 			t.Fatalf("member 1 sector %d not rebuilt from the lowest readable copy", sec)
 		}
+	}
+}
+
+// A copy rewritten after a read error is read back (md's
+// fix_read_error): one whose sectors still fail to read after the
+// rewrite is reported as a member error and stops the job, as a failed
+// rewrite does, instead of counting as healed.
+func TestSourceReadErrorRewriteReadBack(t *testing.T) {
+	g := engine.Geometry{Level: engine.Level1, Members: 3, ChunkSectors: 128, MemberSectors: 4500}
+	arr := mustArray(t, g)
+	m := newMem(g)
+	m.writeImage(g, randomImage(g, 4), 2)
+	var rewritten atomic.Bool
+	m.failRead = func(role int, sector, sectors uint64) error {
+		if role == 0 && sector < 200 && sector+sectors > 100 {
+			return errInjected // before and after the rewrite
+		}
+		return nil
+	}
+	m.failWrite = func(role int, sector, sectors uint64) error {
+		if role == 0 && sector <= 100 && sector+sectors >= 200 {
+			rewritten.Store(true)
+		}
+		return nil
+	}
+	startRebuild(arr, 2)
+	s, _ := newSyncer(arr, m, Config{})
+	var told []error
+	_, err := s.Run(context.Background(), Job{Kind: Rebuild, Targets: []int{2}, Progress: advance(arr, []int{2}, nil),
+		OnMemberError: func(role int, err error) {
+			if role == 0 {
+				told = append(told, err)
+			}
+		}})
+	var me *MemberError
+	if !rewritten.Load() || err == nil || len(told) != 1 || !errors.As(told[0], &me) || me.Op != "read back" || !errors.Is(err, errInjected) {
+		t.Fatalf("rewrite that does not read back: rewritten %v, err %v, member 0 told %v", rewritten.Load(), err, told)
 	}
 }
