@@ -135,6 +135,7 @@ type Array struct {
 	repairs      chan repairReq
 	stopRepairs  func()
 	readRepairs  atomic.Uint64
+	readErrs     []readErrCount // per role (the repair worker's)
 	logCPs       atomic.Uint64  // write-hole log checkpoints written (metrics)
 	repairPar    *engine.Parity // raid5/6 read repair's (its worker's only)
 	sync         *syncer

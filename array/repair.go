@@ -2,6 +2,7 @@ package array
 
 import (
 	"context"
+	"time"
 
 	"golang.org/x/sys/unix"
 
@@ -110,6 +111,9 @@ func (a *Array) repair(ctx context.Context, r repairReq, buf []byte, io memberIO
 		a.repairParity(ctx, r, buf, io)
 		return
 	}
+	if r.bad = a.countReadErrors(r, time.Now()); r.bad == 0 {
+		return
+	}
 	// The first half holds the good copy, the second the reads back.
 	half := len(buf) / 2
 	buf, back := buf[:half], buf[half:]
@@ -156,6 +160,69 @@ func (a *Array) repair(ctx context.Context, r repairReq, buf []byte, io memberIO
 		a.xbar.Lower()
 		s += n
 	}
+}
+
+// maxCorrReadErrors is how many read errors a raid1/10 member may have
+// repaired before it is failed instead (md's max_corr_read_errors,
+// default 20, of raid1 and raid10): a device whose sectors keep going bad
+// is failing, and each error costs the reads that meet it a retry and the
+// array a repair. (md's raid5/6 fail a member past a larger budget, its
+// stripe cache's size, reset by a read that succeeds; not done here.)
+const maxCorrReadErrors = 20
+
+// readErrCount is a role's count of read errors sent to repair, halved
+// for every hour since the last (md's check_decay_read_errors), for the
+// device that took the role at generation since. A range that starts
+// where the role's previous one ended (end) is the same error: a failed
+// read is retried, and reported, a retry unit at a time, and md counts a
+// failed read once.
+type readErrCount struct {
+	since, n, end uint64
+	last          time.Time
+}
+
+// countReadErrors counts r as a read error on each role of r.bad and
+// returns r.bad without the roles it failed for going past
+// maxCorrReadErrors (never the last copy: that one stays, and is
+// repaired). The repair worker only.
+func (a *Array) countReadErrors(r repairReq, now time.Time) uint64 {
+	bad := r.bad
+	st := a.Engine.State()
+	for role := range st.Members {
+		if bad&(1<<uint(role)) == 0 {
+			continue
+		}
+		for len(a.readErrs) <= role {
+			a.readErrs = append(a.readErrs, readErrCount{})
+		}
+		c := &a.readErrs[role]
+		since := st.Members[role].Since
+		if c.since != since || c.last.IsZero() {
+			*c = readErrCount{since: since, last: now}
+		}
+		if h := now.Sub(c.last) / time.Hour; h >= 64 {
+			c.n = 0
+		} else if h > 0 {
+			c.n >>= uint(h)
+		}
+		c.last = now
+		same := c.n > 0 && r.sector == c.end
+		c.end = r.sector + uint64(r.sectors)
+		if same {
+			continue
+		}
+		if c.n++; c.n <= maxCorrReadErrors {
+			continue
+		}
+		st2, changed, out, _ := a.Engine.FailRedundantIf(role, since)
+		if changed {
+			a.persist(st2)
+		}
+		if out {
+			bad &^= 1 << uint(role)
+		}
+	}
+	return bad
 }
 
 // sameMember reports whether role still holds the member st saw, checked
