@@ -78,7 +78,7 @@ var (
 // MemberError is a member failure that stopped a job.
 type MemberError struct {
 	Role   int
-	Op     string // "read", "write" or "flush"
+	Op     string // "read", "write", "flush" or "read back" (of a rewrite)
 	Sector uint64 // member sector (data-relative) of the operation
 	Err    error
 }
@@ -775,10 +775,11 @@ func (r *run) arrayStep(a uint64) (n uint64, did bool, err error) {
 }
 
 // resyncRange copies the chosen copy to the other readable copies (and
-// to the chosen copy too where it failed some block).
+// to the chosen copy too where it failed some block); a copy that failed
+// a read is read back after its write (rewriteFailed).
 func (r *run) resyncRange(st *engine.ArrayState, locs []engine.Location, n uint64) error {
 	buf := r.bufs[0][:n<<9]
-	src, _, err := r.readOne(st, locs, n, buf, nil) // copies that failed are rewritten with the others
+	src, failed, err := r.readOne(st, locs, n, buf, nil) // copies that failed are rewritten with the others
 	if err != nil {
 		return err
 	}
@@ -789,6 +790,11 @@ func (r *run) resyncRange(st *engine.ArrayState, locs []engine.Location, n uint6
 		}
 		if err := r.write(l.Member, buf, l.Sector); err != nil {
 			return err
+		}
+		if failed&(1<<uint(i)) != 0 {
+			if err := r.readBack(l.Member, len(buf), l.Sector); err != nil {
+				return err
+			}
 		}
 	}
 	return nil

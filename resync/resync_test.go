@@ -958,38 +958,44 @@ func TestRebuildSkipsRebuiltPart(t *testing.T) {
 }
 
 // A copy rewritten after a read error is read back (md's
-// fix_read_error): one whose sectors still fail to read after the
-// rewrite is reported as a member error and stops the job, as a failed
-// rewrite does, instead of counting as healed.
+// fix_read_error), in every job that rewrites one: one whose sectors
+// still fail to read after the rewrite is reported as a member error and
+// stops the job, as a failed rewrite does, instead of counting as healed.
 func TestSourceReadErrorRewriteReadBack(t *testing.T) {
 	g := engine.Geometry{Level: engine.Level1, Members: 3, ChunkSectors: 128, MemberSectors: 4500}
-	arr := mustArray(t, g)
-	m := newMem(g)
-	m.writeImage(g, randomImage(g, 4), 2)
-	var rewritten atomic.Bool
-	m.failRead = func(role int, sector, sectors uint64) error {
-		if role == 0 && sector < 200 && sector+sectors > 100 {
-			return errInjected // before and after the rewrite
+	for _, kind := range []Kind{Rebuild, Resync, Check, Repair} {
+		arr := mustArray(t, g)
+		m := newMem(g)
+		job := Job{Kind: kind}
+		if kind == Rebuild {
+			m.writeImage(g, randomImage(g, 4), 2)
+			startRebuild(arr, 2)
+			job = Job{Kind: Rebuild, Targets: []int{2}, Progress: advance(arr, []int{2}, nil)}
+		} else {
+			m.writeImage(g, randomImage(g, 4))
 		}
-		return nil
-	}
-	m.failWrite = func(role int, sector, sectors uint64) error {
-		if role == 0 && sector <= 100 && sector+sectors >= 200 {
-			rewritten.Store(true)
+		var rewritten bool
+		m.failRead = func(role int, sector, sectors uint64) error {
+			if role == 0 && sector < 200 && sector+sectors > 100 {
+				return errInjected // before and after the rewrite
+			}
+			return nil
 		}
-		return nil
-	}
-	startRebuild(arr, 2)
-	s, _ := newSyncer(arr, m, Config{})
-	var told []error
-	_, err := s.Run(context.Background(), Job{Kind: Rebuild, Targets: []int{2}, Progress: advance(arr, []int{2}, nil),
-		OnMemberError: func(role int, err error) {
+		m.failWrite = func(role int, sector, sectors uint64) error {
+			rewritten = rewritten || (role == 0 && sector <= 100 && sector+sectors >= 200)
+			return nil
+		}
+		var told []error
+		job.OnMemberError = func(role int, err error) {
 			if role == 0 {
 				told = append(told, err)
 			}
-		}})
-	var me *MemberError
-	if !rewritten.Load() || err == nil || len(told) != 1 || !errors.As(told[0], &me) || me.Op != "read back" || !errors.Is(err, errInjected) {
-		t.Fatalf("rewrite that does not read back: rewritten %v, err %v, member 0 told %v", rewritten.Load(), err, told)
+		}
+		s, _ := newSyncer(arr, m, Config{})
+		_, err := s.Run(context.Background(), job)
+		var me *MemberError
+		if !rewritten || err == nil || len(told) != 1 || !errors.As(told[0], &me) || me.Op != "read back" || !errors.Is(err, errInjected) {
+			t.Fatalf("%v, a rewrite that does not read back: rewritten %v, err %v, member 0 told %v", kind, rewritten, err, told)
+		}
 	}
 }
