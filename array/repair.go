@@ -52,8 +52,9 @@ type repairReq struct {
 	bad     uint64
 }
 
-// repairBytes bounds one repair step (a queue reports ranges of one retry
-// unit, 4 KiB by default).
+// repairBytes is the repair worker's buffer: it bounds one repair step,
+// half of it for raid1/10 (the other half takes the read back); a queue
+// reports ranges of one retry unit, 4 KiB by default.
 const repairBytes = 1 << 20
 
 // A repair step's I/O goes through memberIO's bounce buffers: it must fit
@@ -236,5 +237,5 @@ func (a *Array) sameMember(st *engine.ArrayState, role int) bool {
 }
 
 // ReadRepairs is how many ranges of a copy were rewritten after a read
-// error.
+// error, and read back.
 func (a *Array) ReadRepairs() uint64 { return a.readRepairs.Load() }
