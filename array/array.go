@@ -129,19 +129,22 @@ type Array struct {
 	// Background jobs (nil for raid0): the barrier user writes pass and
 	// the syncer; checkpoint is each rebuilding role's durable position
 	// (under mu); lastRequests is the busy detector's last count.
-	barrier      *engine.Barrier
-	xbar         *exclusiveBarrier // the raising side, shared by syncer and repairs
-	syncBounce   *bouncePool       // the syncer's bounce buffers, unmapped at Close
-	repairs      chan repairReq
-	stopRepairs  func()
-	readRepairs  atomic.Uint64
-	readErrs     []readErrCount // per role (the repair worker's)
-	logCPs       atomic.Uint64  // write-hole log checkpoints written (metrics)
-	repairPar    *engine.Parity // raid5/6 read repair's (its worker's only)
-	sync         *syncer
-	checkpoint   map[int]uint64
-	lastRequests uint64
-	bitmapWait   metrics.Histogram // how long writes waited for the bitmap
+	barrier     *engine.Barrier
+	xbar        *exclusiveBarrier // the raising side, shared by syncer and repairs
+	syncBounce  *bouncePool       // the syncer's bounce buffers, unmapped at Close
+	repairs     chan repairReq
+	stopRepairs func()
+	readRepairs atomic.Uint64
+	// readErrs counts each role's failed member reads (queue threads);
+	// readErrCounts is the repair worker's budget of them.
+	readErrs      [engine.MaxMembers]atomic.Uint64
+	readErrCounts []readErrCount
+	logCPs        atomic.Uint64  // write-hole log checkpoints written (metrics)
+	repairPar     *engine.Parity // raid5/6 read repair's (its worker's only)
+	sync          *syncer
+	checkpoint    map[int]uint64
+	lastRequests  uint64
+	bitmapWait    metrics.Histogram // how long writes waited for the bitmap
 	// bitmapBlockWrites counts bitmap block writes that reached a member.
 	bitmapBlockWrites atomic.Uint64
 	// current device of each role as queue threads see it (a replaced

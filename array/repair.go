@@ -171,35 +171,52 @@ func (a *Array) repair(ctx context.Context, r repairReq, buf []byte, io memberIO
 // stripe cache's size, reset by a read that succeeds; not done here.)
 const maxCorrReadErrors = 20
 
-// readErrCount is a role's count of read errors sent to repair, halved
-// for every hour since the last (md's check_decay_read_errors), for the
-// device that took the role at generation since. A range that starts
-// where the role's previous one ended (end) is the same error: a failed
-// read is retried, and reported, a retry unit at a time, and md counts a
-// failed read once.
+// readErrCount is a role's count of failed reads, halved for every hour
+// since the last (md's check_decay_read_errors), for the device that took
+// the role at generation since. The queues count failed member reads
+// (readErrs, in Array); the repair worker takes what came since it last
+// looked (seen) when a repair of the role comes: one failed read counts
+// once, however many retry units of it are reported for repair (md
+// counts a failed read once).
 type readErrCount struct {
-	since, n, end uint64
-	last          time.Time
+	since, n, seen uint64
+	last           time.Time
 }
 
-// countReadErrors counts r as a read error on each role of r.bad and
-// returns r.bad without the roles it failed for going past
-// maxCorrReadErrors (never the last copy: that one stays, and is
-// repaired). The repair worker only.
+// countReadErr counts a failed read of a member (queue threads: the
+// executor's MemberError).
+func (a *Array) countReadErr(member int, kind engine.IOKind, _ int32) {
+	if kind == engine.IORead && member >= 0 && member < len(a.readErrs) {
+		a.readErrs[member].Add(1)
+	}
+}
+
+// countReadErrors takes the failed reads of each role of r.bad counted
+// since it last looked and returns r.bad without the roles it failed for
+// going past maxCorrReadErrors (never the last copy: that one stays, and
+// is repaired). The repair worker only.
 func (a *Array) countReadErrors(r repairReq, now time.Time) uint64 {
 	bad := r.bad
 	st := a.Engine.State()
 	for role := range st.Members {
-		if bad&(1<<uint(role)) == 0 {
+		if bad&(1<<uint(role)) == 0 || role >= len(a.readErrs) {
 			continue
 		}
-		for len(a.readErrs) <= role {
-			a.readErrs = append(a.readErrs, readErrCount{})
+		for len(a.readErrCounts) <= role {
+			a.readErrCounts = append(a.readErrCounts, readErrCount{})
 		}
-		c := &a.readErrs[role]
+		c := &a.readErrCounts[role]
+		seen := a.readErrs[role].Load()
 		since := st.Members[role].Since
-		if c.since != since || c.last.IsZero() {
+		if c.last.IsZero() {
 			*c = readErrCount{since: since, last: now}
+		} else if c.since != since {
+			// A new device in the role: the read this repair is for is
+			// its first (those before were its predecessor's).
+			*c = readErrCount{since: since, last: now, seen: seen - min(seen, 1)}
+		}
+		if seen == c.seen {
+			continue // (a read counted already)
 		}
 		if h := now.Sub(c.last) / time.Hour; h >= 64 {
 			c.n = 0
@@ -207,12 +224,9 @@ func (a *Array) countReadErrors(r repairReq, now time.Time) uint64 {
 			c.n >>= uint(h)
 		}
 		c.last = now
-		same := c.n > 0 && r.sector == c.end
-		c.end = r.sector + uint64(r.sectors)
-		if same {
-			continue
-		}
-		if c.n++; c.n <= maxCorrReadErrors {
+		c.n += seen - c.seen
+		c.seen = seen
+		if c.n <= maxCorrReadErrors {
 			continue
 		}
 		st2, changed, out, _ := a.Engine.FailRedundantIf(role, since)

@@ -207,8 +207,9 @@ func TestReadRepairVerifiesRewrite(t *testing.T) {
 
 // A member whose read errors keep being repaired is failed after
 // maxCorrReadErrors of them (md's max_corr_read_errors), the count halved
-// for every hour without one; a failed read reported a retry unit at a
-// time counts once; the last copy is kept (and repaired).
+// for every hour without one; a failed read counts once, however many
+// retry units of it are reported for repair, and reads that fail apart
+// count apart, in any order; the last copy is kept (and repaired).
 func TestReadErrorBudget(t *testing.T) {
 	a, err := Open(memberFiles(t, 3, 32<<20), CreateSpec{Level: engine.Level1, AssumeClean: true}, true)
 	if err != nil {
@@ -216,23 +217,38 @@ func TestReadErrorBudget(t *testing.T) {
 	}
 	defer a.Close()
 	now := time.Now()
-	report := func(sector uint64) uint64 { return a.countReadErrors(repairReq{sector, 8, 1 << 1}, now) }
+	report := func(role int, sector uint64) uint64 {
+		return a.countReadErrors(repairReq{sector, 8, 1 << uint(role)}, now)
+	}
 	state := func(role int) engine.MemberState { return a.Engine.State().Members[role].State }
-	for i := range maxCorrReadErrors {
-		// One failed read of 64 KiB, reported in 4 KiB units, counts once.
-		for u := range uint64(16) {
-			if report(uint64(i)*1024+u*8) != 1<<1 {
-				t.Fatalf("error %d, unit %d: role 1 no longer to be repaired", i+1, u)
+	// Two 64 KiB reads fail together, their 4 KiB units reported for
+	// repair interleaved: two errors.
+	a.countReadErr(1, engine.IORead, -5)
+	a.countReadErr(1, engine.IORead, -5)
+	a.countReadErr(1, engine.IOWrite, -5) // (a write's error is not a read error)
+	for u := range uint64(16) {
+		for _, base := range []uint64{0, 4096} {
+			if report(1, base+u*8) != 1<<1 {
+				t.Fatalf("unit %d: role 1 no longer to be repaired", u)
 			}
+		}
+	}
+	// 18 more failed reads, each reported once, contiguous or not: 20.
+	for i := range maxCorrReadErrors - 2 {
+		a.countReadErr(1, engine.IORead, -5)
+		if report(1, uint64(i)*8) != 1<<1 || state(1) != engine.MemberActive {
+			t.Fatalf("error %d: role 1 failed", i+3)
 		}
 	}
 	now = now.Add(time.Hour) // halved: 10 more before the budget is spent
 	for i := range maxCorrReadErrors / 2 {
-		if report(uint64(100+i)*1024) != 1<<1 || state(1) != engine.MemberActive {
+		a.countReadErr(1, engine.IORead, -5)
+		if report(1, uint64(100+i)*1024) != 1<<1 || state(1) != engine.MemberActive {
 			t.Fatalf("error %d of the second hour: role 1 failed", i+1)
 		}
 	}
-	if report(200*1024) != 0 || state(1) != engine.MemberFaulty {
+	a.countReadErr(1, engine.IORead, -5)
+	if report(1, 200*1024) != 0 || state(1) != engine.MemberFaulty {
 		t.Fatalf("one error past the budget: role 1 %v, want faulty and not repaired", state(1))
 	}
 	// Role 2 is the last copy now that role 1 is out and role 0 fails too.
@@ -240,7 +256,8 @@ func TestReadErrorBudget(t *testing.T) {
 		t.Fatal(err)
 	}
 	for i := range 2 * maxCorrReadErrors {
-		if got := a.countReadErrors(repairReq{uint64(i) * 1024, 8, 1 << 2}, now); got != 1<<2 || state(2) != engine.MemberActive {
+		a.countReadErr(2, engine.IORead, -5)
+		if got := report(2, uint64(i)*1024); got != 1<<2 || state(2) != engine.MemberActive {
 			t.Fatalf("error %d on the last copy: %b, state %v", i+1, got, state(2))
 		}
 	}

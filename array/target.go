@@ -262,6 +262,7 @@ func (a *Array) newExecutor(h *queue, q ring) *engine.Executor {
 	}
 	if a.repairs != nil {
 		e.ReadRepair = a.requestRepair
+		e.MemberError = a.countReadErr
 	}
 	if a.sync != nil {
 		e.Unsynced = a.markUnsynced

@@ -70,12 +70,11 @@ wait_log "$SCRATCH/r10.err" "spare activated"
 "$BIN" detail -n "$N" --wait >"$SCRATCH/r10-detail.txt" || fail "detail --wait"
 row 2 active "$SP" || { cat "$SCRATCH/r10-detail.txt"; fail "the spare did not take role 2"; }
 released "$M2"
-dmsetup suspend ubr-t2
-dmsetup reload ubr-t2 --table "0 $SZ linear $DISK $((2 * SZ))"
-dmsetup resume ubr-t2
+dmsetup suspend ubr-t2 && dmsetup reload ubr-t2 --table "0 $SZ linear $DISK $((2 * SZ))" && dmsetup resume ubr-t2 ||
+	fail "ubr-t2 whole again"
 # Wiped (superblock and data signatures), it is a blank spare again.
-dd if=/dev/zero of="$M2" bs=1M count=8 oflag=direct 2>/dev/null
-dd if=/dev/zero of="$M2" bs=1M count=2 seek=$((SZ / 2048 - 2)) oflag=direct 2>/dev/null
+dd if=/dev/zero of="$M2" bs=1M count=8 oflag=direct 2>/dev/null || fail "wipe the start of $M2"
+dd if=/dev/zero of="$M2" bs=1M count=2 seek=$((SZ / 2048 - 2)) oflag=direct 2>/dev/null || fail "wipe the end of $M2"
 "$BIN" add -n "$N" --spare "$M2" >/dev/null || fail "add $M2 as a spare"
 
 step "member 1 dies during fio randwrite verify: no error, the spare takes role 1"
