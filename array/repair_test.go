@@ -225,7 +225,8 @@ func TestReadErrorBudget(t *testing.T) {
 	// repair interleaved: two errors.
 	a.countReadErr(1, engine.IORead, -5)
 	a.countReadErr(1, engine.IORead, -5)
-	a.countReadErr(1, engine.IOWrite, -5) // (a write's error is not a read error)
+	a.countReadErr(1, engine.IOWrite, -5)                 // (a write's error is not a read error)
+	a.countReadErr(1, engine.IORead, -int32(unix.EAGAIN)) // (nor a member too busy to take a read)
 	for u := range uint64(16) {
 		for _, base := range []uint64{0, 4096} {
 			if report(1, base+u*8) != 1<<1 {
