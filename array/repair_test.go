@@ -263,3 +263,45 @@ func TestReadErrorBudget(t *testing.T) {
 		}
 	}
 }
+
+// A rebuild whose source copy fails a read the rewrite does not cure
+// fails that source (md's fix_read_error) and goes on from the other
+// copies: the job the error stopped is started again from its
+// checkpoint, since the error took its member out.
+func TestRebuildGoesOnAfterItsSourceFails(t *testing.T) {
+	paths := memberFiles(t, 4, 32<<20)
+	const sector, n = 2048, 8
+	var (
+		mu  sync.Mutex
+		bad Device
+		off int64
+	)
+	memberRW = func(d Device, p []byte, o int64, write bool) error {
+		mu.Lock()
+		hit := !write && p != nil && d == bad && o <= off && off < o+int64(len(p))
+		mu.Unlock()
+		if hit {
+			return unix.EIO
+		}
+		return deviceRW(d, p, o, write)
+	}
+	t.Cleanup(func() { memberRW = deviceRW })
+	a, err := Open(paths[:3], CreateSpec{Level: engine.Level1, AssumeClean: true, NoBitmap: true, Spares: paths[3:]}, true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer a.Close()
+	a.mu.Lock()
+	mu.Lock()
+	bad, off = a.Members[0].Device, int64(a.dataOffset+sector<<9)
+	mu.Unlock()
+	a.mu.Unlock()
+	if err := a.Fail(2); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "the rebuild onto the spare ended", func() bool {
+		a.WaitSync()
+		st := a.Engine.State()
+		return st.Members[0].State == engine.MemberFaulty && st.Members[2].State == engine.MemberActive
+	})
+}

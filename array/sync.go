@@ -487,8 +487,22 @@ func (a *Array) StartBackground() {
 	if a.sync == nil {
 		return
 	}
+	if a.resumeRebuild() {
+		// A resync pending too runs when it ends (nextJob).
+		return
+	}
+	if a.startResync() {
+		return
+	}
+	a.activateSpare()
+}
+
+// resumeRebuild starts a rebuild of the roles rebuilding, from the
+// lowest of their positions, and reports whether there were any.
+func (a *Array) resumeRebuild() bool {
 	var targets []int
 	var from uint64
+	a.mu.Lock()
 	for r, m := range a.Engine.State().Members {
 		if m.State == engine.MemberRebuilding && a.Members[r] != nil {
 			if len(targets) == 0 || m.RebuildOffset < from {
@@ -497,15 +511,12 @@ func (a *Array) StartBackground() {
 			targets = append(targets, r)
 		}
 	}
-	if len(targets) > 0 {
-		// A resync pending too runs when it ends (nextJob).
-		a.sync.start(resync.Job{Kind: resync.Rebuild, Targets: targets, Start: from, Need: a.neededWritten}, 0)
-		return
+	a.mu.Unlock()
+	if len(targets) == 0 {
+		return false
 	}
-	if a.startResync() {
-		return
-	}
-	a.activateSpare()
+	a.sync.start(resync.Job{Kind: resync.Rebuild, Targets: targets, Start: from, Need: a.neededWritten}, 0)
+	return true
 }
 
 // startResync starts the resync the array needs, if it needs one, and
@@ -528,14 +539,19 @@ func (a *Array) startResync() bool {
 }
 
 // nextJob starts what is left to do once a job has ended (not stopped):
-// a spare for a role that failed meanwhile, else a resync that is still
-// pending (one waiting behind a rebuild, or one stopped by a member
-// error). A resync that failed without taking a member out is not retried
-// at once (it would fail the same way): it stays pending for the next
-// job's end or assembly.
+// a spare for a role that failed meanwhile, else the rebuild a member
+// error stopped once that error took its member out (a source copy that
+// failed: md fails it and goes on from the others), else a resync that is
+// still pending (one waiting behind a rebuild, or one stopped by a member
+// error). A job that failed without taking a member out is not retried at
+// once (it would fail the same way): a resync stays pending for the next
+// job's end or assembly, a rebuild for the next assembly, re-add or spare.
 func (a *Array) nextJob(job resync.Job, err error, dropGen uint64) {
 	a.activateSpare()
 	if a.sync.busy() {
+		return
+	}
+	if job.Kind == resync.Rebuild && err != nil && a.Engine.State().DropGen != dropGen && a.resumeRebuild() {
 		return
 	}
 	if job.Kind == resync.Resync && err != nil && a.Engine.State().DropGen == dropGen {
