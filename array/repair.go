@@ -185,9 +185,9 @@ type readErrCount struct {
 
 // countReadErr counts a failed read of a member (queue threads: the
 // executor's MemberError); a member too busy to take it (EAGAIN) did not
-// fail it.
+// fail it, and one that did not answer (ETIMEDOUT) is failed for that.
 func (a *Array) countReadErr(member int, kind engine.IOKind, res int32) {
-	if kind == engine.IORead && res != -int32(unix.EAGAIN) && member >= 0 && member < len(a.readErrs) {
+	if kind == engine.IORead && res != -int32(unix.EAGAIN) && res != -int32(unix.ETIMEDOUT) && member >= 0 && member < len(a.readErrs) {
 		a.readErrs[member].Add(1)
 	}
 }
@@ -212,8 +212,9 @@ func (a *Array) countReadErrors(r repairReq, now time.Time) uint64 {
 		if c.last.IsZero() {
 			*c = readErrCount{since: since, last: now}
 		} else if c.since != since {
-			// A new device in the role: the read this repair is for is
-			// its first (those before were its predecessor's).
+			// The role's state changed (a new device in it, or its
+			// rebuild ended): the read this repair is for is the first
+			// counted (those before may be a predecessor's).
 			*c = readErrCount{since: since, last: now, seen: seen - min(seen, 1)}
 		}
 		if seen == c.seen {

@@ -2,6 +2,7 @@ package array
 
 import (
 	"bytes"
+	"fmt"
 	"sync"
 	"testing"
 	"time"
@@ -267,41 +268,50 @@ func TestReadErrorBudget(t *testing.T) {
 // A rebuild whose source copy fails a read the rewrite does not cure
 // fails that source (md's fix_read_error) and goes on from the other
 // copies: the job the error stopped is started again from its
-// checkpoint, since the error took its member out.
+// checkpoint, since the error took its member out; with a second spare,
+// which takes the failed source's role first, once that spare's rebuild
+// ends.
 func TestRebuildGoesOnAfterItsSourceFails(t *testing.T) {
-	paths := memberFiles(t, 4, 32<<20)
-	const sector, n = 2048, 8
-	var (
-		mu  sync.Mutex
-		bad Device
-		off int64
-	)
-	memberRW = func(d Device, p []byte, o int64, write bool) error {
-		mu.Lock()
-		hit := !write && p != nil && d == bad && o <= off && off < o+int64(len(p))
-		mu.Unlock()
-		if hit {
-			return unix.EIO
-		}
-		return deviceRW(d, p, o, write)
-	}
 	t.Cleanup(func() { memberRW = deviceRW })
-	a, err := Open(paths[:3], CreateSpec{Level: engine.Level1, AssumeClean: true, NoBitmap: true, Spares: paths[3:]}, true)
-	if err != nil {
-		t.Fatal(err)
+	for _, spares := range []int{1, 2} {
+		paths := memberFiles(t, 3+spares, 32<<20)
+		const sector = 2048
+		var (
+			mu  sync.Mutex
+			bad Device
+			off int64
+		)
+		memberRW = func(d Device, p []byte, o int64, write bool) error {
+			mu.Lock()
+			hit := !write && p != nil && d == bad && o <= off && off < o+int64(len(p))
+			mu.Unlock()
+			if hit {
+				return unix.EIO
+			}
+			return deviceRW(d, p, o, write)
+		}
+		a, err := Open(paths[:3], CreateSpec{Level: engine.Level1, AssumeClean: true, NoBitmap: true, Spares: paths[3:]}, true)
+		if err != nil {
+			t.Fatal(err)
+		}
+		a.mu.Lock()
+		mu.Lock()
+		bad, off = a.Members[0].Device, int64(a.dataOffset+sector<<9)
+		mu.Unlock()
+		a.mu.Unlock()
+		if err := a.Fail(2); err != nil {
+			t.Fatal(err)
+		}
+		want := engine.MemberFaulty
+		if spares == 2 {
+			want = engine.MemberActive // (the second spare, rebuilt)
+		}
+		waitFor(t, fmt.Sprintf("%d spares: the rebuilds ended", spares), func() bool {
+			a.WaitSync()
+			st := a.Engine.State()
+			return st.Members[0].State == want && st.Members[1].State == engine.MemberActive && st.Members[2].State == engine.MemberActive
+		})
+		a.Close()
+		memberRW = deviceRW
 	}
-	defer a.Close()
-	a.mu.Lock()
-	mu.Lock()
-	bad, off = a.Members[0].Device, int64(a.dataOffset+sector<<9)
-	mu.Unlock()
-	a.mu.Unlock()
-	if err := a.Fail(2); err != nil {
-		t.Fatal(err)
-	}
-	waitFor(t, "the rebuild onto the spare ended", func() bool {
-		a.WaitSync()
-		st := a.Engine.State()
-		return st.Members[0].State == engine.MemberFaulty && st.Members[2].State == engine.MemberActive
-	})
 }

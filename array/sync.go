@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -515,8 +516,17 @@ func (a *Array) resumeRebuild() bool {
 	if len(targets) == 0 {
 		return false
 	}
-	a.sync.start(resync.Job{Kind: resync.Rebuild, Targets: targets, Start: from, Need: a.neededWritten}, 0)
-	return true
+	return a.sync.start(resync.Job{Kind: resync.Rebuild, Targets: targets, Start: from, Need: a.neededWritten}, 0) == nil
+}
+
+// rebuildingBesides reports whether a role not in targets is rebuilding.
+func (a *Array) rebuildingBesides(targets []int) bool {
+	for r, m := range a.Engine.State().Members {
+		if m.State == engine.MemberRebuilding && !slices.Contains(targets, r) {
+			return true
+		}
+	}
+	return false
 }
 
 // startResync starts the resync the array needs, if it needs one, and
@@ -539,20 +549,26 @@ func (a *Array) startResync() bool {
 }
 
 // nextJob starts what is left to do once a job has ended (not stopped):
-// a spare for a role that failed meanwhile, else the rebuild a member
-// error stopped once that error took its member out (a source copy that
-// failed: md fails it and goes on from the others), else a resync that is
-// still pending (one waiting behind a rebuild, or one stopped by a member
-// error). A job that failed without taking a member out is not retried at
-// once (it would fail the same way): a resync stays pending for the next
-// job's end or assembly, a rebuild for the next assembly, re-add or spare.
+// a spare for a role that failed meanwhile, else the rebuild of roles
+// left rebuilding (a member error stopped the job and took its member
+// out: a source copy that failed, which md fails and goes on from the
+// others; or the job was a spare's, taken for that source while another
+// role's rebuild waited), else a resync that is still pending (one
+// waiting behind a rebuild, or one stopped by a member error). A job that
+// failed without taking a member out is not retried at once (it would
+// fail the same way): a resync stays pending for the next job's end or
+// assembly, a rebuild for the next assembly, re-add or spare.
 func (a *Array) nextJob(job resync.Job, err error, dropGen uint64) {
 	a.activateSpare()
 	if a.sync.busy() {
 		return
 	}
-	if job.Kind == resync.Rebuild && err != nil && a.Engine.State().DropGen != dropGen && a.resumeRebuild() {
-		return
+	if job.Kind == resync.Rebuild {
+		resume := err == nil && a.rebuildingBesides(job.Targets)
+		resume = resume || err != nil && a.Engine.State().DropGen != dropGen
+		if resume && a.resumeRebuild() {
+			return
+		}
 	}
 	if job.Kind == resync.Resync && err != nil && a.Engine.State().DropGen == dropGen {
 		return

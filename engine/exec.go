@@ -181,7 +181,9 @@ type Executor struct {
 	// back. No new request of their tag takes their OpID sequence (see
 	// Start).
 	given givenUps
-	// MemberError, if set, is told of every failed member operation.
+	// MemberError, if set, is told of every failed member operation; of
+	// a read, only the read as planned, not its retries (one failed
+	// read, however many of its retry units fail again).
 	MemberError func(member int, kind IOKind, res int32)
 	// RetryUnit is the block size, in sectors, to which a failed read is
 	// narrowed before a member is ruled out for it (the logical block
@@ -577,7 +579,7 @@ func (e *Executor) Done(tag uint16, id OpID, res int32) {
 		r.refused = true
 	} else if res != want {
 		r.failed[op] = true
-		if e.MemberError != nil {
+		if e.MemberError != nil && (io.Kind != IORead || op < r.planned) {
 			e.MemberError(int(io.Member), io.Kind, res)
 		}
 		e.memberFailed(tag, id, r, io, res == -errnoAgain)

@@ -694,3 +694,38 @@ func TestExecutorUnsyncedReadWaitsForDurableFailure(t *testing.T) {
 		t.Fatalf("read after the persist: done %v err %v", ok, err)
 	}
 }
+
+// MemberError is told of a failed read once, not of each retry unit of
+// it that fails again (a range awaiting resync is retried on the chosen
+// copy first, unit by unit): the array counts failed reads against md's
+// corrected read error budget.
+func TestExecutorMemberErrorOncePerFailedRead(t *testing.T) {
+	g := Geometry{Level: Level1, Members: 2, ChunkSectors: 8, MemberSectors: 64}
+	arr, _ := NewArray(g)
+	be := &memBackend{done: map[uint16]error{}}
+	be.members = append(be.members, &memMember{data: bytes.Repeat([]byte{'n'}, 64<<9), badRead: map[uint64]bool{1: true, 2: true, 5: true}})
+	be.members = append(be.members, &memMember{data: bytes.Repeat([]byte{'o'}, 64<<9), badRead: map[uint64]bool{}})
+	fi := &fakeIntent{t: t, durable: map[int]bool{}, inflight: map[int]int{}, needSync: map[int]bool{0: true}}
+	e := NewExecutor(arr, be, 2, 4096)
+	e.Intent = fi
+	e.RetryUnit = 1
+	var told []int
+	e.MemberError = func(member int, kind IOKind, res int32) {
+		if kind == IORead {
+			told = append(told, member)
+		}
+	}
+	buf := make([]byte, 8<<9)
+	e.Start(0, ReqRead, 0, 8, false, buf)
+	for len(be.pending) > 0 {
+		o := be.pending[0]
+		be.pending = be.pending[1:]
+		e.Done(o.tag, o.op, be.run(o))
+	}
+	if err, ok := be.done[0]; !ok || err != nil {
+		t.Fatalf("read: done %v err %v", ok, err)
+	}
+	if len(told) != 1 || told[0] != 0 {
+		t.Fatalf("MemberError told of reads of members %v, want member 0 once", told)
+	}
+}
