@@ -138,7 +138,7 @@ type Array struct {
 	// readErrs counts each role's failed member reads (queue threads);
 	// readErrCounts is the repair worker's budget of them.
 	readErrs      [engine.MaxMembers]atomic.Uint64
-	readErrCounts []readErrCount
+	readErrCounts [engine.MaxMembers]readErrCount
 	logCPs        atomic.Uint64  // write-hole log checkpoints written (metrics)
 	repairPar     *engine.Parity // raid5/6 read repair's (its worker's only)
 	sync          *syncer

@@ -203,9 +203,6 @@ func (a *Array) countReadErrors(r repairReq, now time.Time) uint64 {
 		if bad&(1<<uint(role)) == 0 || role >= len(a.readErrs) {
 			continue
 		}
-		for len(a.readErrCounts) <= role {
-			a.readErrCounts = append(a.readErrCounts, readErrCount{})
-		}
 		c := &a.readErrCounts[role]
 		seen := a.readErrs[role].Load()
 		since := st.Members[role].Since

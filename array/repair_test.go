@@ -171,21 +171,7 @@ func TestReadRepairSourceReplacedMidRepair(t *testing.T) {
 func TestReadRepairVerifiesRewrite(t *testing.T) {
 	paths := memberFiles(t, 3, 32<<20)
 	const sector, n = 2048, 8
-	var (
-		mu  sync.Mutex
-		bad Device
-		off int64
-	)
-	memberRW = func(d Device, p []byte, o int64, write bool) error {
-		mu.Lock()
-		hit := !write && p != nil && d == bad && o == off
-		mu.Unlock()
-		if hit {
-			return unix.EIO
-		}
-		return deviceRW(d, p, o, write)
-	}
-	t.Cleanup(func() { memberRW = deviceRW })
+	failReadsAt := failReads(t)
 	a, err := Open(paths, CreateSpec{Level: engine.Level1, AssumeClean: true}, true)
 	if err != nil {
 		t.Fatal(err)
@@ -195,9 +181,7 @@ func TestReadRepairVerifiesRewrite(t *testing.T) {
 	scribble(t, a, paths[1], sector<<9, n<<9, 0xee) // the bad copy
 	scribble(t, a, paths[2], sector<<9, n<<9, 0x22)
 	a.mu.Lock()
-	mu.Lock()
-	bad, off = a.Members[1].Device, int64(a.dataOffset+sector<<9)
-	mu.Unlock()
+	failReadsAt(a.Members[1].Device, int64(a.dataOffset+sector<<9))
 	a.mu.Unlock()
 	a.requestRepair(sector, n, 1<<1)
 	waitFor(t, "the bad copy failed", func() bool { return a.Engine.State().Members[1].State == engine.MemberFaulty })
@@ -272,32 +256,16 @@ func TestReadErrorBudget(t *testing.T) {
 // which takes the failed source's role first, once that spare's rebuild
 // ends.
 func TestRebuildGoesOnAfterItsSourceFails(t *testing.T) {
-	t.Cleanup(func() { memberRW = deviceRW })
 	for _, spares := range []int{1, 2} {
 		paths := memberFiles(t, 3+spares, 32<<20)
 		const sector = 2048
-		var (
-			mu  sync.Mutex
-			bad Device
-			off int64
-		)
-		memberRW = func(d Device, p []byte, o int64, write bool) error {
-			mu.Lock()
-			hit := !write && p != nil && d == bad && o <= off && off < o+int64(len(p))
-			mu.Unlock()
-			if hit {
-				return unix.EIO
-			}
-			return deviceRW(d, p, o, write)
-		}
+		failReadsAt := failReads(t)
 		a, err := Open(paths[:3], CreateSpec{Level: engine.Level1, AssumeClean: true, NoBitmap: true, Spares: paths[3:]}, true)
 		if err != nil {
 			t.Fatal(err)
 		}
 		a.mu.Lock()
-		mu.Lock()
-		bad, off = a.Members[0].Device, int64(a.dataOffset+sector<<9)
-		mu.Unlock()
+		failReadsAt(a.Members[0].Device, int64(a.dataOffset+sector<<9))
 		a.mu.Unlock()
 		if err := a.Fail(2); err != nil {
 			t.Fatal(err)
@@ -312,6 +280,31 @@ func TestRebuildGoesOnAfterItsSourceFails(t *testing.T) {
 			return st.Members[0].State == want && st.Members[1].State == engine.MemberActive && st.Members[2].State == engine.MemberActive
 		})
 		a.Close()
-		memberRW = deviceRW
+	}
+}
+
+// failReads makes the members' synchronous I/O (memberRW, as taken at
+// Open) fail every read that covers byte off of device d, once armed with
+// the returned function; writes go through. The test's end restores it.
+func failReads(t *testing.T) (arm func(d Device, off int64)) {
+	var (
+		mu  sync.Mutex
+		bad Device
+		at  int64
+	)
+	memberRW = func(d Device, p []byte, o int64, write bool) error {
+		mu.Lock()
+		hit := !write && p != nil && bad != nil && d == bad && o <= at && at < o+int64(len(p))
+		mu.Unlock()
+		if hit {
+			return unix.EIO
+		}
+		return deviceRW(d, p, o, write)
+	}
+	t.Cleanup(func() { memberRW = deviceRW })
+	return func(d Device, off int64) {
+		mu.Lock()
+		bad, at = d, off
+		mu.Unlock()
 	}
 }
