@@ -184,10 +184,10 @@ type readErrCount struct {
 }
 
 // countReadErr counts a failed read of a member (queue threads: the
-// executor's MemberError); a member too busy to take it (EAGAIN) did not
-// fail it, and one that did not answer (ETIMEDOUT) is failed for that.
+// executor's MemberError, once per member and request), timeouts
+// included; a member too busy to take it (EAGAIN) did not fail it.
 func (a *Array) countReadErr(member int, kind engine.IOKind, res int32) {
-	if kind == engine.IORead && res != -int32(unix.EAGAIN) && res != -int32(unix.ETIMEDOUT) && member >= 0 && member < len(a.readErrs) {
+	if kind == engine.IORead && res != -int32(unix.EAGAIN) && member >= 0 && member < len(a.readErrs) {
 		a.readErrs[member].Add(1)
 	}
 }

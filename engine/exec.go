@@ -142,6 +142,7 @@ type request struct {
 	err     error
 	needGen uint64        // acknowledge only once this state generation is durable
 	planned int           // len(ios) of the first plan; later entries are retries and repairs
+	told    uint64        // members whose failed read MemberError was told of (once per request)
 	sent    time.Duration // when a timed read's first plan was submitted (Now)
 	active  bool
 	// rebuffer: a read of the request was given up and may still land
@@ -181,9 +182,9 @@ type Executor struct {
 	// back. No new request of their tag takes their OpID sequence (see
 	// Start).
 	given givenUps
-	// MemberError, if set, is told of every failed member operation; of
-	// a read, only the read as planned, not its retries (one failed
-	// read, however many of its retry units fail again).
+	// MemberError, if set, is told of every failed member operation,
+	// timeouts included; of reads, once per member and request (one
+	// failed read, however many of its retry units fail again there).
 	MemberError func(member int, kind IOKind, res int32)
 	// RetryUnit is the block size, in sectors, to which a failed read is
 	// narrowed before a member is ruled out for it (the logical block
@@ -579,9 +580,7 @@ func (e *Executor) Done(tag uint16, id OpID, res int32) {
 		r.refused = true
 	} else if res != want {
 		r.failed[op] = true
-		if e.MemberError != nil && (io.Kind != IORead || op < r.planned) {
-			e.MemberError(int(io.Member), io.Kind, res)
-		}
+		e.tellMemberError(r, io, res)
 		e.memberFailed(tag, id, r, io, res == -errnoAgain)
 	} else if io.Kind == IODiscard || io.Kind == IOWriteZeroes {
 		r.applied = true
@@ -604,6 +603,24 @@ func (e *Executor) Done(tag uint16, id OpID, res int32) {
 	if r.pending == 0 {
 		e.complete(tag, r)
 	}
+}
+
+// tellMemberError tells MemberError of a failed member operation: of a
+// read, once per member and request, whether the read as planned or one
+// of its retries failed there, by error or by timeout (one failed read,
+// however many of its retry units fail again).
+func (e *Executor) tellMemberError(r *request, io MemberIO, res int32) {
+	if e.MemberError == nil {
+		return
+	}
+	if io.Kind == IORead {
+		bit := uint64(1) << uint(io.Member)
+		if r.told&bit != 0 {
+			return
+		}
+		r.told |= bit
+	}
+	e.MemberError(int(io.Member), io.Kind, res)
 }
 
 // Tick gives up member operations older than MemberTimeout (queue
@@ -633,9 +650,7 @@ func (e *Executor) Tick() {
 					// so that later reads leave it alone (never the last
 					// copy: FailRedundant keeps that one).
 					r.hung[i] = true
-					if e.MemberError != nil {
-						e.MemberError(int(io.Member), io.Kind, -int32(errnoTimedOut))
-					}
+					e.tellMemberError(r, io, -int32(errnoTimedOut))
 					e.failBlamed(uint16(t), opID(r.seq, i), io)
 				}
 				continue
@@ -663,9 +678,7 @@ func (e *Executor) Tick() {
 				}
 				continue
 			}
-			if e.MemberError != nil {
-				e.MemberError(int(io.Member), io.Kind, -int32(errnoTimedOut))
-			}
+			e.tellMemberError(r, io, -int32(errnoTimedOut))
 			// The member is failed whatever the operation, unless it holds
 			// the last in-sync copy of some data (md never fails that one:
 			// the request fails instead, and so does each later one that

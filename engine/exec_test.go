@@ -729,3 +729,41 @@ func TestExecutorMemberErrorOncePerFailedRead(t *testing.T) {
 		t.Fatalf("MemberError told of reads of members %v, want member 0 once", told)
 	}
 }
+
+// TestExecutorMemberErrorEveryFailingCopy: a read that fails on the copy
+// it was planned on and then on the first copy its retry tries tells
+// MemberError of both members, once each.
+func TestExecutorMemberErrorEveryFailingCopy(t *testing.T) {
+	g := Geometry{Level: Level1, Members: 3, ChunkSectors: 8, MemberSectors: 64}
+	arr, _ := NewArray(g)
+	be := &memBackend{done: map[uint16]error{}}
+	be.members = append(be.members, &memMember{data: bytes.Repeat([]byte{'n'}, 64<<9), badRead: map[uint64]bool{1: true, 2: true}})
+	be.members = append(be.members, &memMember{data: bytes.Repeat([]byte{'n'}, 64<<9), badRead: map[uint64]bool{2: true}})
+	be.members = append(be.members, &memMember{data: bytes.Repeat([]byte{'n'}, 64<<9), badRead: map[uint64]bool{}})
+	fi := &fakeIntent{t: t, durable: map[int]bool{}, inflight: map[int]int{}, needSync: map[int]bool{0: true}}
+	e := NewExecutor(arr, be, 2, 4096)
+	e.Intent = fi
+	e.RetryUnit = 1
+	told := map[int]int{}
+	e.MemberError = func(member int, kind IOKind, res int32) {
+		if kind == IORead {
+			told[member]++
+		}
+	}
+	buf := make([]byte, 8<<9)
+	e.Start(0, ReqRead, 0, 8, false, buf)
+	for len(be.pending) > 0 {
+		o := be.pending[0]
+		be.pending = be.pending[1:]
+		e.Done(o.tag, o.op, be.run(o))
+	}
+	if err, ok := be.done[0]; !ok || err != nil {
+		t.Fatalf("read: done %v err %v", ok, err)
+	}
+	if len(told) != 2 || told[0] != 1 || told[1] != 1 {
+		t.Fatalf("MemberError told of reads %v (member: times), want members 0 and 1 once each", told)
+	}
+	if !bytes.Equal(buf, bytes.Repeat([]byte{'n'}, 8<<9)) {
+		t.Fatal("read: wrong data")
+	}
+}
