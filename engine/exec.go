@@ -608,7 +608,9 @@ func (e *Executor) Done(tag uint16, id OpID, res int32) {
 // tellMemberError tells MemberError of a failed member operation: of a
 // read, once per member and request, whether the read as planned or one
 // of its retries failed there, by error or by timeout (one failed read,
-// however many of its retry units fail again).
+// however many of its retry units fail again). A member too busy to take
+// a read (EAGAIN) did not fail it: an error of a later retry there is
+// still told.
 func (e *Executor) tellMemberError(r *request, io MemberIO, res int32) {
 	if e.MemberError == nil {
 		return
@@ -618,7 +620,9 @@ func (e *Executor) tellMemberError(r *request, io MemberIO, res int32) {
 		if r.told&bit != 0 {
 			return
 		}
-		r.told |= bit
+		if res != -errnoAgain {
+			r.told |= bit
+		}
 	}
 	e.MemberError(int(io.Member), io.Kind, res)
 }

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"testing"
+	"time"
 
 	"pgregory.net/rapid"
 )
@@ -765,5 +766,99 @@ func TestExecutorMemberErrorEveryFailingCopy(t *testing.T) {
 	}
 	if !bytes.Equal(buf, bytes.Repeat([]byte{'n'}, 8<<9)) {
 		t.Fatal("read: wrong data")
+	}
+}
+
+// TestExecutorMemberErrorBusyThenFailed: a member too busy to take a read
+// (EAGAIN) did not fail it; when a retry of the same request then fails
+// there, that error is told.
+func TestExecutorMemberErrorBusyThenFailed(t *testing.T) {
+	g := Geometry{Level: Level1, Members: 3, ChunkSectors: 8, MemberSectors: 64}
+	arr, _ := NewArray(g)
+	be := &memBackend{done: map[uint16]error{}}
+	for range 3 {
+		be.members = append(be.members, &memMember{data: bytes.Repeat([]byte{'n'}, 64<<9), badRead: map[uint64]bool{2: true}})
+	}
+	e := NewExecutor(arr, be, 2, 4096)
+	e.RetryUnit = 1
+	e.bal.Inflight[1], e.bal.Inflight[2] = 1<<30, 1<<30 // planned on member 0
+	told := map[int][]int32{}
+	e.MemberError = func(member int, kind IOKind, res int32) {
+		if kind == IORead {
+			told[member] = append(told[member], res)
+		}
+	}
+	buf := make([]byte, 8<<9)
+	e.Start(0, ReqRead, 0, 8, false, buf)
+	if len(be.pending) != 1 || be.pending[0].io.Member != 0 {
+		t.Fatalf("read planned as %+v", be.pending)
+	}
+	o := be.pending[0]
+	be.pending = be.pending[1:]
+	e.Done(o.tag, o.op, -errnoAgain)
+	for len(be.pending) > 0 {
+		o := be.pending[0]
+		be.pending = be.pending[1:]
+		e.Done(o.tag, o.op, be.run(o))
+	}
+	if _, ok := be.done[0]; !ok {
+		t.Fatal("read not completed")
+	}
+	for m := range 3 {
+		if n := len(told[m]); n == 0 || told[m][n-1] != -5 {
+			t.Errorf("member %d: told %v, want its EIO told last", m, told[m])
+		}
+	}
+	if n := len(told[0]); n != 2 || told[0][0] != -errnoAgain {
+		t.Errorf("member 0: told %v, want EAGAIN then EIO", told[0])
+	}
+}
+
+// TestExecutorMemberErrorHungReadOnce: a read past the timeout that the
+// backend cannot give up is told as timed out; its late failure is not
+// told again.
+func TestExecutorMemberErrorHungReadOnce(t *testing.T) {
+	g := Geometry{Level: Level1, Members: 2, ChunkSectors: 128, MemberSectors: 1024}
+	arr, _ := NewArray(g)
+	be := &memBackend{done: map[uint16]error{}, refuseAbandon: true}
+	for range 2 {
+		be.members = append(be.members, &memMember{data: bytes.Repeat([]byte{'x'}, 1024<<9), badRead: map[uint64]bool{}})
+	}
+	var now time.Duration
+	e := NewExecutor(arr, be, 4, 64<<10)
+	be.exec = e
+	e.Now = func() time.Duration { return now }
+	e.MemberTimeout = 10 * time.Second
+	e.bal.Inflight[1] = 1 << 30 // reads go to member 0
+	var told []int32
+	e.MemberError = func(member int, kind IOKind, res int32) {
+		if kind == IORead && member == 0 {
+			told = append(told, res)
+		}
+	}
+	buf := make([]byte, 4096)
+	e.Start(0, ReqRead, 0, 8, false, buf)
+	if len(be.pending) != 1 || be.pending[0].io.Member != 0 {
+		t.Fatalf("read planned as %+v", be.pending)
+	}
+	hung := be.pending[0]
+	be.pending = nil
+	now = 11 * time.Second
+	e.Tick()
+	e.Tick()
+	if len(told) != 1 || told[0] != -errnoTimedOut {
+		t.Fatalf("after the timeout: told %v, want one ETIMEDOUT", told)
+	}
+	e.Done(hung.tag, hung.op, -5)
+	for len(be.pending) > 0 {
+		o := be.pending[0]
+		be.pending = be.pending[1:]
+		e.Done(o.tag, o.op, be.run(o))
+	}
+	if err, ok := be.done[0]; !ok || err != nil {
+		t.Fatalf("read: done %v err %v", ok, err)
+	}
+	if len(told) != 1 {
+		t.Fatalf("told %v for member 0, want the timeout once", told)
 	}
 }
