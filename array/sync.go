@@ -1088,11 +1088,14 @@ func (a *Array) addMember(path string, role int, readd, failActive, force bool) 
 		drop()
 		return err
 	}
-	if failActive && spare == nil && !readd {
+	if failActive && !readd {
 		// Nor may a device that takes no write at all (read-only, dead):
 		// its superblock block written back as it is, durably, before the
-		// member it replaces is failed. (A spare took its superblock when
-		// it was added.)
+		// member it replaces is failed. A spare too: it took its
+		// superblock when it was added, but may have died since, idle.
+		// (Its superblock is written only when it is added and when it
+		// takes a role, both under spareMu, held here: nothing newer is
+		// written back over.)
 		b, err := m.ReadBlock(engine.SuperblockOffset, engine.SuperblockSize)
 		if err == nil {
 			err = m.WriteBlockSync(engine.SuperblockOffset, b)
@@ -1245,6 +1248,15 @@ func (a *Array) addOpenPlan(m *Member, role int, re *readdPlan, uuid [16]byte) e
 	}
 	if err := a.persist(st); err != nil {
 		return err
+	}
+	a.mu.Lock()
+	holds := a.Members[role] == m
+	a.mu.Unlock()
+	if !holds || a.Engine.State().Members[role].State == engine.MemberFaulty {
+		// Its first superblock write failed: the update went on without
+		// it (the array as before, less the member it replaced; a spare
+		// may have taken the role since). Not a success.
+		return fmt.Errorf("%s failed as it was put in role %d (its superblock could not be written)", m.Path, role)
 	}
 	need2 := a.neededWritten
 	regions := 0
