@@ -49,7 +49,9 @@ const MinMemberBytes = 1 << 20
 
 // OpenMember opens path O_RDWR|O_DIRECT. Block devices are opened O_EXCL,
 // so a member that is mounted, in another array or otherwise held
-// exclusively is refused (EBUSY) before anything is written to it.
+// exclusively is refused (EBUSY) before anything is written to it; files
+// are locked (flock LOCK_EX), so a file another array holds is refused
+// (EBUSY) likewise.
 func OpenMember(path string) (*Member, error) {
 	st, block, err := statMember(path)
 	if err != nil {
@@ -69,6 +71,18 @@ func OpenMember(path string) (*Member, error) {
 			return nil, fmt.Errorf("member %s: %w (run as root)", path, err)
 		}
 		return nil, fmt.Errorf("open member %s: %w", path, err)
+	}
+	if !block {
+		// A file has no O_EXCL: an exclusive lock of the open file
+		// (flock: per open, so a second open in this process conflicts
+		// too) refuses it to another array, here or in another process.
+		if err := unix.Flock(fd, unix.LOCK_EX|unix.LOCK_NB); err != nil {
+			unix.Close(fd)
+			if errors.Is(err, unix.EWOULDBLOCK) {
+				return nil, fmt.Errorf("member %s is in use (locked by an array or another program): %w", path, unix.EBUSY)
+			}
+			return nil, fmt.Errorf("lock member %s: %w", path, err)
+		}
 	}
 	m.File = os.NewFile(uintptr(fd), path)
 	if err := m.probe(st); err != nil {
