@@ -189,6 +189,25 @@ func (a *Array) Fail(role int) error {
 	return nil
 }
 
+// FailDevice is Fail of the device at path, refused if it no longer holds
+// role: named by its path, a member the daemon failed meanwhile may have
+// been replaced by a spare, which the user did not name. Serialised with
+// spare activation, as Remove.
+func (a *Array) FailDevice(role int, path string) error {
+	if n := a.Engine.MemberCount(); role < 0 || role >= n {
+		return fmt.Errorf("role %d: the array has roles 0..%d", role, n-1)
+	}
+	a.spareMu.Lock()
+	defer a.spareMu.Unlock()
+	a.mu.Lock()
+	now := a.Members[role]
+	a.mu.Unlock()
+	if now == nil || now.Path != path {
+		return fmt.Errorf("%s no longer holds role %d: it is out of the array already", path, role)
+	}
+	return a.Fail(role)
+}
+
 // Remove takes a faulty member out of the array (like mdadm --remove): its
 // role becomes missing in the superblocks and the device is closed (free
 // for other users: mdadm --zero-superblock, a new array). An active member

@@ -261,3 +261,36 @@ func TestRemoveAfterSpareTookTheRole(t *testing.T) {
 		t.Fatalf("remove after the spare took role 1: %v", err)
 	}
 }
+
+// TestFailDeviceAfterSpareTookTheRole: fail of a member named by its path,
+// after the daemon failed it and a spare took its role, is refused and
+// leaves the spare alone (Fail of the role would fail the spare).
+func TestFailDeviceAfterSpareTookTheRole(t *testing.T) {
+	paths := memberFiles(t, 3, 16<<20)
+	a, err := Open(paths[:2], CreateSpec{Level: engine.Level1, NoBitmap: true, AssumeClean: true, Spares: paths[2:]}, true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer a.Close()
+	if err := a.Fail(1); err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(5 * time.Second)
+	for a.Status().Members[1].Path != paths[2] {
+		if time.Now().After(deadline) {
+			t.Fatalf("the spare did not take role 1: %+v", a.Status().Members[1])
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	err = a.FailDevice(1, paths[1])
+	if err == nil || !strings.Contains(err.Error(), "out of the array already") {
+		t.Fatalf("fail of %s after a spare took its role: %v", paths[1], err)
+	}
+	a.WaitSync()
+	if st := a.Status(); st.Members[1].Path != paths[2] || st.Members[1].State == "faulty" || st.ActiveDisks != 2 {
+		t.Fatalf("the spare in role 1 was failed: %+v", st.Members[1])
+	}
+	if err := a.FailDevice(1, paths[2]); err != nil {
+		t.Fatalf("fail of the device holding role 1: %v", err)
+	}
+}

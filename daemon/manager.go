@@ -790,7 +790,14 @@ func (m *Manager) Fail(n int, member string) (Array, error) {
 	if err != nil {
 		return Array{}, err
 	}
-	if err := s.a.Fail(r); err != nil {
+	if _, byRole := strconv.Atoi(member); byRole == nil {
+		err = s.a.Fail(r)
+	} else {
+		// Named by its path: that device, not a spare that took its role
+		// since the lookup (the daemon may fail it meanwhile).
+		err = s.a.FailDevice(r, known(s, member))
+	}
+	if err != nil {
 		return Array{}, Refused(fmt.Errorf("fail %s: %w", member, err))
 	}
 	m.log.Info("member failed on request", zap.String("device", DevicePath(n)), zap.Int("role", r), zap.String("member", member))
