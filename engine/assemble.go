@@ -699,9 +699,11 @@ func excludes(sb *Superblock, in map[[16]byte]bool) bool {
 }
 
 // Diverged reports whether the members whose superblocks are a and b ran
-// without each other (a split brain): each table records as failed or
-// missing a member the other holds in the array, and no member is in the
-// array by both tables. Two members that each ran alone after a split, or
+// without each other (a split brain): no member is in the array by both
+// tables, and each table records as failed or missing a member the other
+// holds in the array, or one does and the other has put another device in
+// the role of a member the first holds (a spare took the role, and its
+// failure record with it). Two members that each ran alone after a split, or
 // a member started alone after the others recorded it failed, are so:
 // their data diverged, and trusting one side's generation count, or
 // copying only one side's dirty regions onto the other, would mix them or
@@ -727,7 +729,25 @@ func Diverged(a, b *Superblock) bool {
 		// array it left, it did not run on its own since.
 		return false
 	}
-	return !intersects(ina, inb) && excludes(a, inb) && excludes(b, ina)
+	if intersects(ina, inb) {
+		return false
+	}
+	xa, xb := excludes(a, inb), excludes(b, ina)
+	return xa && xb || xa && replaced(b, a) || xb && replaced(a, b)
+}
+
+// replaced reports whether sb's table gives a role to another member than
+// the one other's table holds in it: sb's side put another device in the
+// role of a member of other's side (a spare, replace), which overwrote
+// the record of that member's failure.
+func replaced(sb, other *Superblock) bool {
+	for r := 0; r < int(sb.Members) && r < int(other.Members); r++ {
+		e, o := sb.Roles[r], other.Roles[r]
+		if (e.State == RoleActive || e.State == RoleRebuilding) && (o.State == RoleActive || o.State == RoleRebuilding) && e.Member != o.Member {
+			return true
+		}
+	}
+	return false
 }
 
 // bridged reports whether a member given ran with members of both a's and
