@@ -331,8 +331,16 @@ func AssembleWith(ms []MemberSB, opt AssembleOptions) (*Assembly, error) {
 			holds[m.Path] = true
 		}
 		inRole := e.State == RoleActive || e.State == RoleRebuilding
+		// A member a generation behind is trusted only if it lays the
+		// data out as the freshest says (md's super_1_load rejects a
+		// "strangely different" superblock whatever its events): those
+		// fields never change in an array's life, so one that differs is
+		// corrupt or crafted, and trusted it would be served with another
+		// layout, its fields spreading to every member at the next
+		// update. It is stale instead. (At the freshest generation a
+		// difference refuses the assembly, above: which one is right?)
 		trusted := m != nil && inRole && !refuted[m.Path] && (m.SB.Events == fsb.Events ||
-			m.SB.Events+EventSlack >= fsb.Events && m.SB.Role == uint32(r))
+			m.SB.Events+EventSlack >= fsb.Events && m.SB.Role == uint32(r) && geometryDiff(fsb, m.SB) == "")
 		switch {
 		case m != nil && m == auth:
 			// Authoritative, even if its own table says it failed.
@@ -505,6 +513,25 @@ type errorWithMessage struct {
 
 func (e errorWithMessage) Error() string   { return e.msg }
 func (e errorWithMessage) Unwrap() []error { return e.errs }
+
+// geometryDiff names the first field where a and b differ among those
+// that never change in an array's life (level, layout, chunk size, member
+// count, creation time), or "".
+func geometryDiff(a, b *Superblock) string {
+	switch {
+	case a.Level != b.Level:
+		return fmt.Sprintf("level (%d, %d)", a.Level, b.Level)
+	case a.Layout != b.Layout:
+		return fmt.Sprintf("layout (%#x, %#x)", a.Layout, b.Layout)
+	case a.ChunkSectors != b.ChunkSectors:
+		return fmt.Sprintf("chunk size (%d, %d sectors)", a.ChunkSectors, b.ChunkSectors)
+	case a.Members != b.Members:
+		return fmt.Sprintf("member count (%d, %d)", a.Members, b.Members)
+	case a.CreateTime != b.CreateTime:
+		return "creation time"
+	}
+	return ""
+}
 
 // arrayDiff names the first array-wide field where a and b differ, or "".
 func arrayDiff(a, b *Superblock) string {
