@@ -66,6 +66,10 @@ type CreateSpec struct {
 	// management (re-add, replace, add spares); nil: files and block
 	// devices (ublk.OpenMember). Tests give in-memory devices.
 	OpenDevice OpenDevice
+	// UUID (assembly only), if set, is the array the members must hold
+	// (as engine.UUIDString): others are refused before anything is
+	// written (a state file's entry whose paths now name other devices).
+	UUID string
 	// SkipAbsent (assembly only) leaves out the members and spares whose
 	// path is absent (it does not exist, or its device is gone: ENOENT,
 	// ENXIO, ENODEV, ENOMEDIUM), such as a failed disk pulled before it
@@ -341,6 +345,9 @@ func Open(paths []string, spec CreateSpec, create bool) (*Array, error) {
 		a.start()
 		return a, nil
 	}
+	if err == nil && spec.UUID != "" && engine.UUIDString(asm.UUID) != spec.UUID {
+		err = fmt.Errorf("the members hold array %s, not %s", engine.UUIDString(asm.UUID), spec.UUID)
+	}
 	if err == nil && len(absentPaths) > 0 {
 		err = checkAbsent(asm, absentPaths)
 	}
@@ -361,7 +368,11 @@ func Open(paths []string, spec CreateSpec, create bool) (*Array, error) {
 	// after every one of them passed the checks (nothing is written
 	// before).
 	for _, m := range blank {
-		if _, err := checkBlank(m, spec.Force); err != nil {
+		err := checkBlankSpare(m, ms[0], asm, inputs)
+		if err == nil {
+			_, err = checkBlank(m, spec.Force)
+		}
+		if err != nil {
 			closeAll()
 			closeSpares()
 			return nil, err
@@ -391,6 +402,31 @@ func Open(paths []string, spec CreateSpec, create bool) (*Array, error) {
 		return nil, err
 	}
 	return a, nil
+}
+
+// checkBlankSpare refuses a blank spare given at assembly that the array
+// assembled as asm cannot take (its logical block size, its size: as
+// spareSuperblock checks once the array is open), before assembly writes
+// anything (a raid5/6 log replay).
+func checkBlankSpare(m, member *Member, asm *engine.Assembly, inputs []engine.MemberSB) error {
+	if m.LogicalBlock != member.LogicalBlock {
+		return fmt.Errorf("%s has %d-byte logical blocks; the array has %d", m.Path, m.LogicalBlock, member.LogicalBlock)
+	}
+	var sectors uint64
+	for _, ra := range asm.Roles {
+		if ra.State != engine.RoleActive && ra.State != engine.RoleRebuilding {
+			continue
+		}
+		for _, in := range inputs {
+			if in.Path == ra.Path && in.SB != nil && (sectors == 0 || in.SB.DataSectors < sectors) {
+				sectors = in.SB.DataSectors
+			}
+		}
+	}
+	if need := asm.Freshest.DataOffset + sectors<<9; uint64(m.Size) < need {
+		return fmt.Errorf("%s is %d bytes; a spare needs at least %d", m.Path, m.Size, need)
+	}
+	return nil
 }
 
 // writeMostlyMask is the mask of the roles of the members at paths.

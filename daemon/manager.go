@@ -201,7 +201,7 @@ func (m *Manager) restore(e StateEntry) (*served, error) {
 	// left out when the superblocks present record them failed, missing
 	// or spare (array.CreateSpec.SkipAbsent): md starts such an array
 	// without them; an absent active member keeps the array pending.
-	a, err := openRetry(e.Members, array.CreateSpec{SyncMinBytes: e.SyncMinBytes, SyncMaxBytes: e.SyncMaxBytes, SkipAbsent: true})
+	a, err := openRetry(e.Members, array.CreateSpec{SyncMinBytes: e.SyncMinBytes, SyncMaxBytes: e.SyncMaxBytes, SkipAbsent: true, UUID: e.UUID})
 	if err == nil && len(a.Absent) > 0 {
 		m.log.Warn("members absent: the array starts without them (its superblocks record them failed, missing or spare)",
 			zap.String("device", DevicePath(e.Number)), zap.String("uuid", e.UUID), zap.Strings("absent", a.Absent))
