@@ -832,7 +832,7 @@ func splitBrain(ms []MemberSB, fsb *Superblock) error {
 			for _, m := range ms {
 				all = append(all, m.Path)
 			}
-			return fmt.Errorf("%w in array %s: %s (events %d) and %s (events %d) each ran without the other (each records the other failed or missing), so their data differs; give only one side's members to keep that side, or add --force %s to keep the freshest, %s, and fully rebuild the others from it",
+			return fmt.Errorf("%w in array %s: %s (events %d) and %s (events %d) each ran without the other (one records the other's side failed or missing, and the other's side records it so too, or gave its role to another device), so their data may differ; if one of them is only an old member left out long ago, the member that ran with both sides is not given; give only one side's members to keep that side, or add --force %s to keep the freshest, %s, and fully rebuild the others from it",
 				ErrSplitBrain, arrayDesc(fsb), a.Path, a.SB.Events, b.Path, b.SB.Events, strings.Join(all, " "), keep)
 		}
 	}

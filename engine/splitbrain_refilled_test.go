@@ -59,3 +59,44 @@ func TestReplacedTwiceNotSplitBrain(t *testing.T) {
 		}
 	}
 }
+
+// A 3-way mirror A, B, C: C fails (recorded on A and B), A dies unrecorded
+// on itself, C is re-added, a spare S takes A's role, then B fails and T
+// takes its role. The old A records C failed, and A's role went to S: from
+// the two superblocks this is the split brain above (B, the one member
+// that ran with both, is gone), so A given with S, T and C is refused, as
+// Diverged says of histories only a bridging member tells apart. Left out,
+// or with --force, the array assembles, without A.
+func TestOldMemberAfterEveryRoleChangedIsAmbiguous(t *testing.T) {
+	sbs := asmNewArray(t, 1, 0, 3, 0)
+	a0 := asmNext(sbs[:2], func(sb *Superblock) { sb.Roles[2].State = RoleFaulty })
+	aOld := a0[0]
+	g := asmNext(a0[1:], func(sb *Superblock) { sb.Roles[0].State = RoleFaulty })
+	cu := sbs[2].MemberUUID
+	g = asmNext(g, func(sb *Superblock) { sb.Roles[2] = RoleEntry{State: RoleRebuilding, Member: cu} })
+	csb := *g[0]
+	csb.Role, csb.MemberUUID = 2, cu
+	g = asmNext([]*Superblock{g[0], &csb}, func(sb *Superblock) { sb.Roles[2].State = RoleActive })
+	s := sbUUID(0x53)
+	g = asmNext(g, func(sb *Superblock) { sb.Roles[0] = RoleEntry{State: RoleRebuilding, Member: s} })
+	ssb := *g[0]
+	ssb.Role, ssb.MemberUUID = 0, s
+	g = asmNext([]*Superblock{g[0], g[1], &ssb}, func(sb *Superblock) { sb.Roles[0].State = RoleActive })
+	g = asmNext(g[1:], func(sb *Superblock) { sb.Roles[1].State = RoleFaulty })
+	tu := sbUUID(0x54)
+	g = asmNext(g, func(sb *Superblock) { sb.Roles[1] = RoleEntry{State: RoleRebuilding, Member: tu} })
+	tsb := *g[0]
+	tsb.Role, tsb.MemberUUID = 1, tu
+	g = asmNext([]*Superblock{g[0], g[1], &tsb}, func(sb *Superblock) { sb.Roles[1].State = RoleActive })
+
+	_, err := Assemble(asmInputs(t, g[0], g[1], g[2], aOld))
+	asmWantErr(t, err, ErrSplitBrain, "gave its role to another device")
+	a := mustAssemble(t, asmInputs(t, g[0], g[1], g[2]))
+	if a.ActiveRoles != 3 {
+		t.Fatalf("without the old member: %d active roles", a.ActiveRoles)
+	}
+	a, err = AssembleWith(asmInputs(t, g[0], g[1], g[2], aOld), AssembleOptions{Force: true})
+	if err != nil || a.ActiveRoles != 3 || len(a.Stale) != 1 {
+		t.Fatalf("forced: %v", err)
+	}
+}
