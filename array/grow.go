@@ -249,14 +249,15 @@ func (a *Array) Grow(memberSectors uint64) (GrowPlan, error) {
 	a.setMemberSectors(p.NewMemberSectors)
 	var wasPending bool
 	var wasPos uint64
-	if a.Engine.Parity != nil && a.Bitmap == nil && a.sync != nil {
-		// The added stripes' parity is whatever the members held there:
-		// without a bitmap to say they were never written, a resync
-		// builds it, from the old end (or from where a pending one is),
-		// as md resyncs a grown raid5 from its old size. Until it gets
-		// there, writes treat those stripes as unsynced (no
-		// read-modify-write over their parity), and the superblocks
-		// written below record the array unclean.
+	if a.Bitmap == nil && a.sync != nil {
+		// The added space holds whatever the members held there: copies
+		// that differ, parity that does not match. Without a bitmap to
+		// say it was never written, a resync makes it agree, from the
+		// old end (or from where a pending one is), as md resyncs a grown
+		// raid1/10/5 from its old size. Until it gets there, reads there
+		// go to one chosen copy and writes treat those stripes as
+		// unsynced (no read-modify-write over their parity), and the
+		// superblocks written below record the array unclean.
 		wasPending, wasPos = a.sync.fullPending, a.sync.fullPos
 		if !a.sync.fullPending || a.sync.fullPos > p.OldArraySectors {
 			a.sync.fullPending, a.sync.fullPos = true, p.OldArraySectors
@@ -270,7 +271,7 @@ func (a *Array) Grow(memberSectors uint64) (GrowPlan, error) {
 			sb.DataSectors = min(sb.DataSectors, old[r])
 		}
 		a.setMemberSectors(p.OldMemberSectors)
-		if a.Engine.Parity != nil && a.Bitmap == nil && a.sync != nil {
+		if a.Bitmap == nil && a.sync != nil {
 			a.sync.fullPending, a.sync.fullPos = wasPending, wasPos
 			if wasPending {
 				a.sync.from.Store(wasPos)
