@@ -1,7 +1,6 @@
 package array
 
 import (
-	"bytes"
 	"math/rand"
 	"testing"
 )
@@ -13,18 +12,14 @@ func TestRefusedAssemblyWritesNothing(t *testing.T) {
 	rng := rand.New(rand.NewSource(3))
 	tw := tornRaid5Write(t, rng, true, 0)
 	small := memberFiles(t, 1, 2<<20)[0]
-	before := fileBytes(t, tw.paths...)
+	before := contents(t, tw.paths...)
 	a, err := Open(tw.paths, CreateSpec{Level: -1, Spares: []string{small}}, false)
 	if err == nil {
 		a.Close()
 		t.Fatal("assembled with a spare too small")
 	}
 	t.Logf("refused: %v", err)
-	for i, b := range fileBytes(t, tw.paths...) {
-		if !bytes.Equal(b, before[i]) {
-			t.Errorf("the refused assembly wrote to member %d", i)
-		}
-	}
+	unchanged(t, "the refused assembly", tw.paths, before)
 }
 
 // An assembly told which array to expect (the daemon's state file) is
@@ -32,16 +27,12 @@ func TestRefusedAssemblyWritesNothing(t *testing.T) {
 func TestAssemblyOfAnotherArrayWritesNothing(t *testing.T) {
 	rng := rand.New(rand.NewSource(5))
 	tw := tornRaid5Write(t, rng, true, 0)
-	before := fileBytes(t, tw.paths...)
+	before := contents(t, tw.paths...)
 	a, err := Open(tw.paths, CreateSpec{Level: -1, UUID: "00000000-0000-4000-8000-000000000000"}, false)
 	if err == nil {
 		a.Close()
 		t.Fatal("assembled members of another array than the one expected")
 	}
 	t.Logf("refused: %v", err)
-	for i, b := range fileBytes(t, tw.paths...) {
-		if !bytes.Equal(b, before[i]) {
-			t.Errorf("the refused assembly wrote to member %d", i)
-		}
-	}
+	unchanged(t, "the refused assembly", tw.paths, before)
 }

@@ -538,18 +538,10 @@ func arrayDiff(a, b *Superblock) string {
 	switch {
 	case a.Name != b.Name:
 		return fmt.Sprintf("name (%q, %q)", a.Name, b.Name)
-	case a.Level != b.Level:
-		return fmt.Sprintf("level (%d, %d)", a.Level, b.Level)
-	case a.Layout != b.Layout:
-		return fmt.Sprintf("layout (%#x, %#x)", a.Layout, b.Layout)
-	case a.ChunkSectors != b.ChunkSectors:
-		return fmt.Sprintf("chunk size (%d, %d sectors)", a.ChunkSectors, b.ChunkSectors)
-	case a.Members != b.Members:
-		return fmt.Sprintf("member count (%d, %d)", a.Members, b.Members)
+	case geometryDiff(a, b) != "":
+		return geometryDiff(a, b)
 	case a.Clean != b.Clean:
 		return fmt.Sprintf("clean flag (%v, %v)", a.Clean, b.Clean)
-	case a.CreateTime != b.CreateTime:
-		return "creation time"
 	}
 	for r := range a.Roles {
 		if a.Roles[r] != b.Roles[r] {

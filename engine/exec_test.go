@@ -95,6 +95,16 @@ func (b *memBackend) run(o memOp) int32 {
 	panic("unknown kind")
 }
 
+// runAll delivers pending operations in the order they were submitted
+// (and those they lead to) until none is left.
+func (b *memBackend) runAll(e *Executor) {
+	for len(b.pending) > 0 {
+		o := b.pending[0]
+		b.pending = b.pending[1:]
+		e.Done(o.tag, o.op, b.run(o))
+	}
+}
+
 // drain delivers pending operations in an order drawn by t until none is
 // left.
 func (b *memBackend) drain(t *rapid.T, e *Executor) {
@@ -718,11 +728,7 @@ func TestExecutorMemberErrorOncePerFailedRead(t *testing.T) {
 	}
 	buf := make([]byte, 8<<9)
 	e.Start(0, ReqRead, 0, 8, false, buf)
-	for len(be.pending) > 0 {
-		o := be.pending[0]
-		be.pending = be.pending[1:]
-		e.Done(o.tag, o.op, be.run(o))
-	}
+	be.runAll(e)
 	if err, ok := be.done[0]; !ok || err != nil {
 		t.Fatalf("read: done %v err %v", ok, err)
 	}
@@ -753,11 +759,7 @@ func TestExecutorMemberErrorEveryFailingCopy(t *testing.T) {
 	}
 	buf := make([]byte, 8<<9)
 	e.Start(0, ReqRead, 0, 8, false, buf)
-	for len(be.pending) > 0 {
-		o := be.pending[0]
-		be.pending = be.pending[1:]
-		e.Done(o.tag, o.op, be.run(o))
-	}
+	be.runAll(e)
 	if err, ok := be.done[0]; !ok || err != nil {
 		t.Fatalf("read: done %v err %v", ok, err)
 	}
@@ -796,11 +798,7 @@ func TestExecutorMemberErrorBusyThenFailed(t *testing.T) {
 	o := be.pending[0]
 	be.pending = be.pending[1:]
 	e.Done(o.tag, o.op, -errnoAgain)
-	for len(be.pending) > 0 {
-		o := be.pending[0]
-		be.pending = be.pending[1:]
-		e.Done(o.tag, o.op, be.run(o))
-	}
+	be.runAll(e)
 	if _, ok := be.done[0]; !ok {
 		t.Fatal("read not completed")
 	}
@@ -850,11 +848,7 @@ func TestExecutorMemberErrorHungReadOnce(t *testing.T) {
 		t.Fatalf("after the timeout: told %v, want one ETIMEDOUT", told)
 	}
 	e.Done(hung.tag, hung.op, -5)
-	for len(be.pending) > 0 {
-		o := be.pending[0]
-		be.pending = be.pending[1:]
-		e.Done(o.tag, o.op, be.run(o))
-	}
+	be.runAll(e)
 	if err, ok := be.done[0]; !ok || err != nil {
 		t.Fatalf("read: done %v err %v", ok, err)
 	}
