@@ -367,6 +367,19 @@ func Open(paths []string, spec CreateSpec, create bool) (*Array, error) {
 	// A blank spare given at assembly is added once the array is open,
 	// after every one of them passed the checks (nothing is written
 	// before).
+	if len(blank) > 0 {
+		// As addSpares checks once the array is open.
+		if engine.Level(asm.Level) == engine.Level0 {
+			err = errors.New("a raid0 array has no spares")
+		} else if n := len(asm.Roles) + len(asm.Spares) + len(blank); n > engine.RoleTableSize {
+			err = fmt.Errorf("the role table is full: at most %d members and spares", engine.RoleTableSize)
+		}
+		if err != nil {
+			closeAll()
+			closeSpares()
+			return nil, err
+		}
+	}
 	for _, m := range blank {
 		err := checkBlankSpare(m, ms[0], asm, inputs)
 		if err == nil {
