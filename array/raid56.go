@@ -144,6 +144,8 @@ func (a *Array) newParityRunner(h *queue, q ring) requestRunner {
 		e.ReadRepair = func(member int, sector uint64, sectors uint32) {
 			a.requestRepair(sector, sectors, 1<<uint(member))
 		}
+		e.MemberError = a.countReadErr
+		e.MemberReadOK = a.parityReadOK
 	}
 	return parityRunner{e}
 }

@@ -167,9 +167,15 @@ func (a *Array) repair(ctx context.Context, r repairReq, buf []byte, io memberIO
 // repaired before it is failed instead (md's max_corr_read_errors,
 // default 20, of raid1 and raid10): a device whose sectors keep going bad
 // is failing, and each error costs the reads that meet it a retry and the
-// array a repair. (md's raid5/6 fail a member past a larger budget, its
-// stripe cache's size, reset by a read that succeeds; not done here.)
+// array a repair. (raid5/6: maxParityReadErrors.)
 const maxCorrReadErrors = 20
+
+// maxParityReadErrors is how many reads in a row a raid5/6 member may
+// fail, each answered from the others and its rows rewritten, before it
+// is failed instead (md's raid5: more than its stripe cache's size,
+// max_nr_stripes, 256 by default; a read of the device that succeeds
+// starts the count again). Never the member whose loss would lose data.
+const maxParityReadErrors = 256
 
 // readErrCount is a role's count of failed reads, halved for every hour
 // since the last (md's check_decay_read_errors), for the device that took
@@ -190,6 +196,52 @@ func (a *Array) countReadErr(member int, kind engine.IOKind, res int32) {
 	if kind == engine.IORead && res != -int32(unix.EAGAIN) && member >= 0 && member < len(a.readErrs) {
 		a.readErrs[member].Add(1)
 	}
+}
+
+// parityReadOK starts member's count of failed reads again (raid5/6:
+// the queues' MemberReadOK, for each member read that succeeded). Stored
+// only when not zero: the count's cache line stays shared between the
+// queues while reads succeed.
+func (a *Array) parityReadOK(member int) {
+	if member >= 0 && member < len(a.readErrs) && a.readErrs[member].Load() != 0 {
+		a.readErrs[member].Store(0)
+	}
+}
+
+// parityReadErrors returns bad without the raid5/6 roles it failed for
+// having failed more than maxParityReadErrors reads in a row (never past
+// the parity's budget: FailRedundantIf). The repair worker only.
+func (a *Array) parityReadErrors(bad uint64) uint64 {
+	st := a.Engine.State()
+	for role := range st.Members {
+		if bad&(1<<uint(role)) == 0 || role >= len(a.readErrs) {
+			continue
+		}
+		c := &a.readErrCounts[role]
+		since := st.Members[role].Since
+		if c.last.IsZero() {
+			*c = readErrCount{since: since, last: time.Now()}
+		} else if c.since != since {
+			// Another device in the role, or its rebuild ended: the
+			// read this repair is for is the first counted.
+			*c = readErrCount{since: since, last: time.Now()}
+			if a.readErrs[role].Load() > 1 {
+				a.readErrs[role].Store(1)
+			}
+			continue
+		}
+		if a.readErrs[role].Load() <= maxParityReadErrors {
+			continue
+		}
+		st2, changed, out, _ := a.Engine.FailRedundantIf(role, since)
+		if changed {
+			a.persist(st2)
+		}
+		if out {
+			bad &^= 1 << uint(role)
+		}
+	}
+	return bad
 }
 
 // countReadErrors takes the failed reads of each role of r.bad counted

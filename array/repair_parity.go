@@ -23,6 +23,9 @@ func (a *Array) repairParity(ctx context.Context, r repairReq, buf []byte, io me
 	if stripe >= g.Stripes() || r.sectors == 0 || r.bad == 0 {
 		return
 	}
+	if r.bad = a.parityReadErrors(r.bad); r.bad == 0 {
+		return
+	}
 	if a.repairPar == nil {
 		p, err := engine.NewParity(g.DataMembers(), g.Level == engine.Level6)
 		if err != nil {

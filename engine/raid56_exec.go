@@ -250,6 +250,10 @@ type ParityExecutor struct {
 
 	// MemberError, if set, is told of every failed member operation.
 	MemberError func(member int, kind IOKind, res int32)
+	// MemberReadOK, if set, is told of every member read that succeeded
+	// on the device its member holds (md's raid5 resets a device's count
+	// of read errors on each: its budget is for errors in a row).
+	MemberReadOK func(member int)
 	// ReadRepair, if set, is told of the member sectors [sector,
 	// sector+sectors) of member that a read failed with an error (not a
 	// timeout): the member is not failed for it, the request reads
@@ -807,6 +811,8 @@ func (e *ParityExecutor) Done(tag uint16, id OpID, res int32) {
 		if e.MemberError != nil && !departed {
 			e.MemberError(int(io.Member), io.Kind, res)
 		}
+	} else if io.Kind == IORead && e.MemberReadOK != nil && !departed {
+		e.MemberReadOK(int(io.Member))
 	}
 	r.pending--
 	if r.pending == 0 {
