@@ -517,6 +517,13 @@ type ErrorBody struct {
 	Error string `json:"error"`
 }
 
+// DeleteAllError is the error answer of a `del --all` that deleted some
+// arrays and not others (in use): what it did, with the error.
+type DeleteAllError struct {
+	ErrorBody
+	DeleteResult
+}
+
 // arrayFromStatus fills the API view of an array from its status.
 func arrayFromStatus(n int, s array.Status) Array {
 	a := Array{Number: n, Device: DevicePath(n), Name: s.Name, UUID: s.UUID, Level: s.Level, Layout: s.Layout,

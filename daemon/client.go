@@ -21,6 +21,7 @@ var ErrNotRunning = errors.New("no ublk-raid daemon is running")
 type RemoteError struct {
 	Status int    // HTTP status
 	Msg    string // the daemon's one-line message
+	body   []byte // the answer (DeleteAllError)
 }
 
 func (e *RemoteError) Error() string { return e.Msg }
@@ -81,7 +82,7 @@ func (c *Client) do(method, path string, in, out any) error {
 		if json.Unmarshal(b, &eb) != nil || eb.Error == "" {
 			eb.Error = fmt.Sprintf("daemon answered %s", resp.Status)
 		}
-		return &RemoteError{Status: resp.StatusCode, Msg: eb.Error}
+		return &RemoteError{Status: resp.StatusCode, Msg: eb.Error, body: b}
 	}
 	if out != nil {
 		if err := json.Unmarshal(b, out); err != nil {
@@ -105,10 +106,19 @@ func (c *Client) Delete(n int) (DeleteResult, error) {
 	return r, c.do(http.MethodDelete, arrayPath(n), nil, &r)
 }
 
-// DeleteAll deletes every array of the daemon.
+// DeleteAll deletes every array of the daemon. When some are not
+// deleted (in use) the result lists those that were, with the error.
 func (c *Client) DeleteAll() (DeleteResult, error) {
 	var r DeleteResult
-	return r, c.do(http.MethodDelete, "/arrays", nil, &r)
+	err := c.do(http.MethodDelete, "/arrays", nil, &r)
+	var re *RemoteError
+	if errors.As(err, &re) {
+		var e DeleteAllError
+		if json.Unmarshal(re.body, &e) == nil {
+			r = e.DeleteResult
+		}
+	}
+	return r, err
 }
 
 // List lists the arrays.

@@ -74,6 +74,12 @@ func NewHandler(b Backend, version string) http.Handler {
 			reply(w, http.StatusCreated, a, err)
 		case http.MethodDelete:
 			res, err := b.DeleteAll()
+			if err != nil && (len(res.Deleted) > 0 || len(res.Forgotten) > 0) {
+				// What was deleted is said with the error: the
+				// operator must learn which devices are gone.
+				writeJSON(w, statusOf(err), DeleteAllError{ErrorBody{singleLine(err.Error())}, res})
+				return
+			}
 			reply(w, http.StatusOK, res, err)
 		default:
 			methodNotAllowed(w, "GET, POST, DELETE")
@@ -301,9 +307,11 @@ func methodNotAllowed(w http.ResponseWriter, allow string) {
 }
 
 func writeError(w http.ResponseWriter, code int, msg string) {
-	// One line: the CLI prints it as is.
-	writeJSON(w, code, ErrorBody{Error: strings.ReplaceAll(msg, "\n", "; ")})
+	writeJSON(w, code, ErrorBody{Error: singleLine(msg)})
 }
+
+// oneLine is an error message on one line: the CLI prints it as is.
+func singleLine(msg string) string { return strings.ReplaceAll(msg, "\n", "; ") }
 
 func writeJSON(w http.ResponseWriter, code int, v any) {
 	w.Header().Set("Content-Type", "application/json")
