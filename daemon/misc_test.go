@@ -74,3 +74,34 @@ func TestStateFile(t *testing.T) {
 		t.Fatal("state file version 2 accepted")
 	}
 }
+
+// A state file no daemon writes (a device number out of range or twice,
+// an array twice, no UUID, no members, a relative path) is refused as a
+// whole: serve stops rather than start or forget arrays by guesswork.
+func TestLoadStateRefusesInconsistentEntries(t *testing.T) {
+	ok := StateEntry{Number: 1, UUID: "u1", Members: []string{"/dev/a"}}
+	for name, es := range map[string][]StateEntry{
+		"number-negative": {{Number: -1, UUID: "u", Members: []string{"/dev/b"}}},
+		"number-too-big":  {{Number: 1 << 32, UUID: "u", Members: []string{"/dev/b"}}},
+		"number-twice":    {ok, {Number: 1, UUID: "u2", Members: []string{"/dev/b"}}},
+		"uuid-twice":      {ok, {Number: 2, UUID: "u1", Members: []string{"/dev/b"}}},
+		"no-uuid":         {{Number: 2, Members: []string{"/dev/b"}}},
+		"no-members":      {{Number: 2, UUID: "u2"}},
+		"relative-path":   {{Number: 2, UUID: "u2", Members: []string{"dev/b"}}},
+	} {
+		path := filepath.Join(t.TempDir(), "arrays.json")
+		if err := SaveState(path, State{Arrays: es}); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := LoadState(path); err == nil {
+			t.Errorf("%s: accepted", name)
+		}
+	}
+	path := filepath.Join(t.TempDir(), "arrays.json")
+	if err := SaveState(path, State{Arrays: []StateEntry{ok, {Number: 2, UUID: "u2", Members: []string{"/dev/b"}}}}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := LoadState(path); err != nil {
+		t.Errorf("a consistent state file refused: %v", err)
+	}
+}

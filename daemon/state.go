@@ -60,7 +60,42 @@ func LoadState(path string) (State, error) {
 	if s.Version != 1 {
 		return State{}, fmt.Errorf("state file %s: version %d, want 1", path, s.Version)
 	}
+	if err := s.check(); err != nil {
+		return State{}, fmt.Errorf("state file %s: %w", path, err)
+	}
 	return s, nil
+}
+
+// MaxDevice bounds the device numbers of the state file (the ublk
+// driver's own limit is 2^20).
+const MaxDevice = 1 << 20
+
+// check refuses a state no daemon writes: a device number out of range
+// or twice, an array twice, an entry without its UUID (it is checked on
+// assembly) or members, a member path that is not absolute.
+func (s State) check() error {
+	numbers, uuids := map[int]bool{}, map[string]bool{}
+	for _, e := range s.Arrays {
+		switch {
+		case e.Number < 0 || e.Number >= MaxDevice:
+			return fmt.Errorf("device number %d out of range", e.Number)
+		case numbers[e.Number]:
+			return fmt.Errorf("device number %d twice", e.Number)
+		case e.UUID == "":
+			return fmt.Errorf("%s: no array UUID", DevicePath(e.Number))
+		case uuids[e.UUID]:
+			return fmt.Errorf("array %s twice", e.UUID)
+		case len(e.Members) == 0:
+			return fmt.Errorf("%s: no members", DevicePath(e.Number))
+		}
+		for _, p := range e.Members {
+			if !filepath.IsAbs(p) {
+				return fmt.Errorf("%s: member path %q is not absolute", DevicePath(e.Number), p)
+			}
+		}
+		numbers[e.Number], uuids[e.UUID] = true, true
+	}
+	return nil
 }
 
 // SaveState replaces the state file atomically: a temporary file in the
