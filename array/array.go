@@ -70,6 +70,11 @@ type CreateSpec struct {
 	// (as engine.UUIDString): others are refused before anything is
 	// written (a state file's entry whose paths now name other devices).
 	UUID string
+	// Taken (assembly only), if set, is asked about the array the members
+	// hold (engine.UUIDString) before anything is written: an error
+	// refuses the assembly (the daemon's: an array it serves already, or
+	// keeps for its state file).
+	Taken func(uuid string) error
 	// SkipAbsent (assembly only) leaves out the members and spares whose
 	// path is absent (it does not exist, or its device is gone: ENOENT,
 	// ENXIO, ENODEV, ENOMEDIUM), such as a failed disk pulled before it
@@ -81,6 +86,14 @@ type CreateSpec struct {
 	// assembly (ErrMemberAbsent): that member may hold the freshest data.
 	// Array.Absent lists what was left out. The daemon's restart uses it.
 	SkipAbsent bool
+	// AsRecorded (assembly only) refuses, before anything is written, to
+	// start the array without a member the freshest superblock records
+	// active (ErrMemberAbsent): not given, or only an older device of its
+	// role given (mdadm -A without --run starts no array with fewer
+	// working members than it last had). The daemon's restart uses it: a
+	// state file that lost a member (changed while the daemon was down)
+	// must not start the array degraded, which leaves that member stale.
+	AsRecorded bool
 }
 
 // ErrMemberAbsent refuses an assembly with SkipAbsent: a role the freshest
@@ -348,8 +361,14 @@ func Open(paths []string, spec CreateSpec, create bool) (*Array, error) {
 	if err == nil && spec.UUID != "" && engine.UUIDString(asm.UUID) != spec.UUID {
 		err = fmt.Errorf("the members hold array %s, not %s", engine.UUIDString(asm.UUID), spec.UUID)
 	}
+	if err == nil && spec.Taken != nil {
+		err = spec.Taken(engine.UUIDString(asm.UUID))
+	}
 	if err == nil && len(absentPaths) > 0 {
 		err = checkAbsent(asm, absentPaths)
+	}
+	if err == nil && spec.AsRecorded {
+		err = checkRecorded(asm)
 	}
 	if err != nil {
 		closeAll()
@@ -1382,6 +1401,23 @@ func (a *Array) Close() {
 // trusted or stale: the absent devices are then failed, missing, replaced,
 // rebuilding (never the only copy of anything) or spare members, which
 // md's assembly starts without too.
+// checkRecorded refuses an assembly that leaves out a role the freshest
+// superblock records active (CreateSpec.AsRecorded).
+func checkRecorded(asm *engine.Assembly) error {
+	for i, r := range asm.Roles {
+		if i >= len(asm.Freshest.Roles) || asm.Freshest.Roles[i].State != engine.RoleActive || r.State != engine.RoleMissing {
+			continue
+		}
+		older := ""
+		if r.StalePath != "" {
+			older = fmt.Sprintf(" (%s is an older member of the role)", r.StalePath)
+		}
+		return fmt.Errorf("%w: role %d is active in the freshest superblock, on member %s, and none of the devices given holds it%s: the array would start without it, which makes it stale; give its device, or assemble by hand from the members you choose (add MEMBER...)",
+			ErrMemberAbsent, i, engine.UUIDString(r.Member), older)
+	}
+	return nil
+}
+
 func checkAbsent(asm *engine.Assembly, absentPaths []string) error {
 	for i, r := range asm.Roles {
 		if i >= len(asm.Freshest.Roles) {

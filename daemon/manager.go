@@ -201,7 +201,7 @@ func (m *Manager) restore(e StateEntry) (*served, error) {
 	// left out when the superblocks present record them failed, missing
 	// or spare (array.CreateSpec.SkipAbsent): md starts such an array
 	// without them; an absent active member keeps the array pending.
-	a, err := openRetry(e.Members, array.CreateSpec{SyncMinBytes: e.SyncMinBytes, SyncMaxBytes: e.SyncMaxBytes, SkipAbsent: true, UUID: e.UUID})
+	a, err := openRetry(e.Members, m.restoreSpec(e))
 	if err == nil && len(a.Absent) > 0 {
 		m.log.Warn("members absent: the array starts without them (its superblocks record them failed, missing or spare)",
 			zap.String("device", DevicePath(e.Number)), zap.String("uuid", e.UUID), zap.Strings("absent", a.Absent))
@@ -239,20 +239,32 @@ func (m *Manager) restore(e StateEntry) (*served, error) {
 	if err != nil {
 		return nil, err
 	}
-	s.entry = e
 	if grown {
 		if err := s.d.UpdateSize(a.Params().Basic.DevSectors); err != nil {
 			m.log.Error("grow: device size not updated", zap.String("device", s.d.BlockPath()), zap.Error(err))
 		} else {
-			s.entry.GrowFromSectors = 0 // the caller saves the state
+			e.GrowFromSectors = 0 // the caller saves the state
 			m.log.Warn("grow finished: the device takes the array's grown size", zap.String("device", s.d.BlockPath()), zap.Uint64("size_bytes", a.Params().Basic.DevSectors<<9))
 		}
 	} else {
 		// The device has the array's size (a mismatch returned above),
 		// or is new: no grow to finish.
-		s.entry.GrowFromSectors = 0
+		e.GrowFromSectors = 0
 	}
+	m.mu.Lock() // (a spare activated since start writes s.entry too)
+	s.entry = e
+	m.mu.Unlock()
 	return s, nil
+}
+
+// restoreSpec is how the array of state entry e is assembled at a
+// (re)start: that array only, not served already at another number; an
+// absent member left out when the superblocks present record it failed,
+// missing or spare; every member recorded active present (otherwise the
+// entry stays pending: see CreateSpec.AsRecorded).
+func (m *Manager) restoreSpec(e StateEntry) array.CreateSpec {
+	return array.CreateSpec{SyncMinBytes: e.SyncMinBytes, SyncMaxBytes: e.SyncMaxBytes, SkipAbsent: true, AsRecorded: true, UUID: e.UUID,
+		Taken: func(uuid string) error { return m.taken(uuid, e.Number) }}
 }
 
 // openRetry assembles the array of members, waiting a little while a
@@ -317,8 +329,11 @@ func (m *Manager) start(a *array.Array, n int, cfg ublk.Config, recover bool) (*
 			return
 		}
 		m.log.Warn("spare activated", zap.String("device", dev), zap.Int("role", role), zap.String("member", path))
-		st := a.Status()
+		// The status taken under m.mu: an add-spare recording its device
+		// meanwhile (addToState, after the array took it) is in it or
+		// comes after, never overwritten by an older list.
 		m.mu.Lock()
+		st := a.Status()
 		s.entry.Members = memberPaths(st)
 		m.mu.Unlock()
 		m.followWriteMostly(s, st)
@@ -503,6 +518,11 @@ func (m *Manager) Add(_ context.Context, req AddRequest) (Array, error) {
 			return Array{}, err
 		}
 	}
+	// An array served already, or kept pending for the state file, is
+	// not assembled a second time (the same array at two numbers: their
+	// data diverges), with --force or not: mdadm refuses a device of an
+	// array already active.
+	spec.Taken = func(uuid string) error { return m.taken(uuid, -1) }
 	a, err := array.Open(req.Members, spec, spec.Level >= 0)
 	if err != nil {
 		return Array{}, Refused(err)
@@ -524,8 +544,10 @@ func (m *Manager) Add(_ context.Context, req AddRequest) (Array, error) {
 		}
 		return Array{}, err
 	}
+	m.mu.Lock() // (as in restore)
 	s.entry.WriteMostly = req.WriteMostly
 	s.entry.SyncMinBytes, s.entry.SyncMaxBytes = spec.SyncMinBytes, spec.SyncMaxBytes
+	m.mu.Unlock()
 	m.track(s)
 	if err := m.saveState(); err != nil {
 		m.log.Error("state file not written", zap.Error(err))
@@ -537,6 +559,24 @@ func (m *Manager) Add(_ context.Context, req AddRequest) (Array, error) {
 	v := m.view(s)
 	v.Warnings = warnings
 	return v, nil
+}
+
+// taken refuses array uuid when the daemon serves it, or keeps it
+// pending, at a number other than n.
+func (m *Manager) taken(uuid string, n int) error {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	for k, s := range m.arrays {
+		if k != n && s.a != nil && s.a.Status().UUID == uuid {
+			return fmt.Errorf("array %s is served already as %s: its members are assembled once (fail, remove and re-add a member, or `ublk-raid del -n %d` first)", uuid, DevicePath(k), k)
+		}
+	}
+	for k, e := range m.pending {
+		if k != n && e.UUID == uuid {
+			return fmt.Errorf("array %s is the state file's %s, which did not start: `ublk-raid del -n %d` forgets it", uuid, DevicePath(k), k)
+		}
+	}
+	return nil
 }
 
 // setWriteMostly marks the members at paths write-mostly (before the
@@ -813,10 +853,12 @@ func (m *Manager) Remove(n int, member string) (Array, error) {
 	if err != nil {
 		return Array{}, err
 	}
+	// Held until the state file follows: a re-add or add-spare of the
+	// device let go must not be recorded before its removal is.
+	defer unlock()
 	if sp := spareOf(s, member); sp != "" {
 		err := s.a.RemoveSpare(sp)
 		gone := !slices.Contains(s.a.Spares(), sp) && s.a.RoleOf(sp) < 0 // (not activated meanwhile)
-		unlock()
 		if err != nil {
 			if gone {
 				// Let go (closed) although the members' role tables may
@@ -851,7 +893,6 @@ func (m *Manager) Remove(n int, member string) (Array, error) {
 		}
 	}
 	if err != nil {
-		unlock()
 		return Array{}, err
 	}
 	path := s.a.Status().Members[r].Path
@@ -859,13 +900,11 @@ func (m *Manager) Remove(n int, member string) (Array, error) {
 		// Recorded although a member did not take it: the device was let
 		// go, and the state file follows.
 		gone := path != "" && s.a.RoleOf(path) < 0 && s.a.Status().Members[r].State == "missing"
-		unlock()
 		if gone {
 			m.dropFromState(s, path)
 		}
 		return Array{}, Refused(fmt.Errorf("remove %s: %w", member, err))
 	}
-	unlock()
 	m.log.Info("member removed", zap.String("device", DevicePath(n)), zap.Int("role", r), zap.String("member", path))
 	if path == "" {
 		// The role had no device in this run: its member failed before
