@@ -161,7 +161,11 @@
 // missing, rebuilding or spare — a failed disk pulled before `remove` —
 // so the array starts degraded, as md's assembly does without a failed
 // member; an absent member they record active may hold the freshest data,
-// and keeps the array pending (array.CreateSpec.SkipAbsent).
+// and keeps the array pending (array.CreateSpec.SkipAbsent), as does a
+// role recorded active whose device is not among the entry's members
+// (array.CreateSpec.AsRecorded). An array is served at one number only:
+// Add and restore refuse the members of an array served, or pending, at
+// another (array.CreateSpec.Taken).
 //
 // An entry that cannot be started (members missing, in use, of another
 // array) is logged and kept ("pending"): it is retried every 2 s for the
