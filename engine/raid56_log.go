@@ -84,6 +84,12 @@ const (
 	ParityLogVersion = 1
 	// ParityLogHeaderSize is the size of an entry's header in bytes.
 	ParityLogHeaderSize = 4096
+	// MaxParityLogSeq is the largest entry number read from disk (a log
+	// area header's checkpoint is at most one more): far past what any
+	// array writes (2^62 writes at 10 million a second take 14,000
+	// years), and far enough below 2^64 that no number read from disk
+	// makes the numbers after it wrap. (Encode takes any below 2^64-1.)
+	MaxParityLogSeq = 1<<62 - 1
 )
 
 // Header field offsets (bytes within the entry).
@@ -379,6 +385,9 @@ func DecodeParityLogEntry(b []byte, g ParityGeometry, uuid [16]byte) (ParityLogE
 	e.Parity = int(pc)
 	if err := e.check(&g, uuid, false); err != nil {
 		return ParityLogEntry{}, corrupt(err)
+	}
+	if e.Seq > MaxParityLogSeq {
+		return ParityLogEntry{}, corrupt(fmt.Errorf("sequence number %d is past %d", e.Seq, uint64(MaxParityLogSeq)))
 	}
 	// The rows are within a valid chunk now: the size cannot overflow.
 	size := e.Size()

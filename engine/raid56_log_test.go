@@ -190,7 +190,7 @@ func parityLogCrash(t *rapid.T) (tore bool) {
 	if err := p.LogParity(arg, x, [][]byte{lp, lq}[:pc]); err != nil {
 		t.Fatal(err)
 	}
-	ent := ParityLogEntry{Array: plogUUID, Seq: rapid.Uint64Range(1, math.MaxUint64-1).Draw(t, "seq"),
+	ent := ParityLogEntry{Array: plogUUID, Seq: rapid.Uint64Range(1, MaxParityLogSeq).Draw(t, "seq"),
 		Stripe: stripe, RowLo: lo, RowHi: hi, Logged: x, Written: written, Parity: pc, P: lp, Q: lq}
 	size, err := ent.Encode(buf, g)
 	if err != nil {
@@ -471,6 +471,7 @@ func TestParityLogDecodeBounds(t *testing.T) {
 		{"parity count 3", u32(plOffParity, 3), "parity count"},
 		{"sequence 0", u64(plOffSeq, 0), "sequence"},
 		{"sequence 2^64-1 (its checkpoint would wrap)", u64(plOffSeq, math.MaxUint64), "largest"},
+		{"sequence past the largest read", u64(plOffSeq, MaxParityLogSeq+1), "past"},
 		{"other array", func(c []byte) { c[plOffUUID+3] ^= 1 }, "UUID"},
 		{"zero array", func(c []byte) { clear(c[plOffUUID : plOffUUID+16]) }, "UUID"},
 		{"other member count", u32(plOffMembers, 7), "written for"},

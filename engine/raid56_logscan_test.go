@@ -4,6 +4,7 @@ import (
 	"errors"
 	"math/rand/v2"
 	"slices"
+	"strings"
 	"testing"
 )
 
@@ -35,6 +36,22 @@ func TestParityLogHeader(t *testing.T) {
 	}
 	if (&ParityLogHeader{Array: plogUUID}).Encode(b) == nil || (&ParityLogHeader{Checkpoint: 1}).Encode(b) == nil {
 		t.Fatal("a header with checkpoint 0 or no UUID encoded")
+	}
+	// A checkpoint past every entry number read (a crafted or damaged
+	// header): refused, or the numbers after it would wrap.
+	h = ParityLogHeader{Array: plogUUID, Checkpoint: MaxParityLogSeq + 1}
+	if err := h.Encode(b); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := DecodeParityLogHeader(b, plogUUID); err != nil {
+		t.Fatalf("checkpoint %d: %v", h.Checkpoint, err)
+	}
+	h.Checkpoint++
+	if err := h.Encode(b); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := DecodeParityLogHeader(b, plogUUID); !errors.Is(err, ErrParityLogCorrupt) || !strings.Contains(err.Error(), "checkpoint") {
+		t.Fatalf("checkpoint 2^63: %v", err)
 	}
 }
 
