@@ -233,14 +233,27 @@ func (a *Array) writeLogCheckpoint(cp uint64, bp *[]byte) (bool, error) {
 	}
 	// (A member that does not answer is given up after the member
 	// timeout, as for the bitmap's writes.)
-	errs := writeAll(members, roles, a.MemberTimeout, func(r int) error {
+	write := func(r int) error {
 		m := members[r]
 		if !m.logHeaderWriting.CompareAndSwap(false, true) {
 			return errLogHeaderLate
 		}
 		defer m.logHeaderWriting.Store(false)
 		return m.WriteAtDurable(b, int64(a.logOffset))
-	})
+	}
+	// In two rounds, half the members each: a 4 KiB write is not atomic
+	// on every device, and a power cut tearing every header at once
+	// would leave a recovery no checkpoint (it then replays nothing,
+	// and refuses a dirty degraded array). One round torn, the other
+	// holds this checkpoint or the one before, which the rings still
+	// honour (they reuse space only once this one is durable on all).
+	half := (len(roles) + 1) / 2
+	errs := writeAll(members, roles[:half], a.MemberTimeout, write)
+	for r, err := range writeAll(members, roles[half:], a.MemberTimeout, write) {
+		if err != nil {
+			errs[r] = err
+		}
+	}
 	for _, r := range roles {
 		if errors.Is(errs[r], errMemberTimeout) {
 			*bp = nil // (still read by the write left behind)

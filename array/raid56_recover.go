@@ -44,6 +44,7 @@ func (a *Array) recoverParityLog(asm *engine.Assembly) (replayed, left int, err 
 	// live. Then each member's area is scanned one window at a time,
 	// keeping only its live entries (an area is up to 64 MiB).
 	checkpoint := uint64(1)
+	headers := 0    // headers that decoded
 	failed := false // a member failed here: no checkpoint is written past the entries
 	failRead := func(r int, err error) error {
 		// Its entries unseen, the numbers from here could repeat
@@ -70,8 +71,25 @@ func (a *Array) recoverParityLog(asm *engine.Assembly) (replayed, left int, err 
 		}
 		if h, err := engine.DecodeParityLogHeader(hb, sb.ArrayUUID); err == nil {
 			checkpoint = max(checkpoint, h.Checkpoint)
+			headers++
 		}
 	}
+	// No header decodes (each torn or damaged: the checkpointer writes
+	// them in two rounds, so a power cut tears one round's at most): the
+	// entries still in the areas cannot be told live or dead, and a dead
+	// one replayed puts back a parity older writes computed (its stripe's
+	// later entry may be gone from another queue's ring). None is
+	// replayed when nothing needs it: a clean array had no write in
+	// flight, and one with every member in sync has its dirty stripes'
+	// parity recomputed from the data by the resync. A dirty degraded
+	// array is refused unless forced (then every entry found is
+	// replayed, oldest first).
+	noHeader := headers == 0
+	if noHeader && !asm.Clean && asm.Degraded && !asm.Forced {
+		return 0, 0, engine.DirtyDegradedError(asm, asm.Members-asm.ActiveRoles,
+			"no header of its write-hole log can be read, so which of its entries to replay is unknown")
+	}
+	skipReplay := noHeader && (asm.Clean || !asm.Degraded)
 	buf, free, err := alignedBuf(engine.ParityLogScanWindow(g, int(sb.LogBytes), parityLogScanWindow))
 	if err != nil {
 		return 0, 0, err
@@ -101,6 +119,10 @@ func (a *Array) recoverParityLog(asm *engine.Assembly) (replayed, left int, err 
 	live := engine.ParityLogReplay(all, checkpoint)
 	for _, e := range live {
 		next = max(next, e.Seq+1)
+	}
+	if skipReplay {
+		a.Warnings = append(a.Warnings, fmt.Sprintf("write-hole log: no header of it could be read; its %d entries are not replayed (the array was clean, or is in sync and its resync recomputes the parity)", len(live)))
+		live = nil
 	}
 	// First every entry's parity is computed, from the data as the crash
 	// left it (a replay writes parity only, which no entry of the same
@@ -205,7 +227,7 @@ func (a *Array) recoverParityLog(asm *engine.Assembly) (replayed, left int, err 
 		a.holdLog()
 		return replayed, left, nil
 	}
-	if replayed+left == 0 {
+	if replayed+left == 0 && !noHeader {
 		return replayed, left, nil
 	}
 	b := make([]byte, engine.ParityLogHeaderSize)
