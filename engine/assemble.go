@@ -588,8 +588,11 @@ type ArraySpec struct {
 // (roles 0..n-1, in order) then one per spare. They share a random array
 // UUID, generation 1, all roles active, the spares listed in the role
 // table, not clean, and one data offset: the largest Reserve gives for any
-// of the devices. Each member's DataSectors is its own usable size (rounded
-// down to 4 KiB); the engine uses the smallest.
+// of the devices. Every member's DataSectors is the array's member size,
+// the smallest member's usable size (rounded down to 4 KiB): recorded on
+// each, so that an assembly without the smallest (degraded) has the same
+// size and, for raid10 far, the same placement; a spare's is its own
+// (it takes the array's with a role).
 func NewSuperblocks(spec ArraySpec) ([]*Superblock, error) {
 	n, ns := len(spec.MemberBytes), len(spec.SpareBytes)
 	if n == 0 {
@@ -671,6 +674,13 @@ func NewSuperblocks(spec ArraySpec) ([]*Superblock, error) {
 			return nil, fmt.Errorf("new array: %w", err)
 		}
 		sbs[i] = &sb
+	}
+	least := sbs[0].DataSectors
+	for _, sb := range sbs[1:n] {
+		least = min(least, sb.DataSectors)
+	}
+	for _, sb := range sbs[:n] {
+		sb.DataSectors = least
 	}
 	return sbs, nil
 }

@@ -153,7 +153,13 @@ func TestNewSuperblocks(t *testing.T) {
 			t.Errorf("sb %d: data offset %d, bitmap %d+%d; want %d, 8192+8192", i, sb.DataOffset, sb.BitmapOffset, sb.BitmapBytes, wantOffset)
 		}
 		size := append(spec.MemberBytes, spec.SpareBytes...)[i]
-		if want := (size - wantOffset) / 4096 * 8; sb.DataSectors != want {
+		// Members: the array's member size, the smallest's (recorded on
+		// each: a degraded assembly keeps it); a spare: its own.
+		want := (asmGiB - wantOffset) / 4096 * 8
+		if i >= 4 {
+			want = (size - wantOffset) / 4096 * 8
+		}
+		if sb.DataSectors != want {
 			t.Errorf("sb %d: data sectors %d, want %d", i, sb.DataSectors, want)
 		}
 		if err := sb.CheckMemberSize(size); err != nil {
