@@ -106,6 +106,9 @@ type SyncReport struct {
 	// ReadErrorsRewritten: raid5/6 4 KiB rows that failed a read and
 	// were rewritten from the parity (and read back right).
 	ReadErrorsRewritten uint64
+	// LostRows: raid5/6 4 KiB rows that more members failed to read than
+	// the parity covers (check/repair): lost, left as they are.
+	LostRows uint64
 	// Regions is, for a re-add, how many bitmap regions it had to recover
 	// (those written while the member was away, or not yet clean); 0
 	// otherwise.
@@ -844,6 +847,8 @@ func (y *syncer) start(job resync.Job, regions int) error {
 		y.lastRes = "ok"
 		if err != nil {
 			y.lastRes = err.Error()
+		} else if res.LostRows > 0 {
+			y.lastRes = fmt.Sprintf("ended with %d 4 KiB rows unreadable on more members than the parity covers: their data is lost (left as it is)", res.LostRows)
 		}
 		if job.Kind == resync.Check || job.Kind == resync.Repair {
 			y.mism = res.Mismatches
@@ -853,7 +858,7 @@ func (y *syncer) start(job resync.Job, regions int) error {
 		if log != nil {
 			log("sync ended", SyncReport{Kind: job.Kind.String(), Targets: job.Targets, Position: res.End,
 				Synced: res.Synced, Skipped: res.Skipped, Mismatches: res.Mismatches, Regions: regions,
-				ReadErrorsRewritten: res.ReadErrorsRewritten}, err)
+				ReadErrorsRewritten: res.ReadErrorsRewritten, LostRows: res.LostRows}, err)
 		}
 		if next {
 			a.nextJob(job, err, dropGen)

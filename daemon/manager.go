@@ -369,6 +369,14 @@ func (m *Manager) start(a *array.Array, n int, cfg ublk.Config, recover bool) (*
 		if r.ReadErrorsRewritten > 0 {
 			f = append(f, zap.Uint64("read_errors_rewritten", r.ReadErrorsRewritten))
 		}
+		if r.LostRows > 0 {
+			// (unreadable on more members than the parity covers: data lost there)
+			f = append(f, zap.Uint64("unreadable_rows", r.LostRows))
+			if err == nil {
+				m.log.Error(msg+" with unreadable rows: their data is lost", f...)
+				return
+			}
+		}
 		if err != nil {
 			m.log.Error(msg, append(f, zap.Error(err))...)
 			return

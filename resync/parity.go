@@ -38,7 +38,9 @@ import (
 // scrub does, the 4 KiB rows members fail to read (as many members per
 // row as the parity covers) are reconstructed from the others' rows,
 // written back and read back; the member fails only when that fails too, or when the
-// error is a timeout (Job.Unrepairable). A resync (parity untrusted)
+// error is a timeout (Job.Unrepairable). A row more members fail to read
+// than the parity covers is lost: left as it is, counted (LostRows), and
+// the job goes on, failing nobody (md's scrub). A resync (parity untrusted)
 // repairs only P and Q so; a data member failing a read fails. A rebuild
 // goes on around a member that fails a read while the parity covers the
 // members lost, and fails it.
@@ -158,8 +160,10 @@ func (r *run) parityPiece(s, o uint64) error {
 			pr.shards[sl] = pr.bufs[i]
 		}
 	}
+	var lost uint64 // rows of the piece unreadable on more members than the parity covers
 	if bad != 0 {
-		if err := r.parityRewriteBad(s, ms, bad); err != nil {
+		var err error
+		if lost, err = r.parityRewriteBad(s, ms, bad); err != nil {
 			return err
 		}
 	}
@@ -170,6 +174,9 @@ func (r *run) parityPiece(s, o uint64) error {
 	pms := [2]int{m.P, m.Q}
 	const blk = BlockSectors << 9
 	for off := 0; off < len(computed[0]); off += blk {
+		if lost&(1<<uint(off/blk)) != 0 {
+			continue // (its parity is not checked, nor rewritten: below)
+		}
 		for k, pm := range pms[:pr.p.Count()] {
 			if !bytes.Equal(computed[k][off:off+blk], pr.bufs[pm][off:off+blk]) {
 				r.res.Mismatches++
@@ -184,10 +191,25 @@ func (r *run) parityPiece(s, o uint64) error {
 		if bytes.Equal(computed[k], pr.bufs[pm]) {
 			continue
 		}
-		if err := r.write(pm, computed[k], ms); err != nil {
-			return err
+		if lost == 0 {
+			if err := r.write(pm, computed[k], ms); err != nil {
+				return err
+			}
+			r.res.Repaired += uint64(len(computed[k]) / blk)
+			continue
 		}
-		r.res.Repaired += uint64(len(computed[k]) / blk)
+		// Row by row around the lost rows: their parity stays as it is
+		// (unreadable rows stay unreadable, not overwritten with what a
+		// failed read left in the buffer).
+		for off := 0; off < len(computed[k]); off += blk {
+			if lost&(1<<uint(off/blk)) != 0 || bytes.Equal(computed[k][off:off+blk], pr.bufs[pm][off:off+blk]) {
+				continue
+			}
+			if err := r.write(pm, computed[k][off:off+blk], ms+uint64(off>>9)); err != nil {
+				return err
+			}
+			r.res.Repaired++
+		}
 	}
 	return nil
 }
@@ -214,7 +236,13 @@ func paritySlot(m engine.StripeMap, nd, i int) int {
 // the data). A resync rewrites only P and Q rows (the data's parity is
 // not trusted). The rows are then in the piece buffers, as if read. The
 // stripe is locked.
-func (r *run) parityRewriteBad(s, ms uint64, bad uint64) error {
+//
+// A row that more members fail to read than the parity covers is lost
+// whatever is done; a check or repair leaves it as it is and goes on (md's
+// handle_failed_sync: no member is failed for it, which would only make
+// every other bad sector a loss too) and returns it in lost (bit i: row
+// i of the piece), counted in Result.LostRows. A resync fails a member.
+func (r *run) parityRewriteBad(s, ms uint64, bad uint64) (lost uint64, err error) {
 	pr := r.par
 	g := pr.g
 	m := g.Stripe(s)
@@ -229,7 +257,7 @@ func (r *run) parityRewriteBad(s, ms uint64, bad uint64) error {
 			sec := ms + uint64(row*BlockSectors)
 			if err := r.members.ReadAt(i, pr.bufs[i][row*blk:(row+1)*blk], sec); err != nil {
 				if r.job.Unrepairable != nil && r.job.Unrepairable(err) {
-					return r.memberError(i, "read", sec, err)
+					return 0, r.memberError(i, "read", sec, err)
 				}
 				rowBad[row] |= 1 << uint(i)
 				errs[i] = err
@@ -247,12 +275,17 @@ func (r *run) parityRewriteBad(s, ms uint64, bad uint64) error {
 		sec := ms + uint64(row*BlockSectors)
 		first := bits.TrailingZeros64(rb)
 		if bits.OnesCount64(rb) > pr.p.Count() {
-			return r.memberError(first, "read", sec, fmt.Errorf("%d members of the row cannot be read: %w", bits.OnesCount64(rb), errs[first]))
+			if r.job.Kind == Resync {
+				return 0, r.memberError(first, "read", sec, fmt.Errorf("%d members of the row cannot be read: %w", bits.OnesCount64(rb), errs[first]))
+			}
+			lost |= 1 << uint(row)
+			r.res.LostRows++
+			continue
 		}
 		if r.job.Kind == Resync {
 			for b := rb; b != 0; b &= b - 1 {
 				if i := bits.TrailingZeros64(b); m.Slot[i] >= 0 {
-					return r.memberError(i, "read", sec, errs[i])
+					return 0, r.memberError(i, "read", sec, errs[i])
 				}
 			}
 		}
@@ -264,20 +297,20 @@ func (r *run) parityRewriteBad(s, ms uint64, bad uint64) error {
 			}
 		}
 		if err := pr.p.Reconstruct(shards); err != nil {
-			return err
+			return 0, err
 		}
 		for b := rb; b != 0; b &= b - 1 {
 			i := bits.TrailingZeros64(b)
 			row := pr.bufs[i][off : off+blk]
 			copy(row, shards[shard(i)])
 			if err := r.write(i, row, sec); err != nil {
-				return err
+				return 0, err
 			}
 			if err := r.members.ReadAt(i, back, sec); err != nil {
-				return r.memberError(i, "read", sec, fmt.Errorf("reading back the rewrite of a read error (%v): %w", errs[i], err))
+				return 0, r.memberError(i, "read", sec, fmt.Errorf("reading back the rewrite of a read error (%v): %w", errs[i], err))
 			}
 			if !bytes.Equal(back, row) {
-				return r.memberError(i, "read", sec, fmt.Errorf("the rewrite of a read error (%v) read back different", errs[i]))
+				return 0, r.memberError(i, "read", sec, fmt.Errorf("the rewrite of a read error (%v) read back different", errs[i]))
 			}
 			r.res.ReadErrorsRewritten++
 			if r.job.OnReadErrorRewritten != nil {
@@ -291,7 +324,7 @@ func (r *run) parityRewriteBad(s, ms uint64, bad uint64) error {
 			shards[sl] = pr.bufs[i]
 		}
 	}
-	return nil
+	return lost, nil
 }
 
 // parityRebuildStep rebuilds the targets' chunk of the stripe at member

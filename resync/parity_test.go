@@ -430,14 +430,24 @@ func TestParityReadErrorRewritten(t *testing.T) {
 					t.Fatalf("%s: the members are not as before the read errors", k)
 				}
 			}
-			// More members failing than the parity covers: one fails.
+			// More members failing than the parity covers: the rows are
+			// lost, left as they are (still unreadable), nobody fails, and
+			// the job goes on to the end (md's scrub).
 			over := []int{sm.P, data}
 			if g.Level == engine.Level6 {
 				over = append(over, sm.Q)
 			}
 			corrupt(over...)
-			if _, err := s.Run(ctx, job(Check)); err == nil || len(failed) != 1 {
-				t.Fatalf("check over %d read errors in a piece: %v, failed %v", len(over), err, failed)
+			for _, k := range []Kind{Check, Repair} {
+				res, err := s.Run(ctx, job(k))
+				if err != nil || len(failed) != 0 || res.LostRows == 0 {
+					t.Fatalf("%s over %d read errors in a piece: %+v, %v, failed %v", k, len(over), res, err, failed)
+				}
+				for _, r := range over {
+					if !latent[r] {
+						t.Fatalf("%s wrote over the lost rows of member %d", k, r)
+					}
+				}
 			}
 			clear(latent)
 			failed = nil

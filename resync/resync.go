@@ -200,6 +200,11 @@ type Result struct {
 	// right (Resync, Check, Repair; ReadErrors counts the failed piece
 	// reads that led to them).
 	ReadErrorsRewritten uint64
+	// LostRows counts the 4 KiB rows of raid5/6 stripes that more members
+	// failed to read than the parity covers (Check, Repair): their data
+	// is lost, and they were left as they are (no member failed for
+	// them, as md's scrub).
+	LostRows uint64
 }
 
 // Barrier is the side of engine.Barrier a job uses: Raise a range (user
