@@ -42,8 +42,10 @@ import (
 // than the parity covers is lost: left as it is, counted (LostRows), and
 // the job goes on, failing nobody (md's scrub). A resync (parity untrusted)
 // repairs only P and Q so; a data member failing a read fails. A rebuild
-// goes on around a member that fails a read while the parity covers the
-// members lost, and fails it.
+// rewrites a source's rows that fail a read the same way while the
+// parity covers them with the targets (md's R5_ReadError: the member
+// stays), and stops (ErrNoCopy) at a row it cannot; a source that times
+// out is failed and rebuilt around while the parity covers it.
 
 // parityPieceSectors bounds the piece of a member's chunk one parity step
 // reads or writes at a time (256 KiB): the job's buffers are (members +
@@ -163,7 +165,7 @@ func (r *run) parityPiece(s, o uint64) error {
 	var lost uint64 // rows of the piece unreadable on more members than the parity covers
 	if bad != 0 {
 		var err error
-		if lost, err = r.parityRewriteBad(s, ms, bad); err != nil {
+		if lost, err = r.parityRewriteBad(s, ms, bad, 0); err != nil {
 			return err
 		}
 	}
@@ -242,7 +244,7 @@ func paritySlot(m engine.StripeMap, nd, i int) int {
 // handle_failed_sync: no member is failed for it, which would only make
 // every other bad sector a loss too) and returns it in lost (bit i: row
 // i of the piece), counted in Result.LostRows. A resync fails a member.
-func (r *run) parityRewriteBad(s, ms uint64, bad uint64) (lost uint64, err error) {
+func (r *run) parityRewriteBad(s, ms uint64, bad, missing uint64) (lost uint64, err error) {
 	pr := r.par
 	g := pr.g
 	m := g.Stripe(s)
@@ -274,7 +276,11 @@ func (r *run) parityRewriteBad(s, ms uint64, bad uint64) (lost uint64, err error
 		}
 		sec := ms + uint64(row*BlockSectors)
 		first := bits.TrailingZeros64(rb)
-		if bits.OnesCount64(rb) > pr.p.Count() {
+		if n := bits.OnesCount64(rb | missing); n > pr.p.Count() {
+			if r.job.Kind == Rebuild {
+				// (The member is failed, unless it is the last copy.)
+				return 0, fmt.Errorf("%d members of the stripe cannot be read at member sector %d: %w: %w", n, sec, engine.ErrNoCopy, r.memberError(first, "read", sec, errs[first]))
+			}
 			if r.job.Kind == Resync {
 				return 0, r.memberError(first, "read", sec, fmt.Errorf("%d members of the row cannot be read: %w", bits.OnesCount64(rb), errs[first]))
 			}
@@ -292,7 +298,7 @@ func (r *run) parityRewriteBad(s, ms uint64, bad uint64) (lost uint64, err error
 		off := row * blk
 		for i := range g.Members {
 			shards[shard(i)] = pr.bufs[i][off : off+blk]
-			if rb&(1<<uint(i)) != 0 {
+			if (rb|missing)&(1<<uint(i)) != 0 {
 				shards[shard(i)] = pr.bufs[i][off:off]
 			}
 		}
@@ -376,38 +382,74 @@ func (r *run) parityRebuildPiece(s, o uint64, want uint64) error {
 	m := g.Stripe(s)
 	nd := g.DataMembers()
 	shard := func(i int) int { return paritySlot(m, nd, i) }
-	lost := 0
+	var missing, bad uint64 // members not read (targets, out of sync, failed); reads that failed
 	var readErr error
 	for i := range g.Members {
-		k := shard(i)
-		pr.shards[k] = pr.bufs[i][:0] // missing: reconstructed into its buffer
 		if want&(1<<uint(i)) != 0 || !r.readableNow(st, i, end) {
-			lost++
+			missing |= 1 << uint(i)
 			continue
 		}
 		if err := r.members.ReadAt(i, pr.bufs[i], ms); err != nil {
-			// Failed (unless it is needed: then the job stops below),
-			// and rebuilt around while the parity covers it, as a
-			// user read is.
+			r.res.ReadErrors++
+			if r.job.Unrepairable == nil || !r.job.Unrepairable(err) {
+				bad |= 1 << uint(i) // (its rows rewritten below)
+				continue
+			}
+			// A timeout: failed (unless it is needed: then the job
+			// stops below), and rebuilt around while the parity covers
+			// it, as a user read is.
 			e := &MemberError{Role: i, Op: "read", Sector: ms, Err: err}
 			if r.job.OnMemberError != nil {
 				r.job.OnMemberError(i, e)
 			}
-			r.res.ReadErrors++
 			readErr = e
-			lost++
+			missing |= 1 << uint(i)
 			continue
 		}
 		if !r.unchanged(st, i) {
 			return fmt.Errorf("member %d was replaced during the read", i)
 		}
-		pr.shards[k] = pr.bufs[i]
 	}
-	if lost > pr.p.Count() {
+	if lost := bits.OnesCount64(missing); lost > pr.p.Count() {
 		if readErr != nil {
 			return fmt.Errorf("%d members of the stripe cannot be read: %w: %w", lost, engine.ErrNoCopy, readErr)
 		}
 		return fmt.Errorf("%d members of the stripe cannot be read: %w", lost, engine.ErrNoCopy)
+	}
+	if bad != 0 {
+		// A source's read error, the parity covering it with the
+		// targets: its rows are rewritten from the others and read back
+		// (md's R5_ReadError, R5_ReWrite), and it stays. A row lost on
+		// too many members stops the rebuild (ErrNoCopy).
+		for {
+			_, err := r.parityRewriteBad(s, ms, bad, missing)
+			var me *MemberError
+			if err == nil {
+				break
+			}
+			if !errors.As(err, &me) || bad&(1<<uint(me.Role)) == 0 {
+				return err
+			}
+			// The rewrite, or its read back, failed: the member is
+			// failed (OnMemberError) and rebuilt around while the
+			// parity covers it; the others' rows again.
+			bad &^= 1 << uint(me.Role)
+			missing |= 1 << uint(me.Role)
+			if lost := bits.OnesCount64(missing); lost > pr.p.Count() {
+				return fmt.Errorf("%d members of the stripe cannot be read: %w: %w", lost, engine.ErrNoCopy, err)
+			}
+		}
+		for b := bad; b != 0; b &= b - 1 {
+			if i := bits.TrailingZeros64(b); !r.unchanged(st, i) {
+				return fmt.Errorf("member %d was replaced during the read", i)
+			}
+		}
+	}
+	for i := range g.Members {
+		pr.shards[shard(i)] = pr.bufs[i]
+		if missing&(1<<uint(i)) != 0 {
+			pr.shards[shard(i)] = pr.bufs[i][:0] // reconstructed into its buffer
+		}
 	}
 	if err := pr.p.Reconstruct(pr.shards); err != nil {
 		return err

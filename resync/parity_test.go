@@ -278,8 +278,11 @@ func TestParityRebuild(t *testing.T) {
 			}
 			finishRebuild(arr, 0)
 			copy(mem.cache[0], good[0])
-			// A source failing a read: failed, and rebuilt around while
-			// the parity covers it (raid6); raid5 stops with ErrNoCopy.
+			// A source failing every read of a region (its rewrite from
+			// the parity reads back failing too): failed, and rebuilt
+			// around while the parity covers it (raid6); raid5 stops
+			// with ErrNoCopy. (A bad sector the rewrite cures: the
+			// array's TestParityRebuildRewritesSourceReadErrors.)
 			fillBytes(mem.cache[0], 98)
 			startRebuild(arr, 0)
 			var failed []int
