@@ -72,6 +72,10 @@ type Manager struct {
 	// meanwhile, so that the state file keeps them): not deleted, not
 	// operated on until it ends.
 	growing map[int]bool
+	// stopping is set by Shutdown (guarded by mu): the state file is no
+	// longer written (the served arrays are taken out of arrays to stop
+	// them, and the next daemon must still find them).
+	stopping bool
 }
 
 // served is one array and its device.
@@ -478,6 +482,10 @@ func (m *Manager) saveState() error {
 	defer m.stateMu.Unlock()
 	var st State
 	m.mu.Lock()
+	if m.stopping {
+		m.mu.Unlock()
+		return nil
+	}
 	for _, s := range m.arrays {
 		st.Arrays = append(st.Arrays, s.entry)
 	}
@@ -1295,11 +1303,14 @@ func (m *Manager) Grow(n int, sizeBytes uint64) (Array, error) {
 	if err != nil {
 		return pendingAgain("not re-attached", err)
 	}
+	st := a.Status()
+	m.mu.Lock() // (the spare-activation callback writes ns.entry too)
 	ns.entry = e
-	ns.entry.Members = memberPaths(a.Status())
+	ns.entry.Members = memberPaths(st)
 	if gerr != nil {
 		ns.entry.GrowFromSectors = prevFrom // not grown: as before it
 	}
+	m.mu.Unlock()
 	m.track(ns)
 	if gerr == nil {
 		if err := ns.d.UpdateSize(a.Params().Basic.DevSectors); err != nil {
@@ -1351,6 +1362,7 @@ func (m *Manager) Shutdown(keep bool) {
 	m.addMu.Lock()
 	m.closed = true
 	m.mu.Lock()
+	m.stopping = true
 	ss := make([]*served, 0, len(m.arrays))
 	for _, s := range m.arrays {
 		ss = append(ss, s)

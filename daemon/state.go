@@ -72,7 +72,8 @@ const MaxDevice = 1 << 20
 
 // check refuses a state no daemon writes: a device number out of range
 // or twice, an array twice, an entry without its UUID (it is checked on
-// assembly) or members, a member path that is not absolute.
+// assembly) or members. (A relative member path, which older daemons
+// took, leaves its entry pending.)
 func (s State) check() error {
 	numbers, uuids := map[int]bool{}, map[string]bool{}
 	for _, e := range s.Arrays {
@@ -87,11 +88,6 @@ func (s State) check() error {
 			return fmt.Errorf("array %s twice", e.UUID)
 		case len(e.Members) == 0:
 			return fmt.Errorf("%s: no members", DevicePath(e.Number))
-		}
-		for _, p := range e.Members {
-			if !filepath.IsAbs(p) {
-				return fmt.Errorf("%s: member path %q is not absolute", DevicePath(e.Number), p)
-			}
 		}
 		numbers[e.Number], uuids[e.UUID] = true, true
 	}
