@@ -13,7 +13,7 @@ import (
 
 // The write-hole log header's checkpoint read from disk becomes the
 // first run-time entry number (recoverParityLog: a.logNext). The largest
-// a header may hold (engine.MaxParityLogSeq+1) leaves the run numbers to
+// a header may hold (engine.MaxParityLogCheckpoint) leaves the run numbers to
 // go on with; one past it (crafted, damaged) is not taken as the
 // checkpoint (no header then decodes: nothing is replayed, the array was
 // clean). Either way the writes after assembly go through: no number
@@ -21,7 +21,7 @@ import (
 // the persisted checkpoint (dead at the next recovery: the write hole
 // silently open).
 func TestParityLogHugeCheckpoint(t *testing.T) {
-	for _, cp := range []uint64{engine.MaxParityLogSeq + 1, engine.MaxParityLogSeq + 2, math.MaxUint64} {
+	for _, cp := range []uint64{engine.MaxParityLogCheckpoint, engine.MaxParityLogCheckpoint + 1, math.MaxUint64} {
 		t.Run(fmt.Sprint(cp), func(t *testing.T) { hugeCheckpoint(t, cp) })
 	}
 }
@@ -56,7 +56,7 @@ func hugeCheckpoint(t *testing.T, cp uint64) {
 		if err != nil {
 			t.Fatalf("a clean array with log header checkpoint %d refused: %v", cp, err)
 		}
-		if a.logNext > engine.MaxParityLogSeq+1 {
+		if a.logNext > engine.MaxParityLogCheckpoint {
 			t.Errorf("log header checkpoint %d taken: the run numbers from %d", cp, a.logNext)
 		}
 		r := &pRing{done: map[uint16]error{}}

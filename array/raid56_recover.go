@@ -44,8 +44,8 @@ func (a *Array) recoverParityLog(asm *engine.Assembly) (replayed, left int, err 
 	// live. Then each member's area is scanned one window at a time,
 	// keeping only its live entries (an area is up to 64 MiB).
 	checkpoint := uint64(1)
-	headers := 0    // headers that decoded
-	failed := false // a member failed here: no checkpoint is written past the entries
+	headers, torn := 0, 0 // headers that decoded; that did not
+	failed := false       // a member failed here: no checkpoint is written past the entries
 	failRead := func(r int, err error) error {
 		// Its entries unseen, the numbers from here could repeat
 		// theirs: it is failed (not the last copy: then the assembly
@@ -72,6 +72,8 @@ func (a *Array) recoverParityLog(asm *engine.Assembly) (replayed, left int, err 
 		if h, err := engine.DecodeParityLogHeader(hb, sb.ArrayUUID); err == nil {
 			checkpoint = max(checkpoint, h.Checkpoint)
 			headers++
+		} else {
+			torn++
 		}
 	}
 	// No header decodes (each torn or damaged: the checkpointer writes
@@ -84,7 +86,10 @@ func (a *Array) recoverParityLog(asm *engine.Assembly) (replayed, left int, err 
 	// parity recomputed from the data by the resync. A dirty degraded
 	// array is refused unless forced (then every entry found is
 	// replayed, oldest first).
-	noHeader := headers == 0
+	// (A header of checkpoint 1 tells nothing when another is torn: it
+	// is a new array's, or that of a device put into a role since, which
+	// got one then: the torn one may have held the checkpoint.)
+	noHeader := headers == 0 || torn > 0 && checkpoint == 1
 	if noHeader && !asm.Clean && asm.Degraded && !asm.Forced {
 		return 0, 0, engine.DirtyDegradedError(asm, asm.Members-asm.ActiveRoles,
 			"no header of its write-hole log can be read, so which of its entries to replay is unknown")
@@ -109,7 +114,14 @@ func (a *Array) recoverParityLog(asm *engine.Assembly) (replayed, left int, err 
 			}
 			continue
 		}
-		all = append(all, found...)
+		for _, e := range found {
+			// (An entry numbered past any checkpoint a header may hold
+			// is damaged or crafted: the run after this one numbers on
+			// from at most there, engine.MaxParityLogCheckpoint.)
+			if e.Seq < engine.MaxParityLogCheckpoint {
+				all = append(all, e)
+			}
+		}
 	}
 	par, err := engine.NewParity(g.DataMembers(), g.Level == engine.Level6)
 	if err != nil {

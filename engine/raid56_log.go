@@ -84,12 +84,17 @@ const (
 	ParityLogVersion = 1
 	// ParityLogHeaderSize is the size of an entry's header in bytes.
 	ParityLogHeaderSize = 4096
-	// MaxParityLogSeq is the largest entry number read from disk (a log
-	// area header's checkpoint is at most one more): far past what any
-	// array writes (2^62 writes at 10 million a second take 14,000
-	// years), and far enough below 2^64 that no number read from disk
-	// makes the numbers after it wrap. (Encode takes any below 2^64-1.)
-	MaxParityLogSeq = 1<<62 - 1
+	// MaxParityLogSeq is the largest entry number an entry read from disk
+	// may carry; MaxParityLogCheckpoint the largest checkpoint a log
+	// area header may (and a recovery passes over entries at or past it,
+	// so that the run after it numbers from at most there). Between them
+	// lie 2^62 numbers for that run, whose entries must decode: more
+	// than any array writes (2^62 writes at 10 million a second take
+	// 14,000 years). Both keep every number read from disk far enough
+	// below 2^64 that the numbers after it never wrap. (Encode takes any
+	// below 2^64-1.)
+	MaxParityLogSeq        = 1<<63 - 1
+	MaxParityLogCheckpoint = 1 << 62
 )
 
 // Header field offsets (bytes within the entry).

@@ -100,8 +100,8 @@ func DecodeParityLogHeader(b []byte, uuid [16]byte) (ParityLogHeader, error) {
 		return ParityLogHeader{}, corrupt("array UUID %s is not this array's (%s)", UUIDString(h.Array), UUIDString(uuid))
 	}
 	h.Checkpoint = le.Uint64(blk[plhOffCheckpoint:])
-	if h.Checkpoint == 0 || h.Checkpoint > MaxParityLogSeq+1 {
-		return ParityLogHeader{}, corrupt("checkpoint %d is 0 or past %d", h.Checkpoint, uint64(MaxParityLogSeq)+1)
+	if h.Checkpoint == 0 || h.Checkpoint > MaxParityLogCheckpoint {
+		return ParityLogHeader{}, corrupt("checkpoint %d is 0 or past %d", h.Checkpoint, uint64(MaxParityLogCheckpoint))
 	}
 	return h, nil
 }

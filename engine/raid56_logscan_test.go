@@ -39,7 +39,7 @@ func TestParityLogHeader(t *testing.T) {
 	}
 	// A checkpoint past every entry number read (a crafted or damaged
 	// header): refused, or the numbers after it would wrap.
-	h = ParityLogHeader{Array: plogUUID, Checkpoint: MaxParityLogSeq + 1}
+	h = ParityLogHeader{Array: plogUUID, Checkpoint: MaxParityLogCheckpoint}
 	if err := h.Encode(b); err != nil {
 		t.Fatal(err)
 	}
