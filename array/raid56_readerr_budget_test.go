@@ -30,25 +30,9 @@ func TestParityReadErrorBudget(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			rng := rand.New(rand.NewSource(11))
-			paths := memberFiles(t, 4, 16<<20)
-			a, err := Open(paths, CreateSpec{Level: engine.Level5, ChunkSectors: 16, RegionSectors: 128}, true)
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer func() { a.Close() }()
-			if err := a.SetClean(false); err != nil {
-				t.Fatal(err)
-			}
-			g := *a.Engine.Parity
-			r := &pRing{done: map[uint16]error{}}
-			h := a.newQueue(r)
 			const span = 1024
-			ref := make([]byte, g.ArraySectors()<<9)
-			var id uint64
-			for range 6 {
-				pBatch(t, rng, h, r, ref, span, &id)
-			}
-			a.WaitSync()
+			a, h, r, ref, _ := writtenParityArray(t, rng, engine.Level5, 4, 6, span)
+			g := *a.Engine.Parity
 			_, _, mem, msec := g.LocateData(40)
 			if tc.degraded {
 				other := (mem + 1) % g.Members

@@ -30,26 +30,9 @@ func TestParityReadRepairVerifiesRewrite(t *testing.T) {
 		return deviceRW(d, p, off, write)
 	}
 	t.Cleanup(func() { memberRW = deviceRW; devFault.Store(nil) })
-	paths := memberFiles(t, 4, 16<<20)
-	spec := CreateSpec{Level: engine.Level5, ChunkSectors: 16, RegionSectors: 128}
-	a, err := Open(paths, spec, true)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer func() { a.Close() }()
-	if err := a.SetClean(false); err != nil {
-		t.Fatal(err)
-	}
-	g := *a.Engine.Parity
-	r := &pRing{done: map[uint16]error{}}
-	h := a.newQueue(r)
 	const span = 1024
-	ref := make([]byte, g.ArraySectors()<<9)
-	var id uint64
-	for range 10 {
-		pBatch(t, rng, h, r, ref, span, &id)
-	}
-	a.WaitSync()
+	a, h, r, ref, _ := writtenParityArray(t, rng, engine.Level5, 4, 10, span)
+	g := *a.Engine.Parity
 	_, _, mem, msec := g.LocateData(40)
 	failed := 0
 	r.failOn = func(io engine.MemberIO) bool {

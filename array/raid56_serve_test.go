@@ -496,3 +496,29 @@ func TestParityServeQueues(t *testing.T) {
 	}
 	pReadAll(t, rng, hs[0], rs[0], ref, span)
 }
+
+// writtenParityArray is a new raid5/6 array of members 16 MiB files
+// (chunk 16 sectors, bitmap regions of 128), served by one queue, after
+// batches of pBatch over its first span sectors (ref holds what they
+// wrote) and the initial resync: parity trusted. The array is closed at
+// the end of the test.
+func writtenParityArray(t *testing.T, rng *rand.Rand, level engine.Level, members, batches int, span uint64) (a *Array, h *queue, r *pRing, ref []byte, id uint64) {
+	t.Helper()
+	paths := memberFiles(t, members, 16<<20)
+	a, err := Open(paths, CreateSpec{Level: level, ChunkSectors: 16, RegionSectors: 128}, true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { a.Close() })
+	if err := a.SetClean(false); err != nil {
+		t.Fatal(err)
+	}
+	r = &pRing{done: map[uint16]error{}}
+	h = a.newQueue(r)
+	ref = make([]byte, a.Engine.Parity.ArraySectors()<<9)
+	for range batches {
+		pBatch(t, rng, h, r, ref, span, &id)
+	}
+	a.WaitSync()
+	return a, h, r, ref, id
+}

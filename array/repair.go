@@ -233,13 +233,21 @@ func (a *Array) parityReadErrors(bad uint64) uint64 {
 		if a.readErrs[role].Load() <= maxParityReadErrors {
 			continue
 		}
-		st2, changed, out, _ := a.Engine.FailRedundantIf(role, since)
-		if changed {
-			a.persist(st2)
-		}
-		if out {
-			bad &^= 1 << uint(role)
-		}
+		bad = a.failForReadErrors(role, since, bad)
+	}
+	return bad
+}
+
+// failForReadErrors fails role, held since generation since, past its
+// read-error budget (never the last copy of something: FailRedundantIf),
+// and returns bad without it if it is out.
+func (a *Array) failForReadErrors(role int, since, bad uint64) uint64 {
+	st, changed, out, _ := a.Engine.FailRedundantIf(role, since)
+	if changed {
+		a.persist(st)
+	}
+	if out {
+		bad &^= 1 << uint(role)
 	}
 	return bad
 }
@@ -280,13 +288,7 @@ func (a *Array) countReadErrors(r repairReq, now time.Time) uint64 {
 		if c.n <= maxCorrReadErrors {
 			continue
 		}
-		st2, changed, out, _ := a.Engine.FailRedundantIf(role, since)
-		if changed {
-			a.persist(st2)
-		}
-		if out {
-			bad &^= 1 << uint(role)
-		}
+		bad = a.failForReadErrors(role, since, bad)
 	}
 	return bad
 }
