@@ -98,7 +98,8 @@ type CreateSpec struct {
 
 // ErrMemberAbsent refuses an assembly with SkipAbsent: a role the freshest
 // superblock present records active has its member among the absent paths
-// (or no member at all is present).
+// (or no member at all is present); or with AsRecorded: such a role's
+// member is not among the devices given.
 var ErrMemberAbsent = errors.New("a member in use is absent")
 
 // absent reports whether err says a member's device is not there.
@@ -1396,11 +1397,6 @@ func (a *Array) Close() {
 	}
 }
 
-// checkAbsent allows an assembly without the absent paths only if every
-// role the freshest superblock records active is held by a member given,
-// trusted or stale: the absent devices are then failed, missing, replaced,
-// rebuilding (never the only copy of anything) or spare members, which
-// md's assembly starts without too.
 // checkRecorded refuses an assembly that leaves out a role the freshest
 // superblock records active (CreateSpec.AsRecorded).
 func checkRecorded(asm *engine.Assembly) error {
@@ -1418,6 +1414,11 @@ func checkRecorded(asm *engine.Assembly) error {
 	return nil
 }
 
+// checkAbsent allows an assembly without the absent paths only if every
+// role the freshest superblock records active is held by a member given,
+// trusted or stale: the absent devices are then failed, missing, replaced,
+// rebuilding (never the only copy of anything) or spare members, which
+// md's assembly starts without too.
 func checkAbsent(asm *engine.Assembly, absentPaths []string) error {
 	for i, r := range asm.Roles {
 		if i >= len(asm.Freshest.Roles) {
