@@ -339,7 +339,7 @@ func (r AddRequest) spec() (array.CreateSpec, *FieldError) {
 	}
 	s.SyncMinBytes, s.SyncMaxBytes = r.SyncMinBytes, r.SyncMaxBytes
 	switch {
-	case r.Number != nil && (*r.Number < -1 || *r.Number >= 1<<20):
+	case r.Number != nil && (*r.Number < -1 || *r.Number >= MaxDevice):
 		return s, fieldErr("number", strconv.Itoa(*r.Number), "must be -1 or a device number")
 	case r.Queues < 0 || r.Queues > 4096:
 		return s, fieldErr("queues", strconv.Itoa(r.Queues), "must be 0..4096")

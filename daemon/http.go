@@ -192,7 +192,7 @@ func nonNil(as []Array) []Array {
 func number(w http.ResponseWriter, r *http.Request) (int, bool) {
 	s := r.PathValue("n")
 	n, err := strconv.Atoi(s)
-	if err != nil || n < 0 || n >= 1<<20 {
+	if err != nil || n < 0 || n >= MaxDevice {
 		writeError(w, http.StatusBadRequest, fmt.Sprintf("array number %q: want a device number N of /dev/ublkbN", s))
 		return 0, false
 	}
@@ -310,7 +310,7 @@ func writeError(w http.ResponseWriter, code int, msg string) {
 	writeJSON(w, code, ErrorBody{Error: singleLine(msg)})
 }
 
-// oneLine is an error message on one line: the CLI prints it as is.
+// singleLine is an error message on one line: the CLI prints it as is.
 func singleLine(msg string) string { return strings.ReplaceAll(msg, "\n", "; ") }
 
 func writeJSON(w http.ResponseWriter, code int, v any) {

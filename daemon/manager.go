@@ -611,7 +611,7 @@ func setWriteMostly(a *array.Array, paths []string) error {
 // firstFree is the lowest device number that is neither a kernel device
 // nor reserved by a pending state entry. Called with addMu held.
 func (m *Manager) firstFree() (int, error) {
-	for n := 0; n < 1<<20; n++ {
+	for n := 0; n < MaxDevice; n++ {
 		m.mu.Lock()
 		_, a := m.arrays[n]
 		_, p := m.pending[n]

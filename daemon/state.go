@@ -66,8 +66,8 @@ func LoadState(path string) (State, error) {
 	return s, nil
 }
 
-// MaxDevice bounds the device numbers of the state file (the ublk
-// driver's own limit is 2^20).
+// MaxDevice bounds the device numbers the daemon takes, in requests and
+// in the state file (the ublk driver's own limit is 2^20).
 const MaxDevice = 1 << 20
 
 // check refuses a state no daemon writes: a device number out of range
