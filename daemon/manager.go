@@ -697,13 +697,11 @@ func (m *Manager) Delete(n int) (DeleteResult, error) {
 	}
 	if s == nil {
 		_, ok := m.pending[n]
-		delete(m.pending, n)
 		m.mu.Unlock()
 		if !ok {
 			return DeleteResult{}, fmt.Errorf("%s: no such array: %w", DevicePath(n), ErrNotFound)
 		}
-		m.log.Info("state entry forgotten", zap.String("device", DevicePath(n)))
-		return DeleteResult{Deleted: []string{}, Forgotten: []int{n}}, m.saveState()
+		return m.forgetPending(n)
 	}
 	m.mu.Unlock()
 	// After the member operation under way (add-spare, re-add, replace,
@@ -749,6 +747,26 @@ func (m *Manager) Delete(n int) (DeleteResult, error) {
 		return DeleteResult{}, fmt.Errorf("deleting %s: %w", DevicePath(n), err)
 	}
 	return DeleteResult{Deleted: []string{DevicePath(n)}}, nil
+}
+
+// forgetPending drops the pending entry n. It waits for a RetryPending
+// under way (addMu): one that had taken the entry before it was dropped
+// would otherwise start the array after del reported it forgotten, and
+// serve it again. If that retry started it, n is deleted as served.
+func (m *Manager) forgetPending(n int) (DeleteResult, error) {
+	m.addMu.Lock()
+	m.mu.Lock()
+	_, ok := m.pending[n]
+	delete(m.pending, n)
+	m.mu.Unlock()
+	if !ok {
+		m.addMu.Unlock()
+		return m.Delete(n) // started meanwhile, or forgotten by another del
+	}
+	m.log.Info("state entry forgotten", zap.String("device", DevicePath(n)))
+	err := m.saveState()
+	m.addMu.Unlock()
+	return DeleteResult{Deleted: []string{}, Forgotten: []int{n}}, err
 }
 
 // DeleteAll implements Backend: it deletes every array not in use and
