@@ -422,7 +422,12 @@ func (m *Manager) track(s *served) {
 			return // Delete or Shutdown took it
 		}
 		m.log.Warn("device stopped outside the daemon; closing the array", zap.String("device", s.d.BlockPath()), zap.NamedError("queues", s.d.Err()))
-		if err := m.stop(s, false); err != nil {
+		// As Delete: after the member operation under way, which would
+		// otherwise write superblocks beside the clean mark and the close.
+		s.opMu.Lock()
+		err := m.stop(s, false)
+		s.opMu.Unlock()
+		if err != nil {
 			m.log.Error("closing the array", zap.String("device", s.d.BlockPath()), zap.Error(err))
 		}
 		if err := m.saveState(); err != nil {
