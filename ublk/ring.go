@@ -81,7 +81,13 @@ func NewRing(entries uint32, o RingOptions) (*Ring, error) {
 		}
 		try = []uint32{flags | coop | setupSingleIssuer, flags | coop, flags}
 		if o.DeferTaskrun {
-			try = append([]uint32{flags | setupSingleIssuer | setupDeferTaskrun}, try...)
+			// Task work is then deferred to GETEVENTS: TASKRUN_FLAG is the
+			// only way a polling thread learns that some is pending.
+			deferred := flags | setupSingleIssuer | setupDeferTaskrun
+			if o.TaskrunFlag {
+				deferred |= setupTaskrunFlag
+			}
+			try = append([]uint32{deferred}, try...)
 		}
 	}
 	var (
