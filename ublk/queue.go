@@ -608,7 +608,11 @@ func (q *Queue) detaching() bool {
 }
 
 func (q *Queue) onIOCmd(tag uint16, res int32) {
-	if int(tag) >= q.depth || q.state[tag] != tagFetched {
+	if int(tag) >= q.depth {
+		q.fail(fmt.Errorf("queue %d: completion for tag %d beyond the queue's depth %d", q.id, tag, q.depth))
+		return
+	}
+	if q.state[tag] != tagFetched {
 		q.fail(fmt.Errorf("queue %d: completion for tag %d in state %d", q.id, tag, q.state[tag]))
 		return
 	}
