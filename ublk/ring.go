@@ -39,6 +39,11 @@ type Ring struct {
 	// timespecs gives each SQE slot a stable place for a timeout operand;
 	// the kernel copies it during submission.
 	timespecs []kernelTimespec
+	// waitTs and waitArg are WaitTimeout's operands, whose addresses the
+	// kernel is given: here, off any goroutine stack, which moves when it
+	// grows (a uintptr to a stack variable is not updated).
+	waitTs  kernelTimespec
+	waitArg ioUringGeteventsArg
 }
 
 // RingOptions select io_uring_setup flags.
@@ -283,8 +288,9 @@ func (r *Ring) SubmitAndWait(waitNr uint32) (int, error) {
 // WaitTimeout submits queued SQEs and waits for at least one completion
 // or until d passes; it returns unix.ETIME on timeout.
 func (r *Ring) WaitTimeout(d time.Duration) error {
-	ts := kernelTimespec{Sec: int64(d / time.Second), Nsec: int64(d % time.Second)}
-	arg := ioUringGeteventsArg{Ts: uint64(uintptr(unsafe.Pointer(&ts)))}
+	ts, arg := &r.waitTs, &r.waitArg
+	*ts = kernelTimespec{Sec: int64(d / time.Second), Nsec: int64(d % time.Second)}
+	*arg = ioUringGeteventsArg{Ts: uint64(uintptr(unsafe.Pointer(ts)))}
 	deadline := time.Now().Add(d)
 	for {
 		if r.CQReady() > 0 {
@@ -292,7 +298,7 @@ func (r *Ring) WaitTimeout(d time.Duration) error {
 		}
 		toSubmit := r.flush()
 		_, _, errno := unix.Syscall6(unix.SYS_IO_URING_ENTER, uintptr(r.fd), uintptr(toSubmit), 1,
-			enterGetEvents|enterExtArg, uintptr(unsafe.Pointer(&arg)), unsafe.Sizeof(arg))
+			enterGetEvents|enterExtArg, uintptr(unsafe.Pointer(arg)), unsafe.Sizeof(*arg))
 		switch errno {
 		case 0:
 			if r.CQReady() > 0 {
@@ -311,7 +317,7 @@ func (r *Ring) WaitTimeout(d time.Duration) error {
 		if left <= 0 {
 			return unix.ETIME
 		}
-		ts = kernelTimespec{Sec: int64(left / time.Second), Nsec: int64(left % time.Second)}
+		*ts = kernelTimespec{Sec: int64(left / time.Second), Nsec: int64(left % time.Second)}
 	}
 }
 
