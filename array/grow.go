@@ -89,6 +89,10 @@ func (a *Array) GrowCheck(memberSectors uint64, running bool) (GrowPlan, error) 
 	if memberSectors == 0 {
 		want = p.MaxMemberSectors
 	}
+	if want > p.MaxMemberSectors && small == nil {
+		// Every member allows more than the largest data area there is.
+		return p, fmt.Errorf("a member's data area is at most %d bytes; asked for %d", p.MaxMemberSectors<<9, want<<9)
+	}
 	if want > p.MaxMemberSectors {
 		return p, fmt.Errorf("%s allows a data area of at most %d bytes (it is %d bytes, the data starts at byte %d); asked for %d",
 			small.Path, p.MaxMemberSectors<<9, smallSize, a.dataOffset, want<<9)
