@@ -230,16 +230,51 @@ func (a *Array) activateSpare() {
 		a.mu.Unlock()
 		return
 	}
-	s := a.spares[0]
-	a.spares = a.spares[1:]
+	tries := len(a.spares)
 	a.mu.Unlock()
-	err := a.addOpen(s.m, role, false, s.uuid)
-	if err != nil {
-		a.returnSpare(s)
+	// A spare that cannot take the role (its log area or superblock not
+	// writable, say) does not keep the others out: each is tried once, in
+	// order, as md goes on to the next spare; those refused stay spares,
+	// in front as before.
+	var back []spareMember
+	defer func() {
+		if len(back) > 0 {
+			a.mu.Lock()
+			a.spares = append(back, a.spares...)
+			a.mu.Unlock()
+		}
+	}()
+	for range tries {
+		a.mu.Lock()
+		if len(a.spares) == 0 || a.closing {
+			a.mu.Unlock()
+			return
+		}
+		s := a.spares[0]
+		a.spares = a.spares[1:]
+		a.mu.Unlock()
+		err := a.addOpen(s.m, role, false, s.uuid)
+		took := err == nil
+		if err != nil {
+			took = a.holdsRole(s.m)
+			if !took {
+				back = append(back, s)
+			}
+		}
+		if a.OnSpareActivated != nil {
+			a.OnSpareActivated(role, s.m.Path, err)
+		}
+		if took {
+			return
+		}
 	}
-	if a.OnSpareActivated != nil {
-		a.OnSpareActivated(role, s.m.Path, err)
-	}
+}
+
+// holdsRole reports whether m holds a role of the array.
+func (a *Array) holdsRole(m *Member) bool {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return slices.Contains(a.Members, m)
 }
 
 // returnSpare makes s a spare again after a failed activation, unless it
