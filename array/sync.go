@@ -1109,7 +1109,15 @@ func (a *Array) addMember(path string, role int, readd, failActive, force bool) 
 			drop()
 			return fmt.Errorf("%s cannot be written: %w", m.Path, err)
 		}
+		// Its write-hole log area too (raid5/6): emptied now, while it is
+		// no member (nothing reads or logs there), so that an area it
+		// cannot take refuses the replace before the member goes.
+		if err := a.resetLogArea(m); err != nil {
+			drop()
+			return err
+		}
 	}
+	logReset := failActive && !readd
 	// From here on the array changes.
 	if failActive {
 		if s := a.Engine.State().Members[role].State; s == engine.MemberActive || s == engine.MemberRebuilding {
@@ -1124,13 +1132,13 @@ func (a *Array) addMember(path string, role int, readd, failActive, force bool) 
 		if !a.takeSpare(sp) {
 			return fmt.Errorf("%s is no longer a spare", path)
 		}
-		err := a.addOpenPlan(sp.m, role, nil, sp.uuid)
+		err := a.addOpenPlanReset(sp.m, role, nil, sp.uuid, !logReset)
 		if err != nil {
 			a.returnSpare(sp)
 		}
 		return err
 	}
-	return a.addOpenPlan(m, role, plan, uuid)
+	return a.addOpenPlanReset(m, role, plan, uuid, !logReset)
 }
 
 // takeSpare removes sp from the spares; false if it is not one any more.
@@ -1196,6 +1204,12 @@ func (a *Array) addOpen(m *Member, role int, readd bool, uuid [16]byte) error {
 // addOpenPlan is addOpen; re, for a re-add, is what m's superblock
 // allows.
 func (a *Array) addOpenPlan(m *Member, role int, re *readdPlan, uuid [16]byte) error {
+	return a.addOpenPlanReset(m, role, re, uuid, true)
+}
+
+// addOpenPlanReset is addOpenPlan; resetLog false: m's write-hole log area
+// was emptied already (addMember, before failing the role's member).
+func (a *Array) addOpenPlanReset(m *Member, role int, re *readdPlan, uuid [16]byte, resetLog bool) error {
 	readd := re != nil
 	drop := func() {
 		if uuid == ([16]byte{}) { // a spare stays open
@@ -1225,9 +1239,11 @@ func (a *Array) addOpenPlan(m *Member, role int, re *readdPlan, uuid [16]byte) e
 	// smallest data area of the members wins); `grow` does, on every
 	// member at once.
 	sb.DataSectors = a.Engine.MemberSectors()
-	if err := a.resetLogArea(m); err != nil {
-		drop()
-		return err
+	if resetLog {
+		if err := a.resetLogArea(m); err != nil {
+			drop()
+			return err
+		}
 	}
 	a.preemptResync()
 	a.mu.Lock()
