@@ -260,13 +260,41 @@ func AssembleWith(ms []MemberSB, opt AssembleOptions) (*Assembly, error) {
 			freshest = m
 		}
 	}
-	fsb := freshest.SB
-
 	if !opt.Force {
-		if err := splitBrain(ms, fsb); err != nil {
+		if err := splitBrain(ms, freshest.SB); err != nil {
 			return nil, err
 		}
+	} else {
+		// A split brain whose sides reached the same generation (each
+		// started alone as often: the common case) leaves two tables of
+		// the freshest generation, neither refuted. Force keeps the side
+		// of the first member of that generation holding a role (what
+		// the split-brain refusal names): members of the generation with
+		// another table are not trusted, as if refuted, and are put back
+		// for a full rebuild, as a side behind would be. (A difference
+		// in the data layout is still refused below.)
+		var keep *MemberSB
+		for i := range ms {
+			if m := &ms[i]; keep == nil && m.SB.Events == freshest.SB.Events && !m.SB.IsSpare() && !refuted[m.Path] {
+				keep = m
+			}
+		}
+		for i := range ms {
+			m := &ms[i]
+			if keep == nil || m.SB.Events != keep.SB.Events || refuted[m.Path] ||
+				arrayDiff(keep.SB, m.SB) == "" || geometryDiff(keep.SB, m.SB) != "" {
+				continue
+			}
+			if refuted == nil {
+				refuted = make(map[string]bool)
+			}
+			refuted[m.Path] = true
+		}
+		if refuted[freshest.Path] {
+			freshest = keep
+		}
 	}
+	fsb := freshest.SB
 
 	// The freshest generation must be one consistent state.
 	claimed := make(map[uint32]string)

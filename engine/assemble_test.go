@@ -871,3 +871,32 @@ func TestAssembleRefutedTable(t *testing.T) {
 	a = mustAssemble(t, ms)
 	asmWantRoles(t, a, "missing ~/dev/vda", "active /dev/vdb", "active /dev/vdc")
 }
+
+// TestAssembleForceSplitBrainSameEvents: both sides of a split brain ran
+// as many generations (each started alone once: the common case), so two
+// role tables of the freshest generation disagree. The refusal tells the
+// user to add --force to keep the first side given; forced, that side is
+// kept and the other rebuilt in full, not refused as an inconsistent array.
+func TestAssembleForceSplitBrainSameEvents(t *testing.T) {
+	a, b := splitSides(t, 2, 2, RoleMissing)
+	ms := asmInputs(t, a, b)
+	asmWantErr(t, mustFail(Assemble(ms)), ErrSplitBrain, "--force")
+	x, err := AssembleWith(ms, AssembleOptions{Force: true})
+	if err != nil {
+		t.Fatalf("forced: %v", err)
+	}
+	asmWantRoles(t, x, "active /dev/vda", "rebuilding /dev/vdb@0")
+	if x.Roles[0].Forced || !x.Roles[1].Forced || x.Freshest.Roles[1].State != RoleMissing {
+		t.Errorf("forced %v %v, freshest table %+v", x.Roles[0].Forced, x.Roles[1].Forced, x.Freshest.Roles[:2])
+	}
+	// The other order keeps the other side.
+	x, err = AssembleWith(asmInputs(t, b, a), AssembleOptions{Force: true})
+	if err != nil {
+		t.Fatalf("forced, other order: %v", err)
+	}
+	if !x.Roles[0].Forced || x.Roles[1].Forced || x.Roles[1].State != RoleActive {
+		t.Errorf("forced, other order: %+v", x.Roles)
+	}
+}
+
+func mustFail(_ *Assembly, err error) error { return err }
