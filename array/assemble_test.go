@@ -650,3 +650,43 @@ func TestForceSplitBrainSameEvents(t *testing.T) {
 		t.Fatalf("after the forced rebuild the copies differ: byte 0 %#x vs %#x", d0[0], d1[0])
 	}
 }
+
+// TestForceAssemblyDoesNotTrustSelfFailedMember: raid1 A, B; A is failed
+// by hand (its superblock records that at the survivor's generation), a
+// write reaches B only, then a power cut. Assembled with --force, A
+// given first, A must not be made active beside B: the resync of the
+// write's dirty region would copy A's old data over B's.
+func TestForceAssemblyDoesNotTrustSelfFailedMember(t *testing.T) {
+	paths := memberFiles(t, 2, 16<<20)
+	a := newRAID1(t, paths)
+	if err := a.SetClean(false); err != nil {
+		t.Fatal(err)
+	}
+	userWrite(t, a, paths, 1<<20, 4096, 0x11)
+	if err := a.Fail(0); err != nil {
+		t.Fatal(err)
+	}
+	userWrite(t, a, paths, 1<<20, 4096, 0x22) // B only
+	a.Close()                                 // a power cut: no clean stop
+	if ea, eb := superblockOf(t, paths[0]).Events, superblockOf(t, paths[1]).Events; ea != eb {
+		t.Fatalf("events %d, %d: want A's failure record at B's generation", ea, eb)
+	}
+	b, err := Open(paths, CreateSpec{Force: true}, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer b.Close()
+	if st := b.Engine.State().Members; st[0].State == engine.MemberActive {
+		t.Errorf("the member recorded failed is trusted active: %+v", st)
+	}
+	b.StartBackground()
+	b.WaitSync()
+	if s := b.SyncStatus(); s.LastResult != "ok" || b.Status().ActiveDisks != 2 {
+		t.Fatalf("after the forced assembly: %+v, %+v", s, b.Status())
+	}
+	for i, p := range paths {
+		if d := dataOf(t, b, p); d[1<<20] != 0x22 {
+			t.Errorf("member %d holds %#x at 1 MiB, want the write made after the failure (0x22)", i, d[1<<20])
+		}
+	}
+}

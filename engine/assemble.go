@@ -130,7 +130,9 @@ var (
 type AssembleOptions struct {
 	// Force assembles from the members given even when they disagree
 	// about each other (split brain) or the freshest is recorded as
-	// failed: the freshest is authoritative (its own role active), and
+	// failed: the freshest is authoritative (its own role active; of
+	// several, one in sync by its own table before one recording itself
+	// failed: forceKeep), and
 	// every other member given that the freshest table does not trust in
 	// its role is put back in it for a full rebuild (RoleAssignment.Forced).
 	// It also starts a raid5/6 array that is dirty and degraded
@@ -261,24 +263,19 @@ func AssembleWith(ms []MemberSB, opt AssembleOptions) (*Assembly, error) {
 		}
 	}
 	if !opt.Force {
-		if err := splitBrain(ms, freshest.SB); err != nil {
+		if err := splitBrain(ms, freshest.SB, forceKeep(ms, freshest.SB.Events, refuted)); err != nil {
 			return nil, err
 		}
 	} else {
 		// A split brain whose sides reached the same generation (each
 		// started alone as often: the common case) leaves two tables of
 		// the freshest generation, neither refuted. Force keeps the side
-		// of the first member of that generation holding a role (what
-		// the split-brain refusal names): members of the generation with
-		// another table are not trusted, as if refuted, and are put back
-		// for a full rebuild, as a side behind would be. (A difference
-		// in the data layout is still refused below.)
-		var keep *MemberSB
-		for i := range ms {
-			if m := &ms[i]; keep == nil && m.SB.Events == freshest.SB.Events && !m.SB.IsSpare() && !refuted[m.Path] {
-				keep = m
-			}
-		}
+		// of the member forceKeep picks (what the split-brain refusal
+		// names): members of the generation with another table are not
+		// trusted, as if refuted, and are put back for a full rebuild, as
+		// a side behind would be. (A difference in the data layout is
+		// still refused below.)
+		keep := forceKeep(ms, freshest.SB.Events, refuted)
 		for i := range ms {
 			m := &ms[i]
 			if keep == nil || m.SB.Events != keep.SB.Events || refuted[m.Path] ||
@@ -336,13 +333,10 @@ func AssembleWith(ms []MemberSB, opt AssembleOptions) (*Assembly, error) {
 	for i := range ms {
 		byUUID[ms[i].SB.MemberUUID] = &ms[i]
 	}
-	// With Force, the authority: the first member of the freshest
-	// generation holding a role.
+	// With Force, the authority (forceKeep).
 	var auth *MemberSB
-	for i := range ms {
-		if m := &ms[i]; opt.Force && auth == nil && m.SB.Events == fsb.Events && !m.SB.IsSpare() && !refuted[m.Path] {
-			auth = m
-		}
+	if opt.Force {
+		auth = forceKeep(ms, fsb.Events, refuted)
 	}
 	holds := make(map[string]bool, len(ms)) // paths the freshest table names for a role
 	slack := make(map[string]bool)          // current although a generation behind
@@ -843,14 +837,36 @@ func intersects(a, b map[[16]byte]bool) bool {
 	return false
 }
 
+// forceKeep is the member a forced assembly keeps as authoritative: the
+// first member of generation events holding a role (not refuted) whose own
+// table names it in that role as active or rebuilding; failing that (every
+// such member records itself failed: ErrFailedMember), the first holding
+// a role. A member recording its own failure is not preferred to one in
+// sync at the same generation: its data stopped at the failure, and
+// trusted it would be served, and resynced over the survivor's writes.
+func forceKeep(ms []MemberSB, events uint64, refuted map[string]bool) *MemberSB {
+	var first *MemberSB
+	for i := range ms {
+		m := &ms[i]
+		if m.SB.Events != events || m.SB.IsSpare() || refuted[m.Path] {
+			continue
+		}
+		if e := m.SB.Roles[m.SB.Role]; e.Member == m.SB.MemberUUID && (e.State == RoleActive || e.State == RoleRebuilding) {
+			return m
+		}
+		if first == nil {
+			first = m
+		}
+	}
+	return first
+}
+
 // splitBrain returns an ErrSplitBrain error if two of the members
 // diverged (see Diverged) and no member given bridges them (bridged).
-func splitBrain(ms []MemberSB, fsb *Superblock) error {
-	keep := "" // what --force keeps: the first freshest member holding a role
-	for _, m := range ms {
-		if keep == "" && m.SB.Events == fsb.Events && !m.SB.IsSpare() {
-			keep = m.Path
-		}
+func splitBrain(ms []MemberSB, fsb *Superblock, kept *MemberSB) error {
+	keep := "" // what --force keeps
+	if kept != nil {
+		keep = kept.Path
 	}
 	for i := range ms {
 		for j := i + 1; j < len(ms); j++ {

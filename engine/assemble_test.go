@@ -900,3 +900,24 @@ func TestAssembleForceSplitBrainSameEvents(t *testing.T) {
 }
 
 func mustFail(_ *Assembly, err error) error { return err }
+
+// TestAssembleForceKeepsInSyncOverSelfFailed: raid1 vda, vdb; vda is
+// failed by hand (its own superblock, written then, records that, at the
+// generation the survivor has) and writes reach vdb only; power cut.
+// Given in that order with --force (which also overwrites signatures),
+// the authority must be vdb, in sync by its own table: vda, recorded
+// failed by both, is put back for a full rebuild, not trusted active
+// beside vdb with its data from before the failure.
+func TestAssembleForceKeepsInSyncOverSelfFailed(t *testing.T) {
+	g := asmNext(asmNewArray(t, 1, 0, 2, 0), func(sb *Superblock) { sb.Roles[0].State = RoleFaulty })
+	ms := asmInputs(t, g[0], g[1])
+	asmWantRoles(t, mustAssemble(t, ms), "faulty /dev/vda", "active /dev/vdb")
+	a, err := AssembleWith(ms, AssembleOptions{Force: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	asmWantRoles(t, a, "rebuilding /dev/vda@0", "active /dev/vdb")
+	if !a.Roles[0].Forced || a.Roles[1].Forced {
+		t.Errorf("forced %v %v", a.Roles[0].Forced, a.Roles[1].Forced)
+	}
+}
