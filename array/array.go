@@ -165,6 +165,11 @@ type Array struct {
 	bitmapWait    metrics.Histogram // how long writes waited for the bitmap
 	// bitmapBlockWrites counts bitmap block writes that reached a member.
 	bitmapBlockWrites atomic.Uint64
+	// memberOps counts, per role, the member operations the queues do
+	// not issue: the background jobs' (rebuild, resync, check, repair)
+	// and the bitmap's block writes and flushes. Added to the queues'
+	// counters by Metrics.
+	memberOps [][metrics.NumOps]metrics.OpCounter
 	// current device of each role as queue threads see it (a replaced
 	// member is not in the queues' fixed-file tables): a new roleDevice
 	// each time a device takes the role (publishFile).

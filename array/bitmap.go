@@ -10,6 +10,7 @@ import (
 
 	"github.com/ublk-raid/ublk-raid/bitmap"
 	"github.com/ublk-raid/ublk-raid/engine"
+	"github.com/ublk-raid/ublk-raid/metrics"
 )
 
 // flusher is the write-intent bitmap's one flusher goroutine: it writes
@@ -141,12 +142,18 @@ func (f *flusher) commit(bt *bitmap.Batch, clears bool) bool {
 			return errors.New("no buffer for the bitmap write")
 		}
 		if clears {
-			if err := memberSync(m); err != nil {
+			start := time.Now()
+			err := memberSync(m)
+			f.a.countMemberOp(r, metrics.OpFlush, 0, time.Since(start), err)
+			if err != nil {
 				return err
 			}
 		}
 		for _, b := range views[r] {
-			if err := writeBitmapBlock(m, b.Data, int64(b.Offset)); err != nil {
+			start := time.Now()
+			err := writeBitmapBlock(m, b.Data, int64(b.Offset))
+			f.a.countMemberOp(r, metrics.OpWrite, len(b.Data), time.Since(start), err)
+			if err != nil {
 				return err
 			}
 		}

@@ -42,6 +42,20 @@ func (h *queue) opDone(member int32, kind engine.IOKind, sectors uint32, res int
 	h.stats.ops[member][op].Done(bytes, d, res < 0)
 }
 
+// countMemberOp counts an operation on role's member issued outside the
+// queues (a background job's, the bitmap's): n bytes, taking d, failed
+// when err is not nil.
+func (a *Array) countMemberOp(role int, op metrics.Op, n int, d time.Duration, err error) {
+	if role < 0 || role >= len(a.memberOps) {
+		return
+	}
+	var bytes uint64
+	if op != metrics.OpFlush {
+		bytes = uint64(n)
+	}
+	a.memberOps[role][op].Done(bytes, d, err != nil)
+}
+
 // parityStats sums the queues' parity counters (a.qmu held).
 func (a *Array) parityStats() *metrics.ParityStats {
 	p := &metrics.ParityStats{LogCheckpoints: a.logCPs.Load()}
@@ -132,6 +146,12 @@ func (a *Array) Metrics(device string) metrics.ArrayStats {
 			ms.State = metrics.MemberRebuilding
 		default:
 			ms.State = metrics.MemberFailed
+		}
+		if m.Role < len(a.memberOps) {
+			for op := range metrics.NumOps {
+				o := a.memberOps[m.Role][op].Snapshot()
+				ms.Ops[op].Add(&o)
+			}
 		}
 		for _, h := range a.queues {
 			if m.Role < len(h.stats.ops) {

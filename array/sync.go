@@ -14,6 +14,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/ublk-raid/ublk-raid/engine"
+	"github.com/ublk-raid/ublk-raid/metrics"
 	"github.com/ublk-raid/ublk-raid/resync"
 )
 
@@ -190,7 +191,7 @@ type faultyRoleError int
 func (e faultyRoleError) Error() string        { return fmt.Sprintf("role %d is faulty", int(e)) }
 func (e faultyRoleError) Is(target error) bool { return target == errMemberTimeout }
 
-func (m memberIO) do(role int, p []byte, sector uint64, write bool) error {
+func (m memberIO) do(role int, p []byte, sector uint64, write bool) (err error) {
 	if m.a.Engine != nil && m.a.Engine.State().Members[role].State == engine.MemberFaulty {
 		// Failed (a timeout below, say): not waited for again.
 		return faultyRoleError(role)
@@ -215,6 +216,17 @@ func (m memberIO) do(role int, p []byte, sector uint64, write bool) error {
 		}
 	}
 	off := int64(m.a.dataOffset + sector<<9)
+	// Counted as the member's operation (metrics), as a queue's are; one
+	// given up after the member timeout as a failed one.
+	op := metrics.OpRead
+	switch {
+	case p == nil:
+		op = metrics.OpFlush
+	case write:
+		op = metrics.OpWrite
+	}
+	start := time.Now()
+	defer func() { m.a.countMemberOp(role, op, len(p), time.Since(start), err) }()
 	timeout := m.a.MemberTimeout
 	if timeout <= 0 {
 		return m.rw(f.Device, p, off, write)
@@ -361,6 +373,7 @@ func (bp *bouncePool) put(b []byte) {
 
 // initSync sets up the barrier and the syncer (arrays with redundancy).
 func (a *Array) initSync(spec CreateSpec) {
+	a.memberOps = make([][metrics.NumOps]metrics.OpCounter, len(a.Members))
 	if a.Engine.Level() == engine.Level0 {
 		return
 	}
