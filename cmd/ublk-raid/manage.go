@@ -729,7 +729,10 @@ func syncLine(y array.SyncStatus) string {
 	}
 	frac := 0.0
 	if y.Total > 0 {
-		frac = float64(y.Done) / float64(y.Total)
+		// At most 1: the daemon reads Done and Total apart, and between
+		// two jobs may pair the last one's position with the next one's
+		// (smaller) end.
+		frac = min(float64(y.Done)/float64(y.Total), 1)
 	}
 	const width = 20
 	n := int(frac * width)
