@@ -169,7 +169,7 @@ type Array struct {
 	// not issue: the background jobs' (rebuild, resync, check, repair)
 	// and the bitmap's block writes and flushes. Added to the queues'
 	// counters by Metrics.
-	memberOps [][metrics.NumOps]metrics.OpCounter
+	memberOps []atomic.Pointer[memberCounters]
 	// current device of each role as queue threads see it (a replaced
 	// member is not in the queues' fixed-file tables): a new roleDevice
 	// each time a device takes the role (publishFile).

@@ -144,7 +144,7 @@ func (f *flusher) commit(bt *bitmap.Batch, clears bool) bool {
 		if clears {
 			start := time.Now()
 			err := memberSync(m)
-			f.a.countMemberOp(r, metrics.OpFlush, 0, time.Since(start), err)
+			f.a.countMemberOp(r, m, metrics.OpFlush, 0, time.Since(start), err)
 			if err != nil {
 				return err
 			}
@@ -152,7 +152,7 @@ func (f *flusher) commit(bt *bitmap.Batch, clears bool) bool {
 		for _, b := range views[r] {
 			start := time.Now()
 			err := writeBitmapBlock(m, b.Data, int64(b.Offset))
-			f.a.countMemberOp(r, metrics.OpWrite, len(b.Data), time.Since(start), err)
+			f.a.countMemberOp(r, m, metrics.OpWrite, len(b.Data), time.Since(start), err)
 			if err != nil {
 				return err
 			}

@@ -3,6 +3,7 @@ package array
 import (
 	"fmt"
 	"path/filepath"
+	"sync/atomic"
 	"time"
 
 	"github.com/ublk-raid/ublk-raid/engine"
@@ -12,7 +13,43 @@ import (
 // queueStats are one queue's counters, written by its thread only and read
 // at scrape time.
 type queueStats struct {
-	ops [][metrics.NumOps]metrics.OpCounter // per role
+	ops []atomic.Pointer[memberCounters] // per role
+}
+
+// memberCounters count the operations of one device in one role. They
+// are the device's series (the "member" label is its path's), not the
+// role's: a device that takes the role (a replacement, a spare) starts
+// new ones, the same device re-added goes on with its own.
+type memberCounters struct {
+	path string
+	ops  [metrics.NumOps]metrics.OpCounter
+}
+
+// countersFor returns slot's counters for the device at path: new ones
+// when they are another device's.
+func countersFor(slot *atomic.Pointer[memberCounters], path string) *memberCounters {
+	for {
+		c := slot.Load()
+		if c != nil && c.path == path {
+			return c
+		}
+		n := &memberCounters{path: path}
+		if slot.CompareAndSwap(c, n) {
+			return n
+		}
+	}
+}
+
+// addCounters adds slot's counters to ms if they are the device at path's.
+func addCounters(ms *metrics.MemberStats, slot *atomic.Pointer[memberCounters], path string) {
+	c := slot.Load()
+	if c == nil || c.path != path {
+		return
+	}
+	for op := range metrics.NumOps {
+		o := c.ops[op].Snapshot()
+		ms.Ops[op].Add(&o)
+	}
 }
 
 func opOf(k engine.IOKind) (metrics.Op, bool) {
@@ -29,31 +66,42 @@ func opOf(k engine.IOKind) (metrics.Op, bool) {
 	return 0, false
 }
 
-// opDone is the executor's OpDone: count the member operation.
-func (h *queue) opDone(member int32, kind engine.IOKind, sectors uint32, res int32, d time.Duration) {
+// opDone is the executor's OpDone: count the member operation, on the
+// device it went to. One whose device has left the role since (replaced)
+// counts nowhere: that device's series are gone, and its late result is
+// not the new device's.
+func (h *queue) opDone(tag uint16, id engine.OpID, member int32, kind engine.IOKind, sectors uint32, res int32, d time.Duration) {
 	op, ok := opOf(kind)
 	if !ok || int(member) >= len(h.stats.ops) {
+		return
+	}
+	sent, cur := h.sentTo(tag, id, engine.MemberIO{Member: member}), h.a.current[member].Load()
+	if sent == nil || cur == nil || sent.m.Path != cur.m.Path {
 		return
 	}
 	var bytes uint64
 	if kind != engine.IOFlush {
 		bytes = uint64(sectors) << 9
 	}
-	h.stats.ops[member][op].Done(bytes, d, res < 0)
+	countersFor(&h.stats.ops[member], cur.m.Path).ops[op].Done(bytes, d, res < 0)
 }
 
-// countMemberOp counts an operation on role's member issued outside the
-// queues (a background job's, the bitmap's): n bytes, taking d, failed
-// when err is not nil.
-func (a *Array) countMemberOp(role int, op metrics.Op, n int, d time.Duration, err error) {
-	if role < 0 || role >= len(a.memberOps) {
+// countMemberOp counts an operation on device m in role issued outside
+// the queues (a background job's, the bitmap's): n bytes, taking d,
+// failed when err is not nil. Like a queue's (opDone), it counts nowhere
+// when m has left the role since.
+func (a *Array) countMemberOp(role int, m *Member, op metrics.Op, n int, d time.Duration, err error) {
+	if role < 0 || role >= len(a.memberOps) || m == nil {
+		return
+	}
+	if cur := a.current[role].Load(); cur == nil || cur.m.Path != m.Path {
 		return
 	}
 	var bytes uint64
 	if op != metrics.OpFlush {
 		bytes = uint64(n)
 	}
-	a.memberOps[role][op].Done(bytes, d, err != nil)
+	countersFor(&a.memberOps[role], m.Path).ops[op].Done(bytes, d, err != nil)
 }
 
 // parityStats sums the queues' parity counters (a.qmu held).
@@ -148,17 +196,11 @@ func (a *Array) Metrics(device string) metrics.ArrayStats {
 			ms.State = metrics.MemberFailed
 		}
 		if m.Role < len(a.memberOps) {
-			for op := range metrics.NumOps {
-				o := a.memberOps[m.Role][op].Snapshot()
-				ms.Ops[op].Add(&o)
-			}
+			addCounters(&ms, &a.memberOps[m.Role], m.Path)
 		}
 		for _, h := range a.queues {
 			if m.Role < len(h.stats.ops) {
-				for op := range metrics.NumOps {
-					o := h.stats.ops[m.Role][op].Snapshot()
-					ms.Ops[op].Add(&o)
-				}
+				addCounters(&ms, &h.stats.ops[m.Role], m.Path)
 			}
 		}
 		out.Members = append(out.Members, ms)

@@ -226,7 +226,7 @@ func (m memberIO) do(role int, p []byte, sector uint64, write bool) (err error) 
 		op = metrics.OpWrite
 	}
 	start := time.Now()
-	defer func() { m.a.countMemberOp(role, op, len(p), time.Since(start), err) }()
+	defer func() { m.a.countMemberOp(role, f, op, len(p), time.Since(start), err) }()
 	timeout := m.a.MemberTimeout
 	if timeout <= 0 {
 		return m.rw(f.Device, p, off, write)
@@ -373,7 +373,7 @@ func (bp *bouncePool) put(b []byte) {
 
 // initSync sets up the barrier and the syncer (arrays with redundancy).
 func (a *Array) initSync(spec CreateSpec) {
-	a.memberOps = make([][metrics.NumOps]metrics.OpCounter, len(a.Members))
+	a.memberOps = make([]atomic.Pointer[memberCounters], len(a.Members))
 	if a.Engine.Level() == engine.Level0 {
 		return
 	}

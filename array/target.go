@@ -9,7 +9,6 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/ublk-raid/ublk-raid/engine"
-	"github.com/ublk-raid/ublk-raid/metrics"
 	"github.com/ublk-raid/ublk-raid/ublk"
 )
 
@@ -213,7 +212,7 @@ func (a *Array) newQueue(q ring) *queue {
 		h.inbox = make([]uint16, 0, q.Depth())
 		h.work = make([]uint16, 0, q.Depth())
 	}
-	h.stats.ops = make([][metrics.NumOps]metrics.OpCounter, len(a.Members))
+	h.stats.ops = make([]atomic.Pointer[memberCounters], len(a.Members))
 	if a.Engine.Parity != nil {
 		h.exec = a.newParityRunner(h, q)
 	} else {

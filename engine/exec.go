@@ -218,8 +218,10 @@ type Executor struct {
 	// this a hung member hangs the array).
 	MemberTimeout time.Duration
 	// OpDone, if set (with Now), is told of every completed member
-	// operation with its result and latency (metrics).
-	OpDone func(member int32, kind IOKind, sectors uint32, res int32, latency time.Duration)
+	// operation (operation id of request tag, so that the backend can
+	// tell which device it went to) with its result and latency
+	// (metrics).
+	OpDone func(tag uint16, id OpID, member int32, kind IOKind, sectors uint32, res int32, latency time.Duration)
 	// ReadRepair, if set, is told of a range a retried read got from one
 	// copy after others (the members in bad) failed it: the caller
 	// rewrites those copies from a good one with the range raised in the
@@ -551,7 +553,7 @@ func (e *Executor) Done(tag uint16, id OpID, res int32) {
 	io := r.ios[op]
 	e.bal.Inflight[io.Member] -= int64(io.Sectors)
 	if e.OpDone != nil && op < len(r.times) {
-		e.OpDone(io.Member, io.Kind, io.Sectors, res, e.Now()-r.times[op])
+		e.OpDone(tag, id, io.Member, io.Kind, io.Sectors, res, e.Now()-r.times[op])
 	}
 	want := int32(0)
 	if io.Kind == IORead || io.Kind == IOWrite {

@@ -287,7 +287,7 @@ type ParityExecutor struct {
 	MemberTimeout time.Duration
 	// OpDone, if set (with Now), is told of every member operation that
 	// completes (log writes included), as Executor's.
-	OpDone func(member int32, kind IOKind, sectors uint32, res int32, latency time.Duration)
+	OpDone func(tag uint16, id OpID, member int32, kind IOKind, sectors uint32, res int32, latency time.Duration)
 
 	// The write-hole log (EnableLog): the queue's ring, the array's
 	// numbering, its UUID, and what asks for a checkpoint when the ring
@@ -796,7 +796,7 @@ func (e *ParityExecutor) Done(tag uint16, id OpID, res int32) {
 	r.done[i] = true
 	io := r.ios[i]
 	if e.OpDone != nil && i < len(r.times) {
-		e.OpDone(io.Member, io.Kind, io.Sectors, res, e.Now()-r.times[i])
+		e.OpDone(tag, id, io.Member, io.Kind, io.Sectors, res, e.Now()-r.times[i])
 	}
 	want := int32(0)
 	if io.Kind == IORead || io.Kind == IOWrite {
