@@ -1423,15 +1423,22 @@ func (m *Manager) Shutdown(keep bool) {
 }
 
 // Snapshot implements metrics.Source: each array's state, sync, bitmap,
-// member and queue counters.
+// member and queue counters; a state file entry that has not started
+// (pending: members missing, or a grow handing its device over) as
+// inactive, as md's /proc/mdstat shows an array it could not run.
 func (m *Manager) Snapshot() []metrics.ArrayStats {
 	m.mu.Lock()
 	ss := make([]*served, 0, len(m.arrays))
 	for _, s := range m.arrays {
 		ss = append(ss, s)
 	}
-	m.mu.Unlock()
 	var out []metrics.ArrayStats
+	for n, e := range m.pending {
+		if _, ok := m.arrays[n]; !ok {
+			out = append(out, metrics.ArrayStats{Device: filepath.Base(DevicePath(n)), Name: e.Name, State: metrics.ArrayInactive})
+		}
+	}
+	m.mu.Unlock()
 	for _, s := range ss {
 		st := s.a.Metrics(filepath.Base(DevicePath(s.n)))
 		st.UblkFlags = ublk.FlagNames(s.d.Info().Flags)
