@@ -316,6 +316,11 @@ func runDel(o delOptions, c *daemon.Client, stdout io.Writer) error {
 	if (o.number < 0) == !o.all {
 		return usagef("del needs exactly one of -n N and --all")
 	}
+	if o.number >= daemon.MaxDevice {
+		// Without a daemon N goes to the kernel as uint32(N): another
+		// device for a larger N.
+		return usagef("-n %d: not a device number (0..%d)", o.number, daemon.MaxDevice-1)
+	}
 	if !o.all {
 		res, err := c.Delete(o.number)
 		var re *daemon.RemoteError

@@ -17,6 +17,7 @@ import (
 	"go.uber.org/zap"
 	"golang.org/x/sys/unix"
 
+	"github.com/ublk-raid/ublk-raid/daemon"
 	"github.com/ublk-raid/ublk-raid/ublk"
 )
 
@@ -87,8 +88,9 @@ func (o *serveOptions) config() (ublk.Config, error) {
 		return ublk.Config{}, usagef("--max-io: %v", err)
 	}
 	switch {
-	case o.number < -1:
-		return ublk.Config{}, usagef("--number %d: must be -1 or a device number", o.number)
+	case o.number < -1 || o.number >= daemon.MaxDevice:
+		// (Not wrapped to another device by uint32(N): recover acts on it.)
+		return ublk.Config{}, usagef("--number %d: must be -1 or a device number (0..%d)", o.number, daemon.MaxDevice-1)
 	case o.queues < 0 || o.queues > 4096:
 		return ublk.Config{}, usagef("--queues %d: must be 0..4096", o.queues)
 	case o.depth < 1 || o.depth > 4096:
