@@ -83,7 +83,10 @@ func (h *queue) opDone(tag uint16, id engine.OpID, member int32, kind engine.IOK
 	if kind != engine.IOFlush {
 		bytes = uint64(sectors) << 9
 	}
-	countersFor(&h.stats.ops[member], cur.m.Path).ops[op].Done(bytes, d, res < 0)
+	// Failed as the executor takes it: an error, or a read or write that
+	// moved fewer bytes than asked (which fails the member too).
+	failed := res < 0 || ((kind == engine.IORead || kind == engine.IOWrite) && int64(res) != int64(bytes))
+	countersFor(&h.stats.ops[member], cur.m.Path).ops[op].Done(bytes, d, failed)
 }
 
 // countMemberOp counts an operation on device m in role issued outside
