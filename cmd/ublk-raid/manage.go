@@ -138,6 +138,9 @@ func runServe(cfg daemon.Config) error {
 
 type addOptions struct {
 	run runOptions // level, layout, chunk, name, members, force
+	// newArrayFlag is the first flag given that describes a new array or
+	// its device (add -n N --spare refuses it).
+	newArrayFlag string
 }
 
 func newAddCmd(socket *string) *cobra.Command {
@@ -159,6 +162,18 @@ func newAddCmd(socket *string) *cobra.Command {
 		},
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if len(args) == 0 {
+				// Spares for a running array: what describes a new
+				// array or its device would be dropped unsaid.
+				// (--level, --layout, --name: addSpares.)
+				for _, name := range []string{"chunk", "write-mostly", "no-bitmap", "bitmap-region", "assume-clean",
+					"sync-speed-min", "sync-speed-max", "queues", "depth", "max-io"} {
+					if f := cmd.Flags().Lookup(name); f != nil && f.Changed && o.newArrayFlag == "" {
+						o.newArrayFlag = "--" + f.Name
+						if f.Shorthand != "" {
+							o.newArrayFlag = "-" + f.Shorthand + "/" + o.newArrayFlag
+						}
+					}
+				}
 				return addSpares(o, daemon.NewClient(*socket), cmd.OutOrStdout())
 			}
 			req, err := o.request(args)
@@ -212,6 +227,9 @@ func addSpares(o addOptions, c *daemon.Client, stdout io.Writer) error {
 	}
 	if o.run.level != "" || o.run.layout != "" || o.run.name != "" {
 		return usagef("--level, --layout and --name describe a new array: give its members")
+	}
+	if o.newArrayFlag != "" {
+		return usagef("%s describes a new array or its device: add -n N --spare DEV takes only --force", o.newArrayFlag)
 	}
 	spares, err := absPaths(o.run.spares)
 	if err != nil {
