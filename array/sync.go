@@ -770,11 +770,10 @@ func (a *Array) SyncStatus() SyncStatus {
 	done, total := y.s.Progress()
 	s.Done, s.Total = done<<9, total<<9
 	if el := time.Since(y.started).Seconds(); el > 0.5 {
-		s.SpeedBytes = float64(s.Done) / el
-		if y.kind == resync.Rebuild {
-			// Rebuilds can resume part-way: speed over what this run did.
-			s.SpeedBytes = float64(s.Done-min(s.Done, y.startPos<<9)) / el
-		}
+		// Jobs can resume part-way (a rebuild from its checkpoint, a
+		// resync from the recorded resync offset): speed over what this
+		// run did.
+		s.SpeedBytes = float64(s.Done-min(s.Done, y.startPos<<9)) / el
 		if s.SpeedBytes > 0 && s.Total > s.Done {
 			s.ETASeconds = float64(s.Total-s.Done) / s.SpeedBytes
 		}
