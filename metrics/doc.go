@@ -61,7 +61,12 @@
 //	ublkraid_parity_last_copy_write_failures_total{device,result} counter  writes failed on a member kept as the last copy: healed, unhealed
 //
 // Member metrics, labels device and member (e.g. "nvme0n1"), and op (read,
-// write, flush, discard) where shown:
+// write, flush, discard) where shown. The counters are the device's, not
+// its role's: a device that takes a role (a replacement, a spare) starts
+// from zero, and an operation of a device that has left its role counts
+// nowhere. Rebuild, resync, check and repair I/O and the bitmap's block
+// writes and flushes count with the requests'; a read or write that moved
+// fewer bytes than asked is an error:
 //
 //	ublkraid_member_state{device,member,state}        gauge      one-hot over active, failed, spare, rebuilding
 //	ublkraid_member_ops_total{device,member,op}       counter    operations completed (errors included)
