@@ -916,7 +916,12 @@ func (e *Executor) writeOutcome(r *request) error {
 			continue
 		}
 		if io.Kind == IOFlush {
-			continue // the member is faulty now; the others flushed
+			if e.arr.Geo.Level == Level0 {
+				// The member held the only copy of its chunks: what it
+				// had in its cache is not durable.
+				return fmt.Errorf("raid0 member %d failed the flush: %w", io.Member, ErrNoCopy)
+			}
+			continue // the member is faulty now; the others hold copies of its data, flushed
 		}
 		covered := false
 		for j, o := range r.ios {

@@ -379,12 +379,17 @@ func (a *Array) PlanWrite(sc *Scratch, st *ArrayState, kind IOKind, sector uint6
 }
 
 // PlanFlush appends a flush of every writable member. With no writable
-// member it returns ErrNoCopy.
+// member it returns ErrNoCopy; so it does on a raid0 with a member out
+// (broken): that member held the only copy of its chunks, so the writes
+// acknowledged before its failure that were in its cache cannot be made
+// durable (md fails every write of a broken raid0, flushes included).
 func (a *Array) PlanFlush(st *ArrayState, ios []MemberIO) ([]MemberIO, error) {
 	n := len(ios)
 	for m, s := range st.Members {
 		if s.writable() {
 			ios = append(ios, MemberIO{Member: int32(m), Kind: IOFlush})
+		} else if a.Parity == nil && a.Geo.Level == Level0 {
+			return ios[:n], fmt.Errorf("raid0 member %d is %v: %w", m, s.State, ErrNoCopy)
 		}
 	}
 	if len(ios) == n {
