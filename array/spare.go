@@ -215,8 +215,9 @@ func (a *Array) activateSpare() {
 	}
 	a.spareMu.Lock()
 	defer a.spareMu.Unlock()
-	if k, busy := a.sync.active(); busy && k != resync.Resync {
-		return // (a resync gives way: preemptResync)
+	k, busy := a.sync.active()
+	if busy && k != resync.Resync && k != resync.Check && k != resync.Repair {
+		return // (a resync gives way: preemptResync; a check or repair too, below)
 	}
 	role := -1
 	for r, m := range a.Engine.State().Members {
@@ -232,6 +233,15 @@ func (a *Array) activateSpare() {
 	}
 	tries := len(a.spares)
 	a.mu.Unlock()
+	if busy && (k == resync.Check || k == resync.Repair) {
+		// A member failed during a check or repair: the job is
+		// interrupted so that the spare's rebuild starts now, as md's
+		// md_error interrupts any running sync (MD_RECOVERY_INTR) and
+		// recovery follows; the check is not resumed (neither is md's).
+		// Left running, it would keep the array degraded, the spare
+		// idle, for as long as it takes.
+		a.preemptJob(func(k resync.Kind) bool { return k == resync.Check || k == resync.Repair })
+	}
 	// A spare that cannot take the role (its log area or superblock not
 	// writable, say) does not keep the others out: each is tried once, in
 	// order, as md goes on to the next spare; those refused stay spares,

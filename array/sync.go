@@ -1324,9 +1324,16 @@ func (a *Array) addOpenPlanReset(m *Member, role int, re *readdPlan, uuid [16]by
 // the rebuild ends (nextJob). Called with spareMu held, so that no resync
 // is kicked in between.
 func (a *Array) preemptResync() {
+	a.preemptJob(func(k resync.Kind) bool { return k == resync.Resync })
+}
+
+// preemptJob stops the running job if its kind is one of those which
+// says, and waits until it no longer runs (see preemptResync). Called
+// with spareMu held.
+func (a *Array) preemptJob(which func(resync.Kind) bool) {
 	y := a.sync
 	y.mu.Lock()
-	if !y.running || y.kind != resync.Resync {
+	if !y.running || !which(y.kind) {
 		y.mu.Unlock()
 		return
 	}
