@@ -742,6 +742,15 @@ func assemble(ms []*Member, inputs []engine.MemberSB, asm *engine.Assembly, spec
 		if err := a.loadBitmap(fsb, roles, states, opts); err != nil {
 			return nil, err
 		}
+		if h := a.Bitmap.Events(); h == a.events+1 {
+			// A generation only the bitmap header took (an update no
+			// superblock took, then a stop): the next update takes it
+			// again, as within a run (see unusedGen). Moving on to h+1
+			// instead, an update torn between two members each holding
+			// the last copy of some data (raid10) leaves them two
+			// generations apart, beyond assembly's slack.
+			a.unusedGen = h
+		}
 	}
 	// The next state change writes events+1 (or the bitmap's events+1, if
 	// higher): refuse now, before anything is written, if that would wrap.
