@@ -318,14 +318,45 @@ func Recover(ctrl *Control, id uint32, target Target, cfg Config) (*Device, erro
 		return nil, err
 	}
 	if err := d.startQueues(cfg); err != nil {
-		d.teardown()
+		d.abandonRecovery()
 		return nil, err
 	}
 	if err := ctrl.EndUserRecovery(id, os.Getpid()); err != nil {
-		d.teardown()
+		d.abandonRecovery()
 		return nil, err
 	}
 	return d, nil
+}
+
+// abandonRecovery ends a recovery that failed. Where the driver lets a
+// recovery start again (7.x does), the device is let go rather than
+// stopped: it stays quiesced, its users' requests waiting (a filesystem
+// may be mounted on it), for another Recover; stopping it would fail
+// them. Where it does not (6.12 refuses a second START_USER_RECOVERY
+// until the first one's queues are ready), a device left so would hang
+// its users for good: it is stopped, as before.
+func (d *Device) abandonRecovery() {
+	d.letGo()
+	if err := d.ctrl.StartUserRecovery(d.info.DevID, RecoveryWait); err != nil {
+		d.ctrl.StopDev(d.info.DevID)
+	}
+}
+
+// letGo ends the queues (as Detach says) and releases the character
+// device, leaving the device as a dead server leaves it: Detach, and a
+// failed Recover.
+func (d *Device) letGo() {
+	d.detach.Store(true)
+	d.mu.Lock()
+	for _, q := range d.live {
+		q.Wake()
+	}
+	d.mu.Unlock()
+	<-d.done
+	if d.char != nil {
+		d.char.Close()
+		d.char = nil
+	}
 }
 
 func (d *Device) openChar() error {
@@ -349,6 +380,7 @@ func (d *Device) startQueues(cfg Config) error {
 	n := int(d.info.NrHwQueues)
 	if qc, ok := d.target.(QueueCounter); ok {
 		if err := qc.SetQueueCount(n); err != nil {
+			close(d.done) // no queue started
 			return err
 		}
 	}
@@ -560,17 +592,7 @@ func (d *Device) Detach(wait time.Duration) error {
 		return errors.New("the device is stopped")
 	}
 	d.stopped = true
-	d.detach.Store(true)
-	d.mu.Lock()
-	for _, q := range d.live {
-		q.Wake()
-	}
-	d.mu.Unlock()
-	<-d.done
-	if d.char != nil {
-		d.char.Close()
-		d.char = nil
-	}
+	d.letGo()
 	deadline := time.Now().Add(wait)
 	for {
 		info, err := d.ctrl.DevInfo(d.info.DevID)

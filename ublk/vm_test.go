@@ -682,3 +682,118 @@ func TestVMBatchIORecover(t *testing.T) {
 		t.Fatal("data written after the hand-over differs")
 	}
 }
+
+// failingQueueCount is a passthrough target whose start fails before any
+// queue starts (as a raid5/6 array's may, SetQueueCount allocating its log
+// rings).
+type failingQueueCount struct{ *Passthrough }
+
+func (failingQueueCount) SetQueueCount(int) error { return errors.New("injected start failure") }
+
+// failingLastQueue is a passthrough target whose last queue fails to
+// start, after the others started and fetched.
+type failingLastQueue struct {
+	*Passthrough
+	queues int
+}
+
+func (f failingLastQueue) NewQueue(q *Queue) (QueueHandler, error) {
+	if q.ID() == f.queues-1 {
+		return nil, errors.New("injected queue start failure")
+	}
+	return f.Passthrough.NewQueue(q)
+}
+
+// A recovery that fails (the new target cannot start) must leave the
+// device quiesced, its data and its users' pending requests kept, for
+// another recovery, where the driver allows one (stopping it would fail
+// the I/O of a filesystem mounted on it); where it does not (6.12), the
+// device must be stopped, not left hanging its users.
+func TestVMFailedRecoverKeepsDevice(t *testing.T) {
+	disk, ctrl := vmControl(t)
+	d, m := createPassthroughCfg(t, ctrl, disk, Config{ID: -1, Queues: 2})
+	defer m.Close()
+	id := d.ID()
+	const n = 64 << 10
+	want := alignedBuf(t, n)
+	for i := range want {
+		want[i] = byte(i*13 + i>>9)
+	}
+	dev := fmt.Sprintf("/dev/ublkb%d", id)
+	fd, err := unix.Open(dev, unix.O_RDWR|unix.O_DIRECT, 0)
+	if err != nil {
+		d.Delete()
+		t.Fatal(err)
+	}
+	if k, err := unix.Pwrite(fd, want, 0); err != nil || k != n {
+		d.Delete()
+		t.Fatalf("write: %d %v", k, err)
+	}
+	if err := d.Detach(10 * time.Second); err != nil {
+		d.Delete()
+		t.Fatalf("detach: %v", err)
+	}
+	got := alignedBuf(t, n)
+	read := make(chan error, 1)
+	pread := func() {
+		k, err := unix.Pread(fd, got, 0)
+		if err == nil && k != n {
+			err = fmt.Errorf("read %d bytes", k)
+		}
+		read <- err
+	}
+	for _, bad := range []Target{failingQueueCount{NewPassthrough(m)}, failingLastQueue{NewPassthrough(m), 2}} {
+		if _, err := Recover(ctrl, id, bad, Config{}); err == nil {
+			ctrl.DelDev(id)
+			t.Fatalf("recover with a target that cannot start (%T) succeeded", bad)
+		}
+		info, err := ctrl.DevInfo(id)
+		if err != nil {
+			t.Fatalf("after the failed recovery (%T): %v", bad, err)
+		}
+		if info.State == StateDead {
+			// The driver cannot start a recovery again: stopped, a read
+			// fails rather than hangs.
+			t.Logf("the driver refuses another recovery: the device was stopped")
+			go pread()
+			select {
+			case err := <-read:
+				if err == nil {
+					t.Error("a read of the stopped device succeeded")
+				}
+			case <-time.After(30 * time.Second):
+				t.Error("a read of the stopped device hangs")
+			}
+			unix.Close(fd)
+			if err := ctrl.DelDev(id); err != nil {
+				t.Errorf("delete: %v", err)
+			}
+			return
+		}
+	}
+	// A read issued while nobody serves waits, and is served by the next
+	// recovery.
+	go pread()
+	d2, err := Recover(ctrl, id, NewPassthrough(m), Config{})
+	if err != nil {
+		ctrl.DelDev(id)
+		t.Fatalf("recover after the failed ones: %v", err)
+	}
+	defer func() {
+		unix.Close(fd)
+		if err := d2.Delete(); err != nil {
+			t.Errorf("delete: %v", err)
+		}
+	}()
+	select {
+	case err := <-read:
+		if err != nil {
+			t.Fatalf("read across the failed recovery: %v", err)
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatal("the read waiting across the recoveries never completed")
+	}
+	if !bytes.Equal(got, want) {
+		t.Fatal("data differs after the failed and the good recovery")
+	}
+}
