@@ -361,8 +361,18 @@ func (m *Manager) start(a *array.Array, n int, cfg ublk.Config, recover bool) (*
 		}
 		m.log.Info("bitmap", f...)
 	}
-	a.SetSyncLog(func(msg string, r array.SyncReport, err error) {
-		f := []zap.Field{zap.String("device", dev), zap.String("action", r.Kind), zap.Ints("targets", r.Targets),
+	a.SetSyncLog(SyncLog(m.log.With(zap.String("device", dev))))
+	a.StartBackground()
+	return s, nil
+}
+
+// SyncLog is the log of an array's background jobs (Array.SetSyncLog) on
+// log: serve's, and run's without a daemon. A job that left rows unreadable
+// on more members than the parity covers (data lost there) logs at error
+// level, as a failed one does.
+func SyncLog(log *zap.Logger) func(msg string, r array.SyncReport, err error) {
+	return func(msg string, r array.SyncReport, err error) {
+		f := []zap.Field{zap.String("action", r.Kind), zap.Ints("targets", r.Targets),
 			zap.Uint64("position_sectors", r.Position), zap.Uint64("synced_bytes", r.Synced<<9), zap.Uint64("skipped_bytes", r.Skipped<<9)}
 		if r.Regions > 0 {
 			f = append(f, zap.Int("regions_to_recover", r.Regions))
@@ -374,21 +384,18 @@ func (m *Manager) start(a *array.Array, n int, cfg ublk.Config, recover bool) (*
 			f = append(f, zap.Uint64("read_errors_rewritten", r.ReadErrorsRewritten))
 		}
 		if r.LostRows > 0 {
-			// (unreadable on more members than the parity covers: data lost there)
 			f = append(f, zap.Uint64("unreadable_rows", r.LostRows))
 			if err == nil {
-				m.log.Error(msg+" with unreadable rows: their data is lost", f...)
+				log.Error(msg+" with unreadable rows: their data is lost", f...)
 				return
 			}
 		}
 		if err != nil {
-			m.log.Error(msg, append(f, zap.Error(err))...)
+			log.Error(msg, append(f, zap.Error(err))...)
 			return
 		}
-		m.log.Info(msg, f...)
-	})
-	a.StartBackground()
-	return s, nil
+		log.Info(msg, f...)
+	}
 }
 
 // memberPaths are the devices of st (role holders, then spares) for the

@@ -257,7 +257,7 @@ func runArray(o runOptions, spec array.CreateSpec, cfg ublk.Config, stdout io.Wr
 		a.MemberTimeout = o.memberTimeout
 	})
 	logBitmap(log, a)
-	a.SetSyncLog(syncLog(log))
+	a.SetSyncLog(daemon.SyncLog(log))
 	if err := a.SetClean(false); err != nil {
 		return err
 	}
@@ -304,37 +304,6 @@ func runArray(o runOptions, spec array.CreateSpec, cfg ublk.Config, stdout io.Wr
 	}
 	log.Info("array stopped cleanly", zap.String("device", d.BlockPath()))
 	return serr
-}
-
-// syncLog is the array's background job log (Array.SetSyncLog).
-func syncLog(log *zap.Logger) func(msg string, r array.SyncReport, err error) {
-	return func(msg string, r array.SyncReport, err error) {
-		f := []zap.Field{zap.String("action", r.Kind), zap.Ints("targets", r.Targets),
-			zap.Uint64("position_sectors", r.Position), zap.Uint64("synced_bytes", r.Synced<<9), zap.Uint64("skipped_bytes", r.Skipped<<9)}
-		if r.Regions > 0 {
-			f = append(f, zap.Int("regions_to_recover", r.Regions))
-		}
-		if r.Kind == "check" || r.Kind == "repair" {
-			f = append(f, zap.Uint64("mismatch_cnt", r.Mismatches))
-		}
-		if r.ReadErrorsRewritten > 0 {
-			f = append(f, zap.Uint64("read_errors_rewritten", r.ReadErrorsRewritten))
-		}
-		if r.LostRows > 0 {
-			// (unreadable on more members than the parity covers: data
-			// lost there; as the daemon logs it)
-			f = append(f, zap.Uint64("unreadable_rows", r.LostRows))
-			if err == nil {
-				log.Error(msg+" with unreadable rows: their data is lost", f...)
-				return
-			}
-		}
-		if err != nil {
-			log.Error(msg, append(f, zap.Error(err))...)
-			return
-		}
-		log.Info(msg, f...)
-	}
 }
 
 // openArray opens (assembles or creates) the array; with spec.Level < 0

@@ -8,6 +8,7 @@ import (
 	"go.uber.org/zap/zaptest/observer"
 
 	"github.com/ublk-raid/ublk-raid/array"
+	"github.com/ublk-raid/ublk-raid/daemon"
 )
 
 // A raid5/6 check or repair that found rows unreadable on more members
@@ -17,7 +18,7 @@ import (
 // no trace of them.
 func TestRunSyncLogUnreadableRows(t *testing.T) {
 	core, logs := observer.New(zapcore.DebugLevel)
-	syncLog(zap.New(core))("sync ended", array.SyncReport{Kind: "check", LostRows: 3}, nil)
+	daemon.SyncLog(zap.New(core))("sync ended", array.SyncReport{Kind: "check", LostRows: 3}, nil)
 	es := logs.All()
 	if len(es) != 1 {
 		t.Fatalf("%d log entries, want 1", len(es))
