@@ -44,6 +44,23 @@ type Ring struct {
 	// grows (a uintptr to a stack variable is not updated).
 	waitTs  kernelTimespec
 	waitArg ioUringGeteventsArg
+
+	// sysEnter is io_uring_enter (a test may wrap it to inject errnos).
+	sysEnter func(fd int, toSubmit, minComplete, flags uint32, arg, argSize uintptr) (int, unix.Errno)
+}
+
+func ioUringEnter(fd int, toSubmit, minComplete, flags uint32, arg, argSize uintptr) (int, unix.Errno) {
+	n, _, errno := unix.Syscall6(unix.SYS_IO_URING_ENTER, uintptr(fd), uintptr(toSubmit), uintptr(minComplete), uintptr(flags), arg, argSize)
+	return int(n), errno
+}
+
+// busyBackoff is how long enter sleeps before it retries a submission the
+// kernel could not take (EAGAIN: no memory for a request; EBUSY: the
+// completion queue overflowed) while no completion is there to reap.
+// Both are transient: failing the queue instead would fail the device and
+// every request of a mounted filesystem.
+func busyBackoff(try int) time.Duration {
+	return 50 * time.Microsecond << min(try, 7) // up to 6.4 ms
 }
 
 // RingOptions select io_uring_setup flags.
@@ -113,7 +130,7 @@ func NewRing(entries uint32, o RingOptions) (*Ring, error) {
 		}
 		return nil, fmt.Errorf("io_uring_setup: %w", err)
 	}
-	r := &Ring{fd: fd, flags: p.Flags, features: p.Features}
+	r := &Ring{fd: fd, flags: p.Flags, features: p.Features, sysEnter: ioUringEnter}
 	if err := r.mmap(&p); err != nil {
 		r.Close()
 		return nil, err
@@ -297,14 +314,18 @@ func (r *Ring) WaitTimeout(d time.Duration) error {
 			return nil
 		}
 		toSubmit := r.flush()
-		_, _, errno := unix.Syscall6(unix.SYS_IO_URING_ENTER, uintptr(r.fd), uintptr(toSubmit), 1,
-			enterGetEvents|enterExtArg, uintptr(unsafe.Pointer(arg)), unsafe.Sizeof(*arg))
+		_, errno := r.sysEnter(r.fd, toSubmit, 1, enterGetEvents|enterExtArg, uintptr(unsafe.Pointer(arg)), unsafe.Sizeof(*arg))
 		switch errno {
 		case 0:
 			if r.CQReady() > 0 {
 				return nil
 			}
 		case unix.EINTR:
+		case unix.EAGAIN, unix.EBUSY:
+			if r.CQReady() > 0 {
+				return nil
+			}
+			time.Sleep(min(busyBackoff(0), max(time.Until(deadline), 0)))
 		case unix.ETIME:
 			if r.CQReady() > 0 {
 				return nil
@@ -331,7 +352,7 @@ func (r *Ring) flush() uint32 {
 }
 
 func (r *Ring) enter(waitNr, flags uint32) (int, error) {
-	for {
+	for busy := 0; ; {
 		toSubmit := r.flush()
 		if toSubmit == 0 && waitNr == 0 && flags&enterGetEvents == 0 {
 			return 0, nil
@@ -339,7 +360,7 @@ func (r *Ring) enter(waitNr, flags uint32) (int, error) {
 		if waitNr > 0 && toSubmit == 0 && r.CQReady() >= waitNr {
 			return 0, nil
 		}
-		n, _, errno := unix.Syscall6(unix.SYS_IO_URING_ENTER, uintptr(r.fd), uintptr(toSubmit), uintptr(waitNr), uintptr(flags), 0, 0)
+		n, errno := r.sysEnter(r.fd, toSubmit, waitNr, flags, 0, 0)
 		switch errno {
 		case 0:
 			if waitNr > 0 && r.CQReady() < waitNr {
@@ -353,12 +374,14 @@ func (r *Ring) enter(waitNr, flags uint32) (int, error) {
 			// consumed whatever it submitted, so flush() recomputes.
 			continue
 		case unix.EAGAIN, unix.EBUSY:
-			// Completion queue backlog: the caller must reap CQEs. If we were
-			// asked to wait, completions are there.
+			// The kernel took nothing: it had no memory for a request
+			// (EAGAIN) or a completion backlog (EBUSY). Completions to reap
+			// let the caller make room; otherwise wait a little and retry.
 			if r.CQReady() > 0 {
 				return 0, nil
 			}
-			return 0, fmt.Errorf("io_uring_enter: %w", errno)
+			time.Sleep(busyBackoff(busy))
+			busy++
 		default:
 			return 0, fmt.Errorf("io_uring_enter: %w", errno)
 		}

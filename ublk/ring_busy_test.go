@@ -1,0 +1,55 @@
+package ublk
+
+import (
+	"runtime"
+	"testing"
+	"time"
+
+	"golang.org/x/sys/unix"
+)
+
+// A submission the kernel cannot take for now (EAGAIN: no memory for a
+// request; EBUSY: completion backlog) with nothing to reap is retried: an
+// error would end the queue loop and fail every request of the device.
+func TestRingRetriesTransientBusy(t *testing.T) {
+	for _, errno := range []unix.Errno{unix.EAGAIN, unix.EBUSY} {
+		runtime.LockOSThread()
+		r := newTestRing(t, 8, RingOptions{})
+		refusals := 0
+		real := r.sysEnter
+		r.sysEnter = func(fd int, toSubmit, minComplete, flags uint32, arg, argSize uintptr) (int, unix.Errno) {
+			if toSubmit > 0 && refusals < 3 {
+				refusals++
+				return 0, errno
+			}
+			return real(fd, toSubmit, minComplete, flags, arg, argSize)
+		}
+		s, err := r.NextSQE()
+		if err != nil {
+			t.Fatal(err)
+		}
+		PrepNop(s, 7)
+		if _, err := r.SubmitAndWait(1); err != nil {
+			t.Fatalf("%v: SubmitAndWait: %v", errno, err)
+		}
+		if c := r.PeekCQE(); c == nil || c.UserData != 7 {
+			t.Fatalf("%v: no completion after the retries", errno)
+		}
+		r.SeenCQE()
+
+		refusals = 0
+		s, _ = r.NextSQE()
+		PrepNop(s, 8)
+		if err := r.WaitTimeout(time.Second); err != nil {
+			t.Fatalf("%v: WaitTimeout: %v", errno, err)
+		}
+		if c := r.PeekCQE(); c == nil || c.UserData != 8 {
+			t.Fatalf("%v: WaitTimeout: no completion after the retries", errno)
+		}
+		r.SeenCQE()
+		if refusals != 3 {
+			t.Fatalf("%v: %d refusals injected, want 3", errno, refusals)
+		}
+		runtime.UnlockOSThread()
+	}
+}
