@@ -532,6 +532,13 @@ func runList(o listOptions, c *daemon.Client, stdout, stderr io.Writer) error {
 	if o.output == "json" {
 		return writeJSON(stdout, j)
 	}
+	return writeListText(stdout, j)
+}
+
+// writeListText is list's text output: a line per array, its members
+// (state in parentheses unless active) and spares marked (S) as in
+// /proc/mdstat; then the ublk devices the daemon does not serve.
+func writeListText(stdout io.Writer, j listJSON) error {
 	tw := tabwriter.NewWriter(stdout, 0, 4, 2, ' ', 0)
 	if len(j.Arrays) > 0 {
 		fmt.Fprintln(tw, "DEVICE\tLEVEL\tSIZE\tSTATE\tDISKS\tNAME\tMEMBERS")
@@ -545,6 +552,9 @@ func runList(o listOptions, c *daemon.Client, stdout, stderr io.Writer) error {
 					}
 					ms = append(ms, p)
 				}
+			}
+			for _, p := range a.Spares {
+				ms = append(ms, p+"(S)")
 			}
 			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%d/%d\t%s\t%s\n", a.Device, levelText(a), humanSize(a.SizeBytes), a.State,
 				a.ActiveDisks, a.RaidDisks, dash(a.Name), strings.Join(ms, " "))
