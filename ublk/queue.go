@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"os"
 	"runtime"
+	"sync"
 	"sync/atomic"
 	"time"
 	"unsafe"
@@ -229,12 +230,7 @@ func runQueue(s queueSetup, ready chan<- error) (q *Queue, err error) {
 	// The thread is never unlocked: when this goroutine returns, the runtime
 	// terminates the thread, so the pinning and PR_SET_IO_FLUSHER die with it.
 	q = &Queue{id: s.id, depth: s.depth, maxIO: s.maxIO, char: s.char, pollFor: s.pollFor}
-	defer func() {
-		if q.handler != nil {
-			q.handler.Close()
-		}
-		q.close()
-	}()
+	defer q.finish()
 	if err := q.setup(s); err != nil {
 		ready <- err
 		return q, err
@@ -650,6 +646,36 @@ func (q *Queue) deliver(tag uint16) {
 		return
 	}
 	q.handler.Handle(req)
+}
+
+// finish closes the handler and the queue's resources. Member I/O still
+// in flight (a hung member past detachDrain, or a queue that failed) may
+// land after the ring is closed: the kernel holds the pages of its
+// buffers, but a buffer on the Go heap (the handler's: stripe buffers, the
+// spares of given-up reads) would be freed and reused for other objects
+// while the late transfer writes into it. Such a handler is kept
+// reachable for the life of the process.
+func (q *Queue) finish() {
+	if q.handler != nil {
+		q.handler.Close()
+		if q.inflight > 0 {
+			retainForLateIO(q.handler)
+		}
+	}
+	q.close()
+}
+
+var (
+	lateIOMu sync.Mutex
+	// lateIO holds the handlers of queues that ended with member I/O in
+	// flight (Queue.finish); never released.
+	lateIO []QueueHandler
+)
+
+func retainForLateIO(h QueueHandler) {
+	lateIOMu.Lock()
+	lateIO = append(lateIO, h)
+	lateIOMu.Unlock()
 }
 
 func (q *Queue) close() {
