@@ -1315,9 +1315,13 @@ func (m *Manager) Grow(n int, sizeBytes uint64) (Array, error) {
 		go m.retryRecovery(n)
 		return Array{}, errors.Join(append(errs, fmt.Errorf("%s: %s (the daemon keeps retrying): %w", dev, what, err))...)
 	}
-	a, err := openRetry(e.Members, array.CreateSpec{SyncMinBytes: e.SyncMinBytes, SyncMaxBytes: e.SyncMaxBytes})
+	a, err := openRetry(e.Members, m.growSpec(e))
 	if err != nil {
 		return pendingAgain("the array could not be assembled again", err)
+	}
+	if len(a.Absent) > 0 {
+		m.log.Warn("members absent: the array starts without them (its superblocks record them failed, missing or spare)",
+			zap.String("device", dev), zap.String("uuid", e.UUID), zap.Strings("absent", a.Absent))
 	}
 	if err := setWriteMostly(a, e.WriteMostly); err != nil {
 		m.log.Warn("write-mostly member not in the array", zap.Error(err))
@@ -1361,6 +1365,15 @@ func (m *Manager) Grow(n int, sizeBytes uint64) (Array, error) {
 	}
 	return m.view(ns), nil
 }
+
+// growSpec is how a grow assembles array e again after the hand-over: as
+// a restart does (restoreSpec). The entry's member list is the one a
+// restart reads, and may hold a path that is gone (a spare or failed
+// member pulled while the daemon was down: restore left it out and kept
+// it in the entry); an assembly that opened every path would fail on it
+// after the device was handed over, where the array it just served
+// assembles without it.
+func (m *Manager) growSpec(e StateEntry) array.CreateSpec { return m.restoreSpec(e) }
 
 // retryRecovery retries the pending arrays (RetryPending) every
 // pendingRetryEvery until array n is started or the daemon shuts down: a device
