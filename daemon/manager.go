@@ -505,8 +505,11 @@ func (m *Manager) saveState() error {
 		st.Arrays = append(st.Arrays, e)
 	}
 	m.mu.Unlock()
-	return SaveState(m.opts.StateFile, st)
+	return writeState(m.opts.StateFile, st)
 }
+
+// writeState is SaveState (a variable for tests).
+var writeState = SaveState
 
 // Add implements Backend.
 func (m *Manager) Add(_ context.Context, req AddRequest) (Array, error) {
@@ -1138,19 +1141,24 @@ func (m *Manager) Replace(n int, member, with string, force bool) (Array, error)
 		// An error after the array began to change (a write error) may
 		// have let the old member go and put the new one in: the state
 		// file follows what the array holds.
+		// (The new one recorded first: see below.)
 		m.followWriteMostly(s, s.a.Status())
-		if old.Path != "" && s.a.RoleOf(old.Path) < 0 && !slices.Contains(s.a.Spares(), old.Path) {
-			m.dropFromState(s, old.Path)
-		}
 		if s.a.RoleOf(with) >= 0 {
 			m.addToState(s, with)
+		}
+		if old.Path != "" && s.a.RoleOf(old.Path) < 0 && !slices.Contains(s.a.Spares(), old.Path) {
+			m.dropFromState(s, old.Path)
 		}
 		return Array{}, Refused(fmt.Errorf("replace %s with %s: %w", member, with, err))
 	}
 	m.log.Info("member replaced", zap.String("device", DevicePath(n)), zap.Int("role", r), zap.String("old", old.Path), zap.String("new", with))
 	m.followWriteMostly(s, s.a.Status())
-	m.dropFromState(s, old.Path)
+	// The new member recorded before the old one is dropped: a daemon
+	// dying between the two writes leaves a state file naming both (the
+	// restart leaves the stale old one out), not one naming neither,
+	// which starts the array without its replacement.
 	m.addToState(s, with)
+	m.dropFromState(s, old.Path)
 	return m.view(s), nil
 }
 
