@@ -938,6 +938,16 @@ func (m *Manager) Remove(n int, member string) (Array, error) {
 			if len(unheld) > 0 {
 				err = fmt.Errorf("%s is not held by %s (a failed member is left closed when the array starts): give the role number (faulty roles without a device: %s): %w",
 					member, DevicePath(s.n), strings.Join(unheld, ", "), ErrNotFound)
+			} else if i := slices.Index(s.a.Absent, filepath.Clean(member)); i >= 0 {
+				// A path the start left out as absent (a spare pulled
+				// while the daemon was down) with no role to remove:
+				// only the state file still names it. Dropped, or it
+				// stays there for good, and a new disk later at that
+				// path (no superblock of the array) stops the next
+				// start.
+				m.log.Info("absent device removed from the state file", zap.String("device", DevicePath(n)), zap.String("member", s.a.Absent[i]))
+				m.dropFromState(s, s.a.Absent[i])
+				return m.view(s), nil
 			}
 		}
 	}
