@@ -1168,7 +1168,15 @@ func (m *Manager) Replace(n int, member, with string, force bool) (Array, error)
 	// restart leaves the stale old one out), not one naming neither,
 	// which starts the array without its replacement.
 	m.addToState(s, with)
-	m.dropFromState(s, old.Path)
+	if old.Path == "" {
+		// The role had no device in this run (its member failed before
+		// the array was assembled): the failed member's path is one of
+		// the state file's the array does not hold, dropped as remove
+		// drops it (see there).
+		m.dropUnheld(s)
+	} else {
+		m.dropFromState(s, old.Path)
+	}
 	return m.view(s), nil
 }
 
