@@ -188,8 +188,21 @@ func (m *Member) probe(st os.FileInfo) error {
 	if err := unix.Fstat(fd, &rdev); err != nil {
 		return err
 	}
-	q := fmt.Sprintf("/sys/dev/block/%d:%d/queue/", unix.Major(rdev.Rdev), unix.Minor(rdev.Rdev))
-	m.VolatileCache = strings.TrimSpace(readSys(q+"write_cache")) == "write back"
+	m.probeQueue(fmt.Sprintf("/sys/dev/block/%d:%d", unix.Major(rdev.Rdev), unix.Minor(rdev.Rdev)))
+	return nil
+}
+
+// probeQueue reads the queue properties of the block device whose sysfs
+// directory is dev. A partition has no queue directory of its own: its
+// disk's (dev/..) is the one that answers. A write cache that cannot be
+// read is taken for a write-back one: advertising none would let the
+// kernel drop every FLUSH and FUA.
+func (m *Member) probeQueue(dev string) {
+	q := dev + "/queue/"
+	if _, err := os.Stat(dev + "/partition"); err == nil {
+		q = dev + "/../queue/"
+	}
+	m.VolatileCache = strings.TrimSpace(readSys(q+"write_cache")) != "write through"
 	m.WriteZeroes = true
 	if n, _ := strconv.ParseInt(strings.TrimSpace(readSys(q+"discard_max_bytes")), 10, 64); n > 0 {
 		m.Discard = true
@@ -197,7 +210,6 @@ func (m *Member) probe(st os.FileInfo) error {
 		m.DiscardGranularity = max(g, m.LogicalBlock)
 	}
 	m.Rotational = strings.TrimSpace(readSys(q+"rotational")) == "1"
-	return nil
 }
 
 // fileSupports probes whether the filesystem holding a member file of

@@ -71,3 +71,54 @@ func TestOpenMemberReadOnlyRefusesOtherFileTypes(t *testing.T) {
 		}
 	}
 }
+
+// A partition's sysfs directory has no queue/ of its own: the write
+// cache, discard and rotational properties are its disk's. Read from the
+// partition's own directory they were all missing, and a passthrough of
+// /dev/sda1 on a write-back disk advertised no volatile cache, so the
+// kernel dropped every FLUSH and FUA: data loss on power cut.
+func TestMemberProbeQueuePartition(t *testing.T) {
+	root := t.TempDir()
+	disk := filepath.Join(root, "devices", "sda")
+	part := filepath.Join(disk, "sda1")
+	for _, d := range []string{filepath.Join(disk, "queue"), part, filepath.Join(root, "dev", "block")} {
+		if err := os.MkdirAll(d, 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	files := map[string]string{
+		"queue/write_cache":         "write back\n",
+		"queue/discard_max_bytes":   "2147450880\n",
+		"queue/discard_granularity": "4096\n",
+		"queue/rotational":          "1\n",
+		"sda1/partition":            "1\n",
+	}
+	for name, v := range files {
+		if err := os.WriteFile(filepath.Join(disk, name), []byte(v), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// /sys/dev/block/8:1 is a symbolic link to the partition's directory.
+	link := filepath.Join(root, "dev", "block", "8:1")
+	if err := os.Symlink("../../devices/sda/sda1", link); err != nil {
+		t.Fatal(err)
+	}
+	for _, dev := range []string{link, filepath.Join(root, "dev", "block", "8:0")} {
+		if dev != link {
+			if err := os.Symlink("../../devices/sda", dev); err != nil {
+				t.Fatal(err)
+			}
+		}
+		m := &Member{MemberProps: MemberProps{LogicalBlock: 512}}
+		m.probeQueue(dev)
+		if !m.VolatileCache || !m.Discard || m.DiscardGranularity != 4096 || !m.Rotational {
+			t.Errorf("%s: %+v; want the disk's write-back cache, discard and rotational", dev, m.MemberProps)
+		}
+	}
+	// A cache that cannot be read is taken for a write-back one.
+	m := &Member{MemberProps: MemberProps{LogicalBlock: 512}}
+	m.probeQueue(filepath.Join(root, "nowhere"))
+	if !m.VolatileCache {
+		t.Error("unreadable write_cache: no volatile cache advertised")
+	}
+}
