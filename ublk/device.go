@@ -306,6 +306,15 @@ func Recover(ctrl *Control, id uint32, target Target, cfg Config) (*Device, erro
 		// a target that moves data with buffer slots can serve it.
 		return nil, fmt.Errorf("ublk device %d is zero copy (auto_buf_reg); this target has only the copy path", id)
 	}
+	if c, ok := target.(DeviceChecker); ok {
+		p, err := ctrl.GetParams(id)
+		if err != nil {
+			return nil, err
+		}
+		if err := c.CheckDevice(p); err != nil {
+			return nil, fmt.Errorf("ublk device %d: %w", id, err)
+		}
+	}
 	if err := ctrl.StartUserRecovery(id, RecoveryWait); err != nil {
 		return nil, err
 	}

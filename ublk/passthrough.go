@@ -1,6 +1,10 @@
 package ublk
 
-import "golang.org/x/sys/unix"
+import (
+	"fmt"
+
+	"golang.org/x/sys/unix"
+)
 
 // Passthrough serves a device that maps 1:1 onto one member. It proves the
 // data path (member I/O on the queue ring, FLUSH, FUA, DISCARD,
@@ -46,6 +50,22 @@ func (p *Passthrough) Params() Params {
 		d.MaxDiscardSegments = 1
 	}
 	return pr
+}
+
+// CheckDevice implements DeviceChecker: a recovered device keeps the
+// parameters its first member gave it, so the member that serves it now
+// must hold all of its sectors (a smaller one would fail the requests
+// past its end, or, a file, grow under them) and take its logical block
+// size.
+func (p *Passthrough) CheckDevice(dev Params) error {
+	d, m := dev.Basic, p.Params().Basic
+	switch {
+	case d.DevSectors > m.DevSectors:
+		return fmt.Errorf("it has %d sectors; member %s has %d", d.DevSectors, p.m.Path, m.DevSectors)
+	case d.LogicalBSShift < m.LogicalBSShift:
+		return fmt.Errorf("it has %d-byte logical blocks; member %s has %d", 1<<d.LogicalBSShift, p.m.Path, 1<<m.LogicalBSShift)
+	}
+	return nil
 }
 
 // Files implements Target.

@@ -128,6 +128,14 @@ func wrappedErrno(err error) unix.Errno {
 	return 0
 }
 
+// DeviceChecker is implemented by targets that can tell whether they can
+// serve an existing device, whose parameters were set by the server that
+// made it: Recover asks before it touches the device, and refuses it on
+// an error.
+type DeviceChecker interface {
+	CheckDevice(dev Params) error
+}
+
 // QueueCounter is implemented by targets that need to know how many
 // queues serve them before the first NewQueue (a raid5/6 array gives
 // each queue a ring of its write-hole log): SetQueueCount is called once
