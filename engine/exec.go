@@ -220,7 +220,8 @@ type Executor struct {
 	// OpDone, if set (with Now), is told of every completed member
 	// operation (operation id of request tag, so that the backend can
 	// tell which device it went to) with its result and latency
-	// (metrics).
+	// (metrics); of one given up at the timeout once, then, with
+	// -ETIMEDOUT (its late result is dropped).
 	OpDone func(tag uint16, id OpID, member int32, kind IOKind, sectors uint32, res int32, latency time.Duration)
 	// ReadRepair, if set, is told of a range a retried read got from one
 	// copy after others (the members in bad) failed it: the caller
@@ -663,6 +664,10 @@ func (e *Executor) Tick() {
 			}
 			r.done[i], r.failed[i] = true, true
 			e.given = append(e.given, givenUp{tag: uint16(t), id: opID(r.seq, i)})
+			if e.OpDone != nil {
+				// Its result is told now (its late one is dropped).
+				e.OpDone(uint16(t), opID(r.seq, i), io.Member, io.Kind, io.Sectors, -int32(errnoTimedOut), now-r.times[i])
+			}
 			if io.Kind == IORead {
 				// It may still land in the buffer it was given.
 				r.rebuffer = true

@@ -859,6 +859,10 @@ func (e *ParityExecutor) Tick() {
 			}
 			r.done[i], r.failed[i], r.anyFail, r.gaveUp = true, true, true, true
 			e.given = append(e.given, givenUp{tag: tag, id: id})
+			if e.OpDone != nil {
+				// Its result is told now (its late one is dropped).
+				e.OpDone(tag, id, io.Member, io.Kind, io.Sectors, -int32(errnoTimedOut), now-r.times[i])
+			}
 			if e.MemberError != nil && !departed {
 				e.MemberError(int(io.Member), io.Kind, -int32(errnoTimedOut))
 			}
