@@ -76,3 +76,22 @@ func TestParamsWriteZeroesOverMembersAndSpares(t *testing.T) {
 		t.Fatalf("discard not advertised though tmpfs punches holes: %+v", p.Discard)
 	}
 }
+
+// A raid0/1/10 device is zero copy where the kernel offers it: member I/O
+// moves the request's own pages with O_DIRECT, which a member refuses
+// (EINVAL, failing the member) unless the user's buffer was aligned to
+// its logical block. The driver's default lets user buffers be 4-byte
+// aligned, so the device asks for the members' alignment.
+func TestParamsDMAAlignment(t *testing.T) {
+	paths := memberFiles(t, 2, 16<<20)
+	a, err := Open(paths, CreateSpec{Level: engine.Level1, AssumeClean: true, NoBitmap: true}, true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer a.Close()
+	p := a.Params()
+	want := uint32(max(a.Members[0].LogicalBlock, 512) - 1)
+	if p.Types&ublk.ParamTypeDMAAlign == 0 || p.DMA.Alignment != want {
+		t.Fatalf("types %#x dma alignment %d; want the DMA_ALIGN type, %d", p.Types, p.DMA.Alignment, want)
+	}
+}

@@ -58,6 +58,7 @@ func (a *Array) Params() ublk.Params {
 		}
 	}
 	b.DevSectors = g.ArraySectors()
+	p.AlignDMA(lbs)
 	b.Attrs |= ublk.AttrVolatileCache | ublk.AttrFUA
 	d := &p.Discard
 	d.DiscardGranularity = uint32(max(pbs, 4096))

@@ -33,6 +33,7 @@ func (p *Passthrough) Params() Params {
 		b.IOOptShift = log2(m.IOOpt)
 	}
 	b.DevSectors = uint64(m.Size/int64(m.LogicalBlock)*int64(m.LogicalBlock)) >> 9
+	pr.AlignDMA(m.LogicalBlock)
 	if m.VolatileCache {
 		b.Attrs |= AttrVolatileCache | AttrFUA
 	}

@@ -122,3 +122,17 @@ func TestPassthroughCheckDevice(t *testing.T) {
 	}
 	var _ DeviceChecker = p
 }
+
+// Zero-copy member I/O reads and writes the request's own pages with
+// O_DIRECT: the device must ask user buffers to be aligned as the member
+// takes them (its logical block, at least 512), not the driver's 4 bytes.
+func TestPassthroughDMAAlignment(t *testing.T) {
+	for lbs, want := range map[int]uint32{512: 511, 4096: 4095} {
+		m := testMember(1 << 30)
+		m.LogicalBlock = lbs
+		p := NewPassthrough(m).Params()
+		if p.Types&ParamTypeDMAAlign == 0 || p.DMA.Alignment != want {
+			t.Errorf("logical block %d: types %#x dma alignment %d; want the DMA_ALIGN type, %d", lbs, p.Types, p.DMA.Alignment, want)
+		}
+	}
+}

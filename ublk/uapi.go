@@ -288,7 +288,15 @@ type paramZoned struct {
 	Reserved             [20]uint8
 }
 
-// Params mirrors struct ublk_params.
+// ParamDMAAlign mirrors struct ublk_param_dma_align (Linux 6.14+).
+type ParamDMAAlign struct {
+	Alignment uint32 // mask: user buffers must be aligned to Alignment+1 bytes
+	Pad       [4]uint8
+}
+
+// Params mirrors struct ublk_params, up to its dma member (6.14+; a 6.12
+// driver takes the 6.12 prefix: it cuts the length to its own struct and
+// clears the types it does not know).
 type Params struct {
 	Len     uint32
 	Types   uint32
@@ -296,6 +304,18 @@ type Params struct {
 	Discard ParamDiscard
 	Devt    ParamDevt
 	zoned   paramZoned
+	DMA     ParamDMAAlign
+}
+
+// AlignDMA asks that user buffers be aligned to the logical block of the
+// members, lbs bytes (at least 512), where the driver takes the request
+// (6.14+). On a zero-copy device member I/O moves the request's own
+// pages with O_DIRECT, which a member refuses (EINVAL) unless every page
+// segment starts on its dma alignment and is whole logical blocks long;
+// the driver's default lets user buffers be 4-byte aligned.
+func (p *Params) AlignDMA(lbs int) {
+	p.Types |= ParamTypeDMAAlign
+	p.DMA.Alignment = uint32(max(lbs, 512) - 1)
 }
 
 // ublk_params types and basic attributes.
@@ -303,6 +323,9 @@ const (
 	ParamTypeBasic   uint32 = 1 << 0
 	ParamTypeDiscard uint32 = 1 << 1
 	ParamTypeDevt    uint32 = 1 << 2
+	// ParamTypeDMAAlign (6.14+): without it the driver lets user buffers
+	// be 4-byte aligned (dma_alignment 3).
+	ParamTypeDMAAlign uint32 = 1 << 4
 
 	AttrReadOnly      uint32 = 1 << 0
 	AttrRotational    uint32 = 1 << 1

@@ -112,15 +112,24 @@ var uapiLayouts = []uapiStruct{
 		{"MaxOpenZones", "max_open_zones", 0}, {"MaxActiveZones", "max_active_zones", 4},
 		{"MaxZoneAppendSectors", "max_zone_append_sectors", 8}, {"Reserved", "reserved", 12},
 	}},
-	{reflect.TypeFor[Params](), "ublk_params", 112, []uapiField{
+	// 6.12's struct ublk_params ends at zoned (params612Size); Params
+	// goes on to 6.14's dma, checked against the 7.3 headers only.
+	{reflect.TypeFor[Params](), "ublk_params", 120, []uapiField{
 		{"Len", "len", 0}, {"Types", "types", 4}, {"Basic", "basic", 8},
 		{"Discard", "discard", 40}, {"Devt", "devt", 60}, {"zoned", "zoned", 76},
+		{"DMA", "dma", 108},
 	}},
 }
+
+// params612Size is sizeof(struct ublk_params) in the 6.12 headers.
+const params612Size = 112
 
 // uapiLayouts73 are structs only the Linux 7.x headers define (or define
 // under these field names), checked against the 7.3 headers only.
 var uapiLayouts73 = []uapiStruct{
+	{reflect.TypeFor[ParamDMAAlign](), "ublk_param_dma_align", 8, []uapiField{
+		{"Alignment", "alignment", 0}, {"Pad", "pad", 4},
+	}},
 	{reflect.TypeFor[ublkBatchIO](), "ublk_batch_io", 16, []uapiField{
 		{"QID", "q_id", 0}, {"Flags", "flags", 2}, {"NrElem", "nr_elem", 4},
 		{"ElemBytes", "elem_bytes", 6}, {"Reserved", "reserved", 7}, {"Reserved2", "reserved2", 8},
@@ -246,6 +255,7 @@ var uapiConstants73 = []struct {
 	{"UBLK_F_SHMEM_ZC", FlagShmemZC, 1 << 19},
 	{"UBLK_F_IO_DESC_SIZE", FlagIODescSize, 1 << 20},
 	{"UBLK_S_DEV_FAIL_IO", uint64(StateFailIO), 3},
+	{"UBLK_PARAM_TYPE_DMA_ALIGN", uint64(ParamTypeDMAAlign), 1 << 4},
 	{"UBLK_U_CMD_TRY_STOP_DEV", uint64(cmdTryStopDev), 0xc0207517},
 	{"UBLK_AUTO_BUF_REG_FALLBACK", autoBufRegFallback, 1},
 	{"sizeof(struct ublk_auto_buf_reg)", 8, 8},
@@ -349,6 +359,9 @@ func checkUAPIWithC(t *testing.T, includes []string, grown bool, extraLayouts []
 	for _, s := range layouts {
 		fmt.Fprintf(&src, "printf(\"sizeof %s %%zu\\n\", sizeof(struct %s));\n", s.cName, s.cName)
 		for _, f := range s.fields {
+			if !grown && s.cName == "ublk_params" && f.cName == "dma" {
+				continue
+			}
 			fmt.Fprintf(&src, "printf(\"offsetof %s.%s %%zu\\n\", offsetof(struct %s, %s));\n", s.cName, f.cName, s.cName, cField(s, f))
 		}
 	}
@@ -380,14 +393,22 @@ func checkUAPIWithC(t *testing.T, includes []string, grown bool, extraLayouts []
 	}
 	for _, s := range layouts {
 		v := fromC["sizeof "+s.cName]
-		if grown && s.cName == "ublk_params" {
+		switch {
+		case grown && s.cName == "ublk_params":
 			if uintptr(v) < s.size {
 				t.Errorf("gcc: sizeof(struct %s) = %d, smaller than the table's %d", s.cName, v, s.size)
 			}
-		} else if uintptr(v) != s.size {
+		case s.cName == "ublk_params":
+			if v != params612Size {
+				t.Errorf("gcc: sizeof(struct %s) = %d, 6.12 has %d", s.cName, v, params612Size)
+			}
+		case uintptr(v) != s.size:
 			t.Errorf("gcc: sizeof(struct %s) = %d, table says %d", s.cName, v, s.size)
 		}
 		for _, f := range s.fields {
+			if !grown && s.cName == "ublk_params" && f.cName == "dma" {
+				continue // (a member 6.12 does not have)
+			}
 			if v := fromC["offsetof "+s.cName+"."+f.cName]; uintptr(v) != f.off {
 				t.Errorf("gcc: offsetof(struct %s, %s) = %d, table says %d", s.cName, f.cName, v, f.off)
 			}
