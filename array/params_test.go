@@ -95,3 +95,39 @@ func TestParamsDMAAlignment(t *testing.T) {
 		t.Fatalf("types %#x dma alignment %d; want the DMA_ALIGN type, %d", p.Types, p.DMA.Alignment, want)
 	}
 }
+
+// run --recover -n N re-attaches device N to the members given: a device
+// larger than the array, or with smaller logical blocks than its members,
+// is another array's and is refused before it is touched (the daemon
+// checked the size; run --recover did not). A smaller one is a grow not
+// yet applied to the device.
+func TestArrayCheckDevice(t *testing.T) {
+	paths := memberFiles(t, 2, 16<<20)
+	a, err := Open(paths, CreateSpec{Level: engine.Level1, AssumeClean: true, NoBitmap: true}, true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer a.Close()
+	var _ ublk.DeviceChecker = a
+	own := a.Params()
+	if err := a.CheckDevice(own); err != nil {
+		t.Fatalf("its own parameters: %v", err)
+	}
+	smaller := own
+	smaller.Basic.DevSectors -= 8
+	if err := a.CheckDevice(smaller); err != nil {
+		t.Fatalf("a device smaller than the array (a grow): %v", err)
+	}
+	larger := own
+	larger.Basic.DevSectors += 8
+	if err := a.CheckDevice(larger); err == nil {
+		t.Error("a device larger than the array accepted")
+	}
+	if own.Basic.LogicalBSShift > 9 {
+		small := own
+		small.Basic.LogicalBSShift = 9
+		if err := a.CheckDevice(small); err == nil {
+			t.Error("a device of smaller logical blocks than the members accepted")
+		}
+	}
+}
