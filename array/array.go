@@ -530,6 +530,15 @@ func newArray(ms, spares []*Member, spec CreateSpec, wipes map[*Member]signature
 		aspec.SpareNames = append(aspec.SpareNames, m.Path)
 		lbs, pbs = max(lbs, m.LogicalBlock), max(pbs, m.PhysicalBlock)
 	}
+	if spec.Level == engine.Level10 {
+		// The layout sizes the bitmap below: refuse a missing or invalid
+		// one here (the zero Layout divides by zero far copies).
+		upper := engine.Geometry{Level: spec.Level, Members: len(ms), Layout: spec.Layout,
+			ChunkSectors: spec.ChunkSectors, MemberSectors: minSize >> 9 &^ 7}
+		if err := upper.Validate(); err != nil {
+			return nil, err
+		}
+	}
 	useBitmap := !spec.NoBitmap && spec.Level != engine.Level0
 	bs := bitmap.BlockSizeFor(uint32(lbs), uint32(pbs), 0)
 	var region uint64
