@@ -27,8 +27,9 @@ type GrowPlan struct {
 // --size=max), rounded down to 4 KiB (raid5/6: to the chunk), and what
 // that gives. It reads and
 // writes nothing but the in-memory state. Refused: raid0 (md needs a
-// reshape for that), raid10 far and offset layouts (their copies' places
-// depend on the member size), a degraded array or one with a rebuild,
+// reshape for that), raid10 far layouts (their copies' places depend on
+// the member size; md's raid10_resize refuses them too: an offset
+// layout's far copies are a chunk apart and grow as near), a degraded array or one with a rebuild,
 // resync or check running or pending (when running is set: the array is
 // serving), a member or a spare too small for the new size, and a
 // shrink. ErrGrowNoChange when the size is already that.
@@ -39,8 +40,8 @@ func (a *Array) GrowCheck(memberSectors uint64, running bool) (GrowPlan, error) 
 	case a.Engine.Parity != nil:
 	case g.Level == engine.Level0:
 		return p, errors.New("a raid0 array cannot grow its size (md needs a reshape to add space to raid0)")
-	case g.Level == engine.Level10 && g.Layout.Far > 1:
-		return p, fmt.Errorf("a raid10 %s array cannot grow its size: the far and offset layouts place copies by the member size (only near layouts grow)", g.Layout)
+	case g.Level == engine.Level10 && g.Layout.Far > 1 && !g.Layout.Offset:
+		return p, fmt.Errorf("a raid10 %s array cannot grow its size: the far layouts place copies by the member size (near and offset layouts grow, as md's)", g.Layout)
 	case g.Level != engine.Level1 && g.Level != engine.Level10:
 		return p, fmt.Errorf("a raid%d array cannot grow its size", g.Level)
 	}

@@ -187,7 +187,6 @@ func TestGrowRefusals(t *testing.T) {
 	}{
 		{name: "raid0", spec: CreateSpec{Level: engine.Level0}, n: 2, grow: []int64{32 << 20, 32 << 20}, want: "raid0"},
 		{name: "raid10 far", spec: CreateSpec{Level: engine.Level10, Layout: engine.LayoutF2}, n: 2, grow: []int64{32 << 20, 32 << 20}, want: "far"},
-		{name: "raid10 offset", spec: CreateSpec{Level: engine.Level10, Layout: engine.LayoutO2}, n: 2, grow: []int64{32 << 20, 32 << 20}, want: "offset"},
 		{name: "one member small", spec: CreateSpec{Level: engine.Level1}, n: 2, grow: []int64{32 << 20, 0}, size: 30 << 11, want: "at most"},
 		{name: "max with one member small", spec: CreateSpec{Level: engine.Level1}, n: 2, grow: []int64{32 << 20, 0}, none: true},
 		{name: "shrink", spec: CreateSpec{Level: engine.Level1}, n: 2, grow: []int64{32 << 20, 32 << 20}, size: 4 << 11, want: "shrink"},

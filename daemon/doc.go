@@ -87,7 +87,7 @@
 // (raid5/6: to the chunk); 0
 // is the most every member allows (mdadm --grow --size=max). The same
 // size again answers 200 and changes nothing; 1 to 4095 is 400; a refusal (raid0, raid10
-// far/offset, degraded, a job running or pending, a member or spare too
+// far, degraded, a job running or pending, a member or spare too
 // small, a shrink, a device without UBLK_F_UPDATE_SIZE) is 409 with
 // nothing written. The grow hands the device over in-process as after a
 // daemon crash (requests wait in the kernel, then are reissued) and ends
