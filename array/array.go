@@ -680,8 +680,12 @@ func assemble(ms []*Member, inputs []engine.MemberSB, asm *engine.Assembly, spec
 				if own.DataOffset != asm.Freshest.DataOffset {
 					return nil, fmt.Errorf("member %s has its data at byte %d, the array at %d: it cannot be rebuilt in place", ms[i].Path, own.DataOffset, asm.Freshest.DataOffset)
 				}
+				// It takes the array's data size (checked against its
+				// device below), not its own record: that may predate
+				// a grow it missed, and the smallest data size of the
+				// members is the array's.
 				sb := *asm.Freshest
-				sb.Role, sb.MemberUUID, sb.DataSectors = uint32(r), own.MemberUUID, own.DataSectors
+				sb.Role, sb.MemberUUID = uint32(r), own.MemberUUID
 				sbs[r] = &sb
 			}
 			if ra.State == engine.RoleRebuilding {
@@ -720,6 +724,13 @@ func assemble(ms []*Member, inputs []engine.MemberSB, asm *engine.Assembly, spec
 		}
 	}
 	g := geometryOf(asm.Freshest, sbs)
+	for r, ra := range asm.Roles {
+		if m := roles[r]; ra.Forced && m != nil {
+			if need := asm.Freshest.DataOffset + g.MemberSectors<<9; uint64(m.Size) < need {
+				return nil, fmt.Errorf("member %s is %d bytes; the array needs %d of it: it cannot be rebuilt in place (leave it out to assemble the array without it)", m.Path, m.Size, need)
+			}
+		}
+	}
 	// Every member records the array's data area from now on: a member
 	// recording more (a grow whose superblock update was cut after some
 	// members took it) would keep that size through later updates, and
