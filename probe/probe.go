@@ -34,13 +34,16 @@ func Describe(sigs []Signature) string {
 
 // Magic numbers and where they are.
 const (
-	extSBOffset  = 1024
-	extMagic     = 0xEF53
-	btrfsMagicAt = 64<<10 + 64
-	mdMagic      = 0xa92b4efc
-	md12Offset   = 4096
-	ublkMagicAt  = 4096
-	ublkMagic    = "ublkraid" // engine.SuperblockMagic at engine.SuperblockOffset
+	extSBOffset   = 1024
+	extMagic      = 0xEF53
+	btrfsMagicAt  = 64<<10 + 64
+	mdMagic       = 0xa92b4efc
+	md12Offset    = 4096
+	ublkMagicAt   = 4096
+	ublkMagic     = "ublkraid" // engine.SuperblockMagic at engine.SuperblockOffset
+	bcacheMagicAt = 4096 + 24  // the superblock at sector 8, its magic after csum, offset, version
+	bcacheMagic   = "\xc6\x85\x73\xf6\x4e\x1a\x45\xca\x82\x65\xf5\x7f\x48\xba\x6d\x81"
+	bchfsMagic    = "\xc6\x85\x73\xf6\x66\xce\x90\xa9\xd9\x6a\x60\xcf\x80\x3d\xf7\xef"
 )
 
 // Detect reads the signatures off r, a device of size bytes: every read
@@ -50,6 +53,7 @@ func Detect(r io.ReaderAt, size int64) ([]Signature, error) {
 	d := &detector{r: r, size: size}
 	d.ublkRaid()
 	d.md()
+	d.bcache()
 	d.luks()
 	d.lvm()
 	d.ext()
@@ -130,6 +134,18 @@ func (d *detector) md() {
 				}
 			}
 		}
+	}
+}
+
+// bcache: a backing or cache device (its data follows the superblock),
+// or bcachefs, which keeps the superblock there (with bcache's magic in
+// its first versions).
+func (d *detector) bcache() {
+	switch b := d.at(bcacheMagicAt, len(bcacheMagic)); string(b) {
+	case bcacheMagic:
+		d.add("bcache superblock", bcacheMagicAt, len(bcacheMagic))
+	case bchfsMagic:
+		d.add("bcachefs filesystem", bcacheMagicAt, len(bchfsMagic))
 	}
 }
 

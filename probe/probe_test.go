@@ -120,6 +120,12 @@ func fixtures() []fixture {
 		}, "LVM2 physical volume"},
 		{"luks1", size, func(d *strictReader) { d.write(0, []byte("LUKS\xba\xbe")); d.write(6, []byte{0, 1}) }, "LUKS header"},
 		{"luks2-secondary", size, func(d *strictReader) { d.write(16384, []byte("SKUL\xba\xbe")) }, "LUKS2 secondary header"},
+		{"bcache", size, func(d *strictReader) {
+			d.write(4096+24, []byte("\xc6\x85\x73\xf6\x4e\x1a\x45\xca\x82\x65\xf5\x7f\x48\xba\x6d\x81"))
+		}, "bcache superblock"},
+		{"bcachefs", size, func(d *strictReader) {
+			d.write(4096+24, []byte("\xc6\x85\x73\xf6\x66\xce\x90\xa9\xd9\x6a\x60\xcf\x80\x3d\xf7\xef"))
+		}, "bcachefs filesystem"},
 		{"ublk-raid", size, func(d *strictReader) { d.write(4096, []byte("ublkraid")) }, "ublk-raid superblock"},
 	}
 }
