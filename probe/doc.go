@@ -1,8 +1,8 @@
 // Package probe finds on-disk signatures that say a device holds data:
 // filesystems (ext2/3/4, xfs, btrfs, vfat, exfat, ntfs), swap, partition
 // tables (MBR, GPT), md RAID superblocks (0.90, 1.0, 1.1, 1.2), LVM2
-// physical volumes, LUKS headers, bcache and bcachefs superblocks and
-// ublk-raid superblocks. ublk-raid refuses to overwrite such a device
+// physical volumes, LUKS headers, bcache and bcachefs superblocks, zfs
+// pool labels and ublk-raid superblocks. ublk-raid refuses to overwrite such a device
 // unless told to (--force), as mdadm asks before creating an array over
 // one.
 //

@@ -62,6 +62,7 @@ func Detect(r io.ReaderAt, size int64) ([]Signature, error) {
 	d.bootSector() // vfat, exfat, ntfs, MBR
 	d.gpt()
 	d.swap()
+	d.zfs()
 	if d.err != nil {
 		return nil, d.err
 	}
@@ -286,6 +287,38 @@ func (d *detector) swap() {
 		if bytes.Equal(b, []byte("SWAPSPACE2")) || bytes.Equal(b, []byte("SWAP-SPACE")) {
 			d.add("swap space", ps-10, 10)
 			return
+		}
+	}
+}
+
+// zfs: a pool's vdev labels, 256 KiB each, two at the start and two at
+// the end of the device (its size rounded down to 256 KiB); the second
+// half of each is the uberblock ring, whose entries (1 KiB apart or
+// more) start with the uberblock magic in the pool's byte order and its
+// on-disk version. Each label found is reported with its whole ring:
+// zeroing the rings leaves no uberblock for this check (or blkid).
+func (d *detector) zfs() {
+	const label, ring, slot = 256 << 10, 128 << 10, 1 << 10
+	const ubMagic, maxVersion = 0x00bab10c, 5000
+	end := d.size &^ (label - 1)
+	seen := map[int64]bool{}
+	for _, off := range []int64{0, label, end - 2*label, end - label} {
+		if off < 0 || seen[off] {
+			continue // a device too small for four labels
+		}
+		seen[off] = true
+		b := d.at(off+ring, ring)
+		if b == nil {
+			continue
+		}
+	slots:
+		for s := 0; s+16 <= len(b); s += slot {
+			for _, bo := range []binary.ByteOrder{binary.LittleEndian, binary.BigEndian} {
+				if v := bo.Uint64(b[s+8:]); bo.Uint64(b[s:]) == ubMagic && v >= 1 && v <= maxVersion {
+					d.add("zfs pool label", off+ring, ring)
+					break slots
+				}
+			}
 		}
 	}
 }

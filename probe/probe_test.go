@@ -126,6 +126,15 @@ func fixtures() []fixture {
 		{"bcachefs", size, func(d *strictReader) {
 			d.write(4096+24, []byte("\xc6\x85\x73\xf6\x66\xce\x90\xa9\xd9\x6a\x60\xcf\x80\x3d\xf7\xef"))
 		}, "bcachefs filesystem"},
+		{"zfs", size, func(d *strictReader) {
+			d.write(128<<10+5<<10, binary.LittleEndian.AppendUint64(nil, 0x00bab10c))
+			d.write(128<<10+5<<10+8, binary.LittleEndian.AppendUint64(nil, 5000))
+		}, "zfs pool label"},
+		{"zfs-end-labels-be", size, func(d *strictReader) {
+			l3 := size&^(256<<10-1) - 256<<10
+			d.write(l3+128<<10+4<<10, binary.BigEndian.AppendUint64(nil, 0x00bab10c))
+			d.write(l3+128<<10+4<<10+8, binary.BigEndian.AppendUint64(nil, 28))
+		}, "zfs pool label"},
 		{"ublk-raid", size, func(d *strictReader) { d.write(4096, []byte("ublkraid")) }, "ublk-raid superblock"},
 	}
 }
