@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"slices"
 
 	"golang.org/x/sys/unix"
 
@@ -18,6 +19,9 @@ import (
 // force.
 var ErrSignature = errors.New("--force overwrites it")
 
+// ublkRaidSignature is the type probe gives a ublk-raid superblock.
+const ublkRaidSignature = "ublk-raid superblock"
+
 // signatures are what probe found on a device.
 type signatures = []probe.Signature
 
@@ -25,10 +29,16 @@ type signatures = []probe.Signature
 // unless force is set; it returns what it found (for wipeSignatures once
 // every check passed). Reads only.
 func checkBlank(m *Member, force bool) (signatures, error) {
+	return checkBlankBut(m, force, "")
+}
+
+// checkBlankBut is checkBlank ignoring signatures of type skip.
+func checkBlankBut(m *Member, force bool, skip string) (signatures, error) {
 	sigs, err := probe.Detect(memberReader{m}, m.Size)
 	if err != nil {
 		return nil, fmt.Errorf("looking for signatures on %s: %w", m.Path, err)
 	}
+	sigs = slices.DeleteFunc(sigs, func(s probe.Signature) bool { return s.Type == skip })
 	if len(sigs) > 0 && !force {
 		return nil, fmt.Errorf("%s carries %s; %w", m.Path, probe.Describe(sigs), ErrSignature)
 	}
@@ -144,7 +154,10 @@ func (a *Array) checkNewDevice(m *Member, ref *engine.Superblock, force bool) (s
 			case !old.IsSpare():
 				return nil, fmt.Errorf("%s was role %d of this array: use re-add (--force overwrites it as a new device)", m.Path, old.Role)
 			}
-			return nil, nil
+			// A spare of this array let go: its superblock is no data,
+			// but what was put on the device since may be (an MBR
+			// partition table leaves it in place).
+			return checkBlankBut(m, false, ublkRaidSignature)
 		}
 	}
 	return checkBlank(m, force)
