@@ -59,6 +59,8 @@ func Detect(r io.ReaderAt, size int64) ([]Signature, error) {
 	d.ext()
 	d.xfs()
 	d.btrfs()
+	d.f2fs()
+	d.startMagic()
 	d.bootSector() // vfat, exfat, ntfs, MBR
 	d.gpt()
 	d.swap()
@@ -208,6 +210,26 @@ func (d *detector) btrfs() {
 	}
 }
 
+// f2fs: the superblock at 1 KiB, its magic first.
+func (d *detector) f2fs() {
+	if b := d.at(extSBOffset, 4); b != nil && binary.LittleEndian.Uint32(b) == 0xF2F52010 {
+		d.add("f2fs filesystem", extSBOffset, 4)
+	}
+}
+
+// startMagic: formats whose magic opens the device.
+func (d *detector) startMagic() {
+	for _, f := range []struct{ magic, name string }{
+		{"bluestore block device", "Ceph BlueStore device"},
+		{"dmvdo001", "VDO volume"},
+		{"integrt\x00", "dm-integrity superblock"},
+	} {
+		if d.has(0, f.magic) {
+			d.add(f.name, 0, len(f.magic))
+		}
+	}
+}
+
 // bootSector: exfat and ntfs by their OEM name, vfat by its filesystem
 // type string and a sane sector size, else an MBR partition table (the
 // 0x55AA signature and a plausible partition entry).
@@ -287,6 +309,14 @@ func (d *detector) swap() {
 		if bytes.Equal(b, []byte("SWAPSPACE2")) || bytes.Equal(b, []byte("SWAP-SPACE")) {
 			d.add("swap space", ps-10, 10)
 			return
+		}
+		// A hibernation image written over swap replaces the signature
+		// (restored at resume): the swap holds a suspended system.
+		for _, m := range []string{"S1SUSPEND", "S2SUSPEND", "ULSUSPEND", "LINHIB0001"} {
+			if bytes.HasPrefix(b, []byte(m)) {
+				d.add("swap space with a hibernation image", ps-10, 10)
+				return
+			}
 		}
 	}
 }

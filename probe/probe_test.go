@@ -135,6 +135,11 @@ func fixtures() []fixture {
 			d.write(l3+128<<10+4<<10, binary.BigEndian.AppendUint64(nil, 0x00bab10c))
 			d.write(l3+128<<10+4<<10+8, binary.BigEndian.AppendUint64(nil, 28))
 		}, "zfs pool label"},
+		{"f2fs", size, func(d *strictReader) { d.write(1024, le32(0xF2F52010)) }, "f2fs filesystem"},
+		{"bluestore", size, func(d *strictReader) { d.write(0, []byte("bluestore block device\nd2b3f0a2")) }, "Ceph BlueStore device"},
+		{"vdo", size, func(d *strictReader) { d.write(0, []byte("dmvdo001")) }, "VDO volume"},
+		{"dm-integrity", size, func(d *strictReader) { d.write(0, []byte("integrt\x00\x05")) }, "dm-integrity superblock"},
+		{"swsuspend", size, func(d *strictReader) { d.write(4096-10, []byte("S1SUSPEND\x00")) }, "swap space with a hibernation image"},
 		{"ublk-raid", size, func(d *strictReader) { d.write(4096, []byte("ublkraid")) }, "ublk-raid superblock"},
 	}
 }
