@@ -25,15 +25,20 @@ const ublkRaidSignature = "ublk-raid superblock"
 // signatures are what probe found on a device.
 type signatures = []probe.Signature
 
-// checkBlank refuses m when it carries a signature probe recognises,
-// unless force is set; it returns what it found (for wipeSignatures once
-// every check passed). Reads only.
+// checkBlank refuses m when it is read-only, and when it carries a
+// signature probe recognises unless force is set; it returns what it
+// found (for wipeSignatures once every check passed). Reads only.
 func checkBlank(m *Member, force bool) (signatures, error) {
 	return checkBlankBut(m, force, "")
 }
 
 // checkBlankBut is checkBlank ignoring signatures of type skip.
 func checkBlankBut(m *Member, force bool, skip string) (signatures, error) {
+	if m.ReadOnly {
+		// Refused now, not at its first write, after the devices before
+		// it in the same command were written (force or not).
+		return nil, fmt.Errorf("%s is read-only", m.Path)
+	}
 	sigs, err := probe.Detect(memberReader{m}, m.Size)
 	if err != nil {
 		return nil, fmt.Errorf("looking for signatures on %s: %w", m.Path, err)

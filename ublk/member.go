@@ -42,6 +42,10 @@ type MemberProps struct {
 	WriteZeroes        bool
 	DiscardGranularity int
 	Rotational         bool
+	// ReadOnly: the block device is read-only (BLKROGET: blockdev
+	// --setro, a write-protected or worn-out NVMe namespace). It opens
+	// read-write all the same; only its writes fail (EPERM).
+	ReadOnly bool
 }
 
 // MinMemberBytes is the smallest member accepted.
@@ -184,6 +188,10 @@ func (m *Member) probe(st os.FileInfo) error {
 		m.IOOpt = int(u)
 	}
 	m.PhysicalBlock = max(m.PhysicalBlock, m.LogicalBlock)
+	var ro int32
+	if ioctlPtr(fd, unix.BLKROGET, unsafe.Pointer(&ro)) == nil {
+		m.ReadOnly = ro != 0
+	}
 	var rdev unix.Stat_t
 	if err := unix.Fstat(fd, &rdev); err != nil {
 		return err
