@@ -63,6 +63,13 @@ func busyBackoff(try int) time.Duration {
 	return 50 * time.Microsecond << min(try, 7) // up to 6.4 ms
 }
 
+// busyGiveUp is how long enter goes on retrying such refusals before it
+// returns the error after all (a variable for tests): a refusal that
+// lasts is no transient one, and a queue thread retrying it for good
+// would hang there, its device's requests with it, and never see a
+// detach or a stop (detachDrain is as long).
+var busyGiveUp = 10 * time.Second
+
 // RingOptions select io_uring_setup flags.
 type RingOptions struct {
 	// SQE128 makes 128-byte SQEs (needed for ublk control commands).
@@ -352,6 +359,7 @@ func (r *Ring) flush() uint32 {
 }
 
 func (r *Ring) enter(waitNr, flags uint32) (int, error) {
+	var busySince time.Time // (read only once the kernel refuses)
 	for busy := 0; ; {
 		toSubmit := r.flush()
 		if toSubmit == 0 && waitNr == 0 && flags&enterGetEvents == 0 {
@@ -379,6 +387,11 @@ func (r *Ring) enter(waitNr, flags uint32) (int, error) {
 			// let the caller make room; otherwise wait a little and retry.
 			if r.CQReady() > 0 {
 				return 0, nil
+			}
+			if busy == 0 {
+				busySince = time.Now()
+			} else if time.Since(busySince) > busyGiveUp {
+				return 0, fmt.Errorf("io_uring_enter (refused for %v): %w", busyGiveUp, errno)
 			}
 			time.Sleep(busyBackoff(busy))
 			busy++

@@ -1,6 +1,7 @@
 package ublk
 
 import (
+	"errors"
 	"runtime"
 	"testing"
 	"time"
@@ -49,6 +50,40 @@ func TestRingRetriesTransientBusy(t *testing.T) {
 		r.SeenCQE()
 		if refusals != 3 {
 			t.Fatalf("%v: %d refusals injected, want 3", errno, refusals)
+		}
+		runtime.UnlockOSThread()
+	}
+}
+
+// A refusal that does not pass (the kernel answering EAGAIN or EBUSY on
+// every try, nothing to reap) is an error after busyGiveUp, not a retry
+// loop for good: the queue thread would hang in it, never noticing a
+// detach or a stop, and the device's requests with it.
+func TestRingGivesUpPersistentBusy(t *testing.T) {
+	defer func(d time.Duration) { busyGiveUp = d }(busyGiveUp)
+	busyGiveUp = 50 * time.Millisecond
+	for _, errno := range []unix.Errno{unix.EAGAIN, unix.EBUSY} {
+		runtime.LockOSThread()
+		r := newTestRing(t, 8, RingOptions{})
+		r.sysEnter = func(int, uint32, uint32, uint32, uintptr, uintptr) (int, unix.Errno) { return 0, errno }
+		s, err := r.NextSQE()
+		if err != nil {
+			t.Fatal(err)
+		}
+		PrepNop(s, 7)
+		done := make(chan error, 1)
+		go func() {
+			runtime.LockOSThread()
+			_, err := r.SubmitAndWait(1)
+			done <- err
+		}()
+		select {
+		case err := <-done:
+			if !errors.Is(err, errno) {
+				t.Fatalf("%v on every try: SubmitAndWait returned %v, want %v", errno, err, errno)
+			}
+		case <-time.After(5 * time.Second):
+			t.Fatalf("%v on every try: SubmitAndWait still retrying after 5s", errno)
 		}
 		runtime.UnlockOSThread()
 	}
