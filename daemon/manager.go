@@ -1155,6 +1155,11 @@ func (m *Manager) Replace(n int, member, with string, force bool) (Array, error)
 		m.followWriteMostly(s, s.a.Status())
 		if s.a.RoleOf(with) >= 0 {
 			m.addToState(s, with)
+			if old.Path == "" {
+				// The role is held again: the failed member's path goes,
+				// as on success (see below), or nothing can drop it.
+				m.dropUnheld(s)
+			}
 		}
 		if old.Path != "" && s.a.RoleOf(old.Path) < 0 && !slices.Contains(s.a.Spares(), old.Path) {
 			m.dropFromState(s, old.Path)
