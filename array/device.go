@@ -37,6 +37,20 @@ type Device interface {
 	Close() error
 }
 
+// readOnlyNow reports whether the member is a read-only block device,
+// asked again now (BLKROGET): `blockdev --setro` or a namespace going
+// read-only after the member was opened. Otherwise what the open found.
+func (m *Member) readOnlyNow() bool {
+	if !m.BlockDevice || m.Device == nil || m.Fd() < 0 {
+		return m.ReadOnly
+	}
+	ro, err := unix.IoctlGetInt(m.Fd(), unix.BLKROGET)
+	if err != nil {
+		return m.ReadOnly
+	}
+	return ro != 0
+}
+
 // Member is an open member device with its properties.
 type Member struct {
 	ublk.MemberProps

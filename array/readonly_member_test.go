@@ -35,7 +35,13 @@ func loopDevices(t *testing.T, n int, size int64) []string {
 			t.Skipf("losetup: %v: %s", err, out)
 		}
 		loop := strings.TrimSpace(string(out))
-		t.Cleanup(func() { exec.Command("losetup", "-d", loop).Run() })
+		// The read-only flag is the block device's: it outlives a detach
+		// and would greet the next user of the loop device.
+		t.Cleanup(func() {
+			exec.Command("blockdev", "--setrw", loop).Run()
+			exec.Command("losetup", "-d", loop).Run()
+		})
+		setRO(t, loop, false)
 		loops = append(loops, loop)
 	}
 	return loops
@@ -101,4 +107,47 @@ func TestCreateRefusesReadOnlyMember(t *testing.T) {
 		t.Fatalf("assembly with a member gone read-only: %v", err)
 	}
 	a.Close()
+}
+
+// A member that went read-only after the array opened it is refused by
+// re-add before any superblock is written, not at its own write after
+// the others' (a refused command must leave every member's bytes).
+func TestReAddRefusesMemberGoneReadOnly(t *testing.T) {
+	loops := loopDevices(t, 2, 8<<20)
+	a, err := Open(loops, CreateSpec{Level: engine.Level1, NoBitmap: true, AssumeClean: true}, true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer a.Close()
+	if err := a.Fail(1); err != nil {
+		t.Fatal(err)
+	}
+	setRO(t, loops[1], true)
+	defer setRO(t, loops[1], false)
+	sb := func() [][]byte {
+		var out [][]byte
+		for _, p := range loops {
+			f, err := os.Open(p)
+			if err != nil {
+				t.Fatal(err)
+			}
+			b := make([]byte, 1<<20)
+			if _, err := f.ReadAt(b, 0); err != nil {
+				t.Fatal(err)
+			}
+			f.Close()
+			out = append(out, b)
+		}
+		return out
+	}
+	before := sb()
+	err = a.ReAdd(loops[1])
+	if err == nil || !strings.Contains(err.Error(), "read-only") {
+		t.Fatalf("re-add of a member gone read-only: %v, want a read-only refusal", err)
+	}
+	for i, b := range sb() {
+		if !bytes.Equal(b, before[i]) {
+			t.Fatalf("the refused re-add changed the metadata area of %s", loops[i])
+		}
+	}
 }
