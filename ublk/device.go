@@ -315,15 +315,20 @@ func Recover(ctrl *Control, id uint32, target Target, cfg Config) (*Device, erro
 			return nil, fmt.Errorf("ublk device %d: %w", id, err)
 		}
 	}
-	if err := ctrl.StartUserRecovery(id, RecoveryWait); err != nil {
-		return nil, err
-	}
 	feats, err := ctrl.Features()
 	if err != nil {
 		return nil, err
 	}
+	if err := ctrl.StartUserRecovery(id, RecoveryWait); err != nil {
+		return nil, err
+	}
+	// From here on a failure ends the recovery begun (abandonRecovery):
+	// left half begun, 6.12 refuses every later START_USER_RECOVERY and
+	// the device's users wait for good.
 	d := &Device{ctrl: ctrl, info: info, features: feats, target: target, done: make(chan struct{})}
 	if err := d.openChar(); err != nil {
+		close(d.done) // no queue started
+		d.abandonRecovery()
 		return nil, err
 	}
 	if err := d.startQueues(cfg); err != nil {

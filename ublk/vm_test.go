@@ -704,6 +704,17 @@ func (f failingLastQueue) NewQueue(q *Queue) (QueueHandler, error) {
 	return f.Passthrough.NewQueue(q)
 }
 
+var errRecoverFailed = errors.New("recover failed")
+
+// recoverErr is errRecoverFailed for a failed Recover; nil (and the
+// device left to the test's cleanup) for one that succeeded.
+func recoverErr(_ *Device, err error) error {
+	if err != nil {
+		return errRecoverFailed
+	}
+	return nil
+}
+
 // A recovery that fails (the new target cannot start) must leave the
 // device quiesced, its data and its users' pending requests kept, for
 // another recovery, where the driver allows one (stopping it would fail
@@ -742,14 +753,41 @@ func TestVMFailedRecoverKeepsDevice(t *testing.T) {
 		}
 		read <- err
 	}
-	for _, bad := range []Target{failingQueueCount{NewPassthrough(m)}, failingLastQueue{NewPassthrough(m), 2}} {
-		if _, err := Recover(ctrl, id, bad, Config{}); err == nil {
+	// The character device's node gone (its open fails after the
+	// recovery began): removed for one attempt, then made again.
+	char := fmt.Sprintf("/dev/ublkc%d", id)
+	var st unix.Stat_t
+	if err := unix.Stat(char, &st); err != nil {
+		d.Delete()
+		t.Fatal(err)
+	}
+	noChar := func() error {
+		if err := os.Remove(char); err != nil {
+			return err
+		}
+		defer unix.Mknod(char, unix.S_IFCHR|0o600, int(st.Rdev))
+		_, err := Recover(ctrl, id, NewPassthrough(m), Config{})
+		if err == nil {
+			return nil
+		}
+		return errRecoverFailed
+	}
+	attempts := []struct {
+		what string
+		try  func() error
+	}{
+		{"no character device node", noChar},
+		{"the queue count refused", func() error { return recoverErr(Recover(ctrl, id, failingQueueCount{NewPassthrough(m)}, Config{})) }},
+		{"a queue that cannot start", func() error { return recoverErr(Recover(ctrl, id, failingLastQueue{NewPassthrough(m), 2}, Config{})) }},
+	}
+	for _, bad := range attempts {
+		if err := bad.try(); !errors.Is(err, errRecoverFailed) {
 			ctrl.DelDev(id)
-			t.Fatalf("recover with a target that cannot start (%T) succeeded", bad)
+			t.Fatalf("recover with %s: %v, want it to fail", bad.what, err)
 		}
 		info, err := ctrl.DevInfo(id)
 		if err != nil {
-			t.Fatalf("after the failed recovery (%T): %v", bad, err)
+			t.Fatalf("after the failed recovery (%s): %v", bad.what, err)
 		}
 		if info.State == StateDead {
 			// The driver cannot start a recovery again: stopped, a read
