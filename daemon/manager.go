@@ -303,6 +303,14 @@ func (m *Manager) start(a *array.Array, n int, cfg ublk.Config, recover bool) (*
 		}
 		a.MemberTimeout = m.opts.Queue.MemberTimeout
 	})
+	if recover {
+		// Refused before the dirty mark is written: a device this array
+		// cannot serve leaves the members as they were.
+		if err := ublk.CheckRecover(m.ctrl, uint32(n), a); err != nil {
+			a.Close()
+			return nil, err
+		}
+	}
 	if err := a.SetClean(false); err != nil {
 		a.Close()
 		return nil, err

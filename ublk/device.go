@@ -286,34 +286,52 @@ func CheckScheduler(s string) error {
 	return nil
 }
 
+// CheckRecover reports why Recover would refuse to re-attach target to
+// device id (no user recovery, live under another server, zero copy for a
+// copy-only target, parameters the target cannot serve), changing
+// nothing: a caller about to write its members (the dirty mark) asks
+// first, so that a refused recovery leaves them as they were.
+func CheckRecover(ctrl *Control, id uint32, target Target) error {
+	_, err := checkRecover(ctrl, id, target)
+	return err
+}
+
+func checkRecover(ctrl *Control, id uint32, target Target) (DevInfo, error) {
+	info, err := ctrl.DevInfo(id)
+	if err != nil {
+		return DevInfo{}, err
+	}
+	if info.Flags&FlagUserRecovery == 0 {
+		return DevInfo{}, fmt.Errorf("ublk device %d was not created with user recovery", id)
+	}
+	if info.State == StateLive && info.UblksrvPid > 0 && unix.Kill(int(info.UblksrvPid), 0) == nil {
+		return DevInfo{}, fmt.Errorf("ublk device %d is live, served by pid %d", id, info.UblksrvPid)
+	}
+	if info.Flags&FlagAutoBufReg != 0 && zeroCopyFlags(target, Config{}) == 0 {
+		// The kernel decides: a device made zero copy stays so, and only
+		// a target that moves data with buffer slots can serve it.
+		return DevInfo{}, fmt.Errorf("ublk device %d is zero copy (auto_buf_reg); this target has only the copy path", id)
+	}
+	if c, ok := target.(DeviceChecker); ok {
+		p, err := ctrl.GetParams(id)
+		if err != nil {
+			return DevInfo{}, err
+		}
+		if err := c.CheckDevice(p); err != nil {
+			return DevInfo{}, fmt.Errorf("ublk device %d: %w", id, err)
+		}
+	}
+	return info, nil
+}
+
 // Recover re-attaches this process to device id, whose previous server
 // died: START_USER_RECOVERY (retried while the kernel is still releasing
 // the old server), queues that FETCH every tag, END_USER_RECOVERY. Requests
 // the old server had not completed are reissued to the new queues.
 func Recover(ctrl *Control, id uint32, target Target, cfg Config) (*Device, error) {
-	info, err := ctrl.DevInfo(id)
+	info, err := checkRecover(ctrl, id, target)
 	if err != nil {
 		return nil, err
-	}
-	if info.Flags&FlagUserRecovery == 0 {
-		return nil, fmt.Errorf("ublk device %d was not created with user recovery", id)
-	}
-	if info.State == StateLive && info.UblksrvPid > 0 && unix.Kill(int(info.UblksrvPid), 0) == nil {
-		return nil, fmt.Errorf("ublk device %d is live, served by pid %d", id, info.UblksrvPid)
-	}
-	if info.Flags&FlagAutoBufReg != 0 && zeroCopyFlags(target, Config{}) == 0 {
-		// The kernel decides: a device made zero copy stays so, and only
-		// a target that moves data with buffer slots can serve it.
-		return nil, fmt.Errorf("ublk device %d is zero copy (auto_buf_reg); this target has only the copy path", id)
-	}
-	if c, ok := target.(DeviceChecker); ok {
-		p, err := ctrl.GetParams(id)
-		if err != nil {
-			return nil, err
-		}
-		if err := c.CheckDevice(p); err != nil {
-			return nil, fmt.Errorf("ublk device %d: %w", id, err)
-		}
 	}
 	feats, err := ctrl.Features()
 	if err != nil {

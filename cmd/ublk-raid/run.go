@@ -258,6 +258,13 @@ func runArray(o runOptions, spec array.CreateSpec, cfg ublk.Config, stdout io.Wr
 	})
 	logBitmap(log, a)
 	a.SetSyncLog(daemon.SyncLog(log))
+	if o.recover {
+		// Refused before the dirty mark is written: a device this
+		// array cannot serve leaves the members as they were.
+		if err := ublk.CheckRecover(ctrl, uint32(o.serve.number), a); err != nil {
+			return err
+		}
+	}
 	if err := a.SetClean(false); err != nil {
 		return err
 	}
