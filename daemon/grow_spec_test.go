@@ -3,9 +3,6 @@ package daemon
 import (
 	"os"
 	"testing"
-
-	"github.com/ublk-raid/ublk-raid/array"
-	"github.com/ublk-raid/ublk-raid/engine"
 )
 
 // A spare pulled while the daemon was down: the restart assembles the
@@ -16,19 +13,7 @@ import (
 // fail on the absent path and leave the device, with its users' I/O,
 // served by nobody until a retry.
 func TestGrowReassemblyWithAbsentSpare(t *testing.T) {
-	paths := files(t, 3, 8<<20)
-	a, err := array.Open(paths[:2], array.CreateSpec{Level: engine.Level1, Spares: paths[2:]}, true)
-	if err != nil {
-		t.Fatal(err)
-	}
-	uuid := a.Status().UUID
-	if err := a.SetClean(true); err != nil {
-		t.Fatal(err)
-	}
-	a.Close()
-	if err := os.Remove(paths[2]); err != nil {
-		t.Fatal(err)
-	}
+	paths, uuid := raid1WithPulledSpare(t)
 	for _, p := range paths[:2] {
 		if err := os.Truncate(p, 16<<20); err != nil {
 			t.Fatal(err)

@@ -17,19 +17,7 @@ import (
 // nothing can, and a new disk put in later at that path (no superblock
 // of the array) keeps the array from starting at the next restart.
 func TestRemoveAbsentSpareDropsItFromState(t *testing.T) {
-	paths := files(t, 3, 8<<20)
-	a, err := array.Open(paths[:2], array.CreateSpec{Level: engine.Level1, Spares: paths[2:]}, true)
-	if err != nil {
-		t.Fatal(err)
-	}
-	uuid := a.Status().UUID
-	if err := a.SetClean(true); err != nil {
-		t.Fatal(err)
-	}
-	a.Close()
-	if err := os.Remove(paths[2]); err != nil {
-		t.Fatal(err)
-	}
+	paths, uuid := raid1WithPulledSpare(t)
 	state := filepath.Join(t.TempDir(), "arrays.json")
 	m := NewManager(nil, ManagerOptions{StateFile: state})
 	e := StateEntry{Number: 0, UUID: uuid, Members: slices.Clone(paths)}
@@ -65,4 +53,25 @@ func TestRemoveAbsentSpareDropsItFromState(t *testing.T) {
 		t.Fatalf("restart after the remove: %v", err)
 	}
 	c.Close()
+}
+
+// raid1WithPulledSpare makes a raid1 of two member files with a spare
+// file, stopped clean, then removes the spare (pulled while no daemon
+// ran); it returns the three paths and the array's UUID.
+func raid1WithPulledSpare(t *testing.T) ([]string, string) {
+	t.Helper()
+	paths := files(t, 3, 8<<20)
+	a, err := array.Open(paths[:2], array.CreateSpec{Level: engine.Level1, Spares: paths[2:]}, true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	uuid := a.Status().UUID
+	if err := a.SetClean(true); err != nil {
+		t.Fatal(err)
+	}
+	a.Close()
+	if err := os.Remove(paths[2]); err != nil {
+		t.Fatal(err)
+	}
+	return paths, uuid
 }
