@@ -46,11 +46,11 @@ type Ring struct {
 	waitArg ioUringGeteventsArg
 
 	// sysEnter is io_uring_enter (a test may wrap it to inject errnos).
-	sysEnter func(fd int, toSubmit, minComplete, flags uint32, arg, argSize uintptr) (int, unix.Errno)
+	sysEnter func(fd int, toSubmit, minComplete, flags uint32, arg unsafe.Pointer, argSize uintptr) (int, unix.Errno)
 }
 
-func ioUringEnter(fd int, toSubmit, minComplete, flags uint32, arg, argSize uintptr) (int, unix.Errno) {
-	n, _, errno := unix.Syscall6(unix.SYS_IO_URING_ENTER, uintptr(fd), uintptr(toSubmit), uintptr(minComplete), uintptr(flags), arg, argSize)
+func ioUringEnter(fd int, toSubmit, minComplete, flags uint32, arg unsafe.Pointer, argSize uintptr) (int, unix.Errno) {
+	n, _, errno := unix.Syscall6(unix.SYS_IO_URING_ENTER, uintptr(fd), uintptr(toSubmit), uintptr(minComplete), uintptr(flags), uintptr(arg), argSize)
 	return int(n), errno
 }
 
@@ -321,7 +321,7 @@ func (r *Ring) WaitTimeout(d time.Duration) error {
 			return nil
 		}
 		toSubmit := r.flush()
-		_, errno := r.sysEnter(r.fd, toSubmit, 1, enterGetEvents|enterExtArg, uintptr(unsafe.Pointer(arg)), unsafe.Sizeof(*arg))
+		_, errno := r.sysEnter(r.fd, toSubmit, 1, enterGetEvents|enterExtArg, unsafe.Pointer(arg), unsafe.Sizeof(*arg))
 		switch errno {
 		case 0:
 			if r.CQReady() > 0 {
@@ -368,7 +368,7 @@ func (r *Ring) enter(waitNr, flags uint32) (int, error) {
 		if waitNr > 0 && toSubmit == 0 && r.CQReady() >= waitNr {
 			return 0, nil
 		}
-		n, errno := r.sysEnter(r.fd, toSubmit, waitNr, flags, 0, 0)
+		n, errno := r.sysEnter(r.fd, toSubmit, waitNr, flags, nil, 0)
 		switch errno {
 		case 0:
 			if waitNr > 0 && r.CQReady() < waitNr {

@@ -5,6 +5,7 @@ import (
 	"runtime"
 	"testing"
 	"time"
+	"unsafe"
 
 	"golang.org/x/sys/unix"
 )
@@ -18,7 +19,7 @@ func TestRingRetriesTransientBusy(t *testing.T) {
 		r := newTestRing(t, 8, RingOptions{})
 		refusals := 0
 		real := r.sysEnter
-		r.sysEnter = func(fd int, toSubmit, minComplete, flags uint32, arg, argSize uintptr) (int, unix.Errno) {
+		r.sysEnter = func(fd int, toSubmit, minComplete, flags uint32, arg unsafe.Pointer, argSize uintptr) (int, unix.Errno) {
 			if toSubmit > 0 && refusals < 3 {
 				refusals++
 				return 0, errno
@@ -65,7 +66,7 @@ func TestRingGivesUpPersistentBusy(t *testing.T) {
 	for _, errno := range []unix.Errno{unix.EAGAIN, unix.EBUSY} {
 		runtime.LockOSThread()
 		r := newTestRing(t, 8, RingOptions{})
-		r.sysEnter = func(int, uint32, uint32, uint32, uintptr, uintptr) (int, unix.Errno) { return 0, errno }
+		r.sysEnter = func(int, uint32, uint32, uint32, unsafe.Pointer, uintptr) (int, unix.Errno) { return 0, errno }
 		s, err := r.NextSQE()
 		if err != nil {
 			t.Fatal(err)
