@@ -1,7 +1,6 @@
 package array
 
 import (
-	"fmt"
 	"math/bits"
 	"sync"
 	"sync/atomic"
@@ -652,19 +651,8 @@ func (h *queue) Persist(st *engine.ArrayState) {
 func (h *queue) Close() { h.closed.Store(true) }
 
 // CheckDevice implements ublk.DeviceChecker: a recovered device keeps the
-// parameters it was made with, so the array must hold all its sectors (a
-// device larger than the array is another array's: a filesystem on it
-// would write into this one) and take its logical block size (smaller
-// blocks than the members' would fail every member with EINVAL). A
-// smaller device is a grow whose resize has not happened yet (the daemon
-// finishes it).
-func (a *Array) CheckDevice(dev ublk.Params) error {
-	d, own := dev.Basic, a.Params().Basic
-	switch {
-	case d.DevSectors > own.DevSectors:
-		return fmt.Errorf("it has %d sectors, the array %d: it is not this array's device", d.DevSectors, own.DevSectors)
-	case d.LogicalBSShift < own.LogicalBSShift:
-		return fmt.Errorf("it has %d-byte logical blocks; the members have %d", 1<<d.LogicalBSShift, 1<<own.LogicalBSShift)
-	}
-	return nil
-}
+// parameters it was made with, which the array must take
+// (ublk.ServesDevice): a device larger than the array is another array's
+// (a filesystem on it would write into this one). A smaller device is a
+// grow whose resize has not happened yet (the daemon finishes it).
+func (a *Array) CheckDevice(dev ublk.Params) error { return ublk.ServesDevice(dev, a.Params()) }

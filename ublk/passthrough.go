@@ -54,17 +54,11 @@ func (p *Passthrough) Params() Params {
 }
 
 // CheckDevice implements DeviceChecker: a recovered device keeps the
-// parameters its first member gave it, so the member that serves it now
-// must hold all of its sectors (a smaller one would fail the requests
-// past its end, or, a file, grow under them) and take its logical block
-// size.
+// parameters its first member gave it, which the member serving it now
+// must take (ServesDevice).
 func (p *Passthrough) CheckDevice(dev Params) error {
-	d, m := dev.Basic, p.Params().Basic
-	switch {
-	case d.DevSectors > m.DevSectors:
-		return fmt.Errorf("it has %d sectors; member %s has %d", d.DevSectors, p.m.Path, m.DevSectors)
-	case d.LogicalBSShift < m.LogicalBSShift:
-		return fmt.Errorf("it has %d-byte logical blocks; member %s has %d", 1<<d.LogicalBSShift, p.m.Path, 1<<m.LogicalBSShift)
+	if err := ServesDevice(dev, p.Params()); err != nil {
+		return fmt.Errorf("member %s: %w", p.m.Path, err)
 	}
 	return nil
 }

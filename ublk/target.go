@@ -2,6 +2,7 @@ package ublk
 
 import (
 	"errors"
+	"fmt"
 
 	"golang.org/x/sys/unix"
 )
@@ -134,6 +135,23 @@ func wrappedErrno(err error) unix.Errno {
 // an error.
 type DeviceChecker interface {
 	CheckDevice(dev Params) error
+}
+
+// ServesDevice is the common DeviceChecker rule: a target whose own
+// parameters are own can serve device dev if it holds all of dev's
+// sectors (a smaller target would fail the requests past its end, or a
+// file grow under them) and takes dev's logical blocks (smaller ones
+// than its members' would fail member I/O with EINVAL). A device smaller
+// than the target is served (its end stays unused).
+func ServesDevice(dev, own Params) error {
+	d, o := dev.Basic, own.Basic
+	switch {
+	case d.DevSectors > o.DevSectors:
+		return fmt.Errorf("it has %d sectors, more than the %d served here", d.DevSectors, o.DevSectors)
+	case d.LogicalBSShift < o.LogicalBSShift:
+		return fmt.Errorf("it has %d-byte logical blocks, smaller than the %d-byte ones served here", 1<<d.LogicalBSShift, 1<<o.LogicalBSShift)
+	}
+	return nil
 }
 
 // QueueCounter is implemented by targets that need to know how many
