@@ -37,18 +37,22 @@ type Device interface {
 	Close() error
 }
 
-// readOnlyNow reports whether the member is a read-only block device,
-// asked again now (BLKROGET): `blockdev --setro` or a namespace going
-// read-only after the member was opened. Otherwise what the open found.
-func (m *Member) readOnlyNow() bool {
-	if !m.BlockDevice || m.Device == nil || m.Fd() < 0 {
-		return m.ReadOnly
+// checkWritable refuses m when it is a read-only block device, asked
+// again now (BLKROGET: `blockdev --setro`, or a namespace gone read-only
+// since m was opened; otherwise what the open found). Linux opens such a
+// device read-write and fails only its writes: a command must refuse it
+// before it writes anything, not at its write after the others'.
+func checkWritable(m *Member) error {
+	ro := m.ReadOnly
+	if m.BlockDevice && m.Device != nil && m.Fd() >= 0 {
+		if v, err := unix.IoctlGetInt(m.Fd(), unix.BLKROGET); err == nil {
+			ro = v != 0
+		}
 	}
-	ro, err := unix.IoctlGetInt(m.Fd(), unix.BLKROGET)
-	if err != nil {
-		return m.ReadOnly
+	if ro {
+		return fmt.Errorf("%s is read-only", m.Path)
 	}
-	return ro != 0
+	return nil
 }
 
 // Member is an open member device with its properties.

@@ -34,10 +34,8 @@ func checkBlank(m *Member, force bool) (signatures, error) {
 
 // checkBlankBut is checkBlank ignoring signatures of type skip.
 func checkBlankBut(m *Member, force bool, skip string) (signatures, error) {
-	if m.readOnlyNow() {
-		// Refused now, not at its first write, after the devices before
-		// it in the same command were written (force or not).
-		return nil, fmt.Errorf("%s is read-only", m.Path)
+	if err := checkWritable(m); err != nil { // (force or not)
+		return nil, err
 	}
 	sigs, err := probe.Detect(memberReader{m}, m.Size)
 	if err != nil {

@@ -1174,11 +1174,8 @@ func (a *Array) checkAdd(m *Member, role int, active bool) error {
 	if n := a.Engine.MemberCount(); role < 0 || role >= n {
 		return fmt.Errorf("role %d: the array has roles 0..%d", role, n-1)
 	}
-	if m.readOnlyNow() {
-		// A re-added member or a spare named by replace that went
-		// read-only since it was opened: refused before any superblock
-		// is written (its own write would fail after the others').
-		return fmt.Errorf("%s is read-only", m.Path)
+	if err := checkWritable(m); err != nil { // (a re-added member, a spare named by replace)
+		return err
 	}
 	switch s := a.Engine.State().Members[role].State; {
 	case s == engine.MemberFaulty || s == engine.MemberMissing:
