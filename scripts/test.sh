@@ -36,14 +36,31 @@ step "go test -race" go test -race -count=1 ./...
 step "deploy checks" scripts/check-deploy.sh
 # fuzz_all: every fuzz target for a bounded time (FUZZTIME, default 20s) on
 # top of its committed corpus; a crasher fails the step and go test writes
-# it under testdata/fuzz/ to be kept once fixed.
+# it under testdata/fuzz/ to be kept once fixed. Go 1.26's coordinator can
+# also fail a target with "context deadline exceeded" when -fuzztime ends
+# while a worker is mid-call (golang/go#75804, fixed in 1.27): a failure
+# that wrote no crasher is run once more, and fails the step only if it
+# happens again.
+fuzz_one() {
+	local pkg=$1 name=$2 dir before after
+	dir=$pkg/testdata/fuzz/$name
+	before=$(ls "$dir" 2>/dev/null | wc -l)
+	go test -run '^$' -fuzz "^$name\$" -fuzztime "${FUZZTIME:-20s}" -fuzzminimizetime 2s "$pkg" && return 0
+	after=$(ls "$dir" 2>/dev/null | wc -l)
+	if [ "$after" != "$before" ]; then
+		echo "fuzz $pkg $name: crasher written under $dir"
+		return 1
+	fi
+	echo "fuzz $pkg $name: failed without a crasher (Go's fuzztime race?); once more"
+	go test -run '^$' -fuzz "^$name\$" -fuzztime "${FUZZTIME:-20s}" -fuzzminimizetime 2s "$pkg"
+}
 fuzz_all() {
 	local file pkg name rc=0
 	for file in $(git ls-files '*_test.go'); do
 		pkg=./$(dirname "$file")
 		for name in $(sed -n 's/^func \(Fuzz[A-Za-z0-9_]*\)(f \*testing\.F).*/\1/p' "$file"); do
 			echo "fuzz $pkg $name"
-			go test -run '^$' -fuzz "^$name\$" -fuzztime "${FUZZTIME:-20s}" -fuzzminimizetime 2s "$pkg" || rc=1
+			fuzz_one "$pkg" "$name" || rc=1
 		done
 	done
 	return $rc
