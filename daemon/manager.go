@@ -587,17 +587,29 @@ func (m *Manager) Add(_ context.Context, req AddRequest) (Array, error) {
 	s.entry.WriteMostly = req.WriteMostly
 	s.entry.SyncMinBytes, s.entry.SyncMaxBytes = spec.SyncMinBytes, spec.SyncMaxBytes
 	m.mu.Unlock()
-	m.track(s)
-	if err := m.saveState(); err != nil {
-		m.log.Error("state file not written", zap.Error(err))
+	if w := m.trackAdded(s); w != "" {
+		warnings = append(warnings, w)
 	}
-	m.changed()
 	for _, w := range warnings {
 		m.log.Warn(w, zap.String("device", DevicePath(s.n)))
 	}
 	v := m.view(s)
 	v.Warnings = warnings
 	return v, nil
+}
+
+// trackAdded serves s, started by Add, and records it in the state file.
+// The array serves either way; a state file not written is the user's to
+// know (a warning, not only the daemon's log): the daemon would not start
+// the array again after a restart.
+func (m *Manager) trackAdded(s *served) (warning string) {
+	m.track(s)
+	defer m.changed()
+	if err := m.saveState(); err != nil {
+		m.log.Error("state file not written", zap.Error(err))
+		return fmt.Sprintf("%s serves, but the state file was not written (%v): a restarted daemon would not serve it; `ublk-raid add` its members again after fixing %s", DevicePath(s.n), err, m.opts.StateFile)
+	}
+	return ""
 }
 
 // taken refuses array uuid when the daemon serves it, or keeps it
