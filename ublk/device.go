@@ -124,6 +124,8 @@ type Device struct {
 	// are the running queues, to wake them for it.
 	detach atomic.Bool
 	live   []*Queue
+	// failed: a serving queue ended on an error of its own (Failed).
+	failed atomic.Bool
 }
 
 func (c *Config) normalize() {
@@ -385,11 +387,31 @@ func (d *Device) letGo() {
 	}
 	d.mu.Unlock()
 	<-d.done
-	if d.char != nil {
-		d.char.Close()
-		d.char = nil
+	d.closeChar()
+}
+
+// closeChar releases the character device (once: a failed queue's
+// hand-over, Detach and Stop may each get here).
+func (d *Device) closeChar() {
+	d.mu.Lock()
+	c := d.char
+	d.char = nil
+	d.mu.Unlock()
+	if c != nil {
+		c.Close()
 	}
 }
+
+// Failed reports that a queue ended on an error of its own while serving
+// (a ring that failed, a protocol error). A queue that fails alone would
+// leave the device hanging every request mapped to it (and, the driver
+// quiescing the whole disk when its commands are cancelled, every other
+// one) while the character device stays open: instead every queue then
+// leaves as for Detach and the character device is released, so the
+// device waits, with its users' requests, for a recovery (Recover) as
+// after a crash of the server. Done closes with Failed already set; the
+// queues' errors are Err.
+func (d *Device) Failed() bool { return d.failed.Load() }
 
 func (d *Device) openChar() error {
 	path := d.CharPath()
@@ -451,6 +473,12 @@ func (d *Device) startQueues(cfg Config) error {
 			d.queueErr[i] = err
 			d.queues[i] = q
 			d.mu.Unlock()
+			if err != nil && q != nil && q.served && !d.detach.Load() {
+				// Set before this queue counts as ended: Done closes
+				// with Failed already true.
+				d.failed.Store(true)
+				go d.letGo()
+			}
 		}()
 	}
 	go func() { d.wg.Wait(); close(d.done) }()
@@ -505,8 +533,7 @@ func (d *Device) teardown() {
 	if d.char != nil {
 		d.ctrl.StopDev(d.info.DevID)
 		<-d.done
-		d.char.Close()
-		d.char = nil
+		d.closeChar()
 	}
 }
 
@@ -578,10 +605,7 @@ func (d *Device) stop(unused bool) error {
 	}
 	d.stopped = true
 	<-d.done
-	if d.char != nil {
-		d.char.Close()
-		d.char = nil
-	}
+	d.closeChar()
 	if qerr := d.Err(); qerr != nil && err == nil {
 		err = qerr
 	}

@@ -42,6 +42,7 @@ type Queue struct {
 	fixedBufs bool
 	zeroCopy  bool // UBLK_F_AUTO_BUF_REG: tag t's request pages are buffer slot t
 	err       error
+	served    bool // started serving (an error ends the loop after this)
 	pollFor   time.Duration
 	now       time.Time // see Now
 	waker     Waker     // the handler, if it wants wake-ups
@@ -254,6 +255,7 @@ func runQueue(s queueSetup, ready chan<- error) (q *Queue, err error) {
 		s.started(q)
 	}
 	ready <- nil
+	q.served = true
 	q.loop()
 	return q, q.err
 }
@@ -512,6 +514,12 @@ func (q *Queue) loop() {
 	q.now = time.Now()
 	lastYield := q.now
 	for q.live > 0 || q.inflight > 0 || q.batchBusy() {
+		if q.err != nil {
+			// A failure of ours or a protocol error: the queue leaves
+			// (the device hands every queue over, Device.Failed), its
+			// requests not committed wait for the next server.
+			return
+		}
 		if q.detaching() {
 			// Device.Detach: no new request goes to the handler (see
 			// onIOCmd); the member I/O in flight is reaped first, so that
@@ -540,7 +548,7 @@ func (q *Queue) loop() {
 		}
 		if err != nil {
 			q.fail(fmt.Errorf("queue %d: %w", q.id, err))
-			return
+			continue // (the loop ends on q.err)
 		}
 		q.now = time.Now()
 		q.reapCQEs()
@@ -703,5 +711,19 @@ func (q *Queue) close() {
 	if q.wakeMem != nil {
 		unix.Munmap(q.wakeMem)
 		q.wakeMem, q.wakeBuf = nil, nil
+	}
+}
+
+// SetEnterFault makes the queue's io_uring_enter fail with the errno fault
+// returns, whenever that is not 0: a fault-injection seam for the tests of
+// the layers above (a ring failing under a serving queue, see
+// Device.Failed). Call it from the target's NewQueue (queue thread).
+func (q *Queue) SetEnterFault(fault func() unix.Errno) {
+	enter := q.ring.sysEnter
+	q.ring.sysEnter = func(fd int, toSubmit, minComplete, flags uint32, arg unsafe.Pointer, argSize uintptr) (int, unix.Errno) {
+		if errno := fault(); errno != 0 {
+			return 0, errno
+		}
+		return enter(fd, toSubmit, minComplete, flags, arg, argSize)
 	}
 }

@@ -13,6 +13,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 	"unsafe"
@@ -833,5 +834,123 @@ func TestVMFailedRecoverKeepsDevice(t *testing.T) {
 	}
 	if !bytes.Equal(got, want) {
 		t.Fatal("data differs after the failed and the good recovery")
+	}
+}
+
+// faultyRingTarget is a passthrough whose queue 0's io_uring_enter fails
+// with EFAULT once fault is set (a ring failing under a serving queue).
+type faultyRingTarget struct {
+	*Passthrough
+	fault *atomic.Bool
+	q0    chan *Queue
+}
+
+func (f faultyRingTarget) NewQueue(q *Queue) (QueueHandler, error) {
+	if q.ID() == 0 {
+		q.SetEnterFault(func() unix.Errno {
+			if f.fault.Load() {
+				return unix.EFAULT
+			}
+			return 0
+		})
+		f.q0 <- q
+	}
+	return f.Passthrough.NewQueue(q)
+}
+
+// A queue that fails while serving must not leave the device hanging
+// with the character device open (nothing could recover it: every
+// request on that queue, and with the driver quiescing the disk every
+// other one, waited for good). Every queue leaves, the character device
+// is released, the device waits for a recovery with its users' requests,
+// and a recovery serves them with the data intact.
+func TestVMQueueFailureLeavesDeviceForRecovery(t *testing.T) {
+	disk, ctrl := vmControl(t)
+	m, err := OpenMember(disk)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer m.Close()
+	fault := new(atomic.Bool)
+	tgt := faultyRingTarget{NewPassthrough(m), fault, make(chan *Queue, 1)}
+	d, err := Create(ctrl, tgt, Config{ID: -1, Queues: 2, Params: tgt.Params()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	id := d.ID()
+	q0 := <-tgt.q0
+	const n = 64 << 10
+	want := alignedBuf(t, n)
+	for i := range want {
+		want[i] = byte(i*29 + i>>10)
+	}
+	fd, err := unix.Open(d.BlockPath(), unix.O_RDWR|unix.O_DIRECT, 0)
+	if err != nil {
+		d.Delete()
+		t.Fatal(err)
+	}
+	defer func() {
+		if fd >= 0 {
+			unix.Close(fd)
+		}
+	}()
+	if k, err := unix.Pwrite(fd, want, 0); err != nil || k != n {
+		d.Delete()
+		t.Fatalf("write: %d %v", k, err)
+	}
+	fault.Store(true)
+	q0.Wake()
+	select {
+	case <-d.Done():
+	case <-time.After(30 * time.Second):
+		ctrl.DelDev(id)
+		t.Fatal("queue 0 failed, yet the other queue kept the device (still serving after 30 s)")
+	}
+	if !d.Failed() || d.Err() == nil {
+		ctrl.DelDev(id)
+		t.Fatalf("failed %v, queues' error %v: want the failure reported", d.Failed(), d.Err())
+	}
+	t.Logf("queues ended: %v", d.Err())
+	if err := d.Detach(10 * time.Second); err != nil {
+		ctrl.DelDev(id)
+		t.Fatalf("the device is not left for recovery: %v", err)
+	}
+	got := alignedBuf(t, n)
+	read := make(chan error, 1)
+	go func() {
+		k, err := unix.Pread(fd, got, 0)
+		if err == nil && k != n {
+			err = fmt.Errorf("read %d bytes", k)
+		}
+		read <- err
+	}()
+	select {
+	case err := <-read:
+		ctrl.DelDev(id)
+		t.Fatalf("a read of the device awaiting recovery returned (%v): want it to wait", err)
+	case <-time.After(time.Second):
+	}
+	d2, err := Recover(ctrl, id, NewPassthrough(m), Config{})
+	if err != nil {
+		ctrl.DelDev(id)
+		t.Fatalf("recover: %v", err)
+	}
+	defer func() {
+		unix.Close(fd) // (DEL_DEV waits for the block device's openers)
+		fd = -1
+		if err := d2.Delete(); err != nil {
+			t.Errorf("delete: %v", err)
+		}
+	}()
+	select {
+	case err := <-read:
+		if err != nil {
+			t.Fatalf("read across the recovery: %v", err)
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatal("the read waiting for the recovery never completed")
+	}
+	if !bytes.Equal(got, want) {
+		t.Fatal("data differs after the recovery")
 	}
 }
