@@ -321,7 +321,7 @@ func (m *Manager) start(a *array.Array, n int, cfg ublk.Config, recover bool) (*
 	if recover {
 		d, err = ublk.Recover(m.ctrl, uint32(n), a, cfg)
 	} else {
-		d, err = ublk.Create(m.ctrl, a, cfg)
+		d, err = createDevice(m.ctrl, a, cfg)
 	}
 	if err != nil {
 		if !recover {
@@ -429,12 +429,22 @@ func (m *Manager) track(s *served) {
 		<-s.d.Done()
 		m.mu.Lock()
 		mine := m.arrays[s.n] == s
+		failed := mine && s.d.Failed()
 		if mine {
 			delete(m.arrays, s.n)
+		}
+		if failed {
+			// In the state file throughout (saveState writes pending
+			// entries too).
+			m.pending[s.n] = s.entry
 		}
 		m.mu.Unlock()
 		if !mine {
 			return // Delete or Shutdown took it
+		}
+		if failed {
+			m.recoverFailed(s)
+			return
 		}
 		m.log.Warn("device stopped outside the daemon; closing the array", zap.String("device", s.d.BlockPath()), zap.NamedError("queues", s.d.Err()))
 		// As Delete: after the member operation under way, which would
@@ -450,6 +460,34 @@ func (m *Manager) track(s *served) {
 		}
 		m.changed()
 	}()
+}
+
+// recoverFailed hands the device of s, whose queues failed (ublk's
+// Device.Failed: they all left and released the character device), to a
+// recovery as after a crash of the daemon: the array is closed as it is
+// (dirty: the writes in flight are reissued to the next server) and
+// assembled again by the pending retries, which recover the device. Its
+// users' requests wait meanwhile, as for a restart; stopping the device
+// instead would fail a mounted filesystem's I/O. s is pending already.
+func (m *Manager) recoverFailed(s *served) {
+	dev := s.d.BlockPath()
+	m.log.Error("the device's queues failed: recovering it (its users' requests wait; the daemon retries until it serves again)",
+		zap.String("device", dev), zap.NamedError("queues", s.d.Err()))
+	// After the member operation under way (as Delete).
+	s.opMu.Lock()
+	if err := s.d.Detach(10 * time.Second); err != nil {
+		// Recovery is refused while the device is live: the retries go on.
+		m.log.Warn("the device is not yet left for recovery", zap.String("device", dev), zap.Error(err))
+	}
+	s.a.StopSync() // checkpointed: it resumes at the next assembly
+	s.a.Close()
+	s.opMu.Unlock()
+	releaseMemory()
+	if err := m.saveState(); err != nil {
+		m.log.Error("state file not written", zap.Error(err))
+	}
+	m.changed()
+	go m.retryRecovery(s.n)
 }
 
 // stop ends s: deletes (or, when the device is already going, stops) the
@@ -515,6 +553,9 @@ func (m *Manager) saveState() error {
 	m.mu.Unlock()
 	return writeState(m.opts.StateFile, st)
 }
+
+// createDevice is ublk.Create (a variable for tests: fault injection).
+var createDevice = ublk.Create
 
 // writeState is SaveState (a variable for tests).
 var writeState = SaveState
