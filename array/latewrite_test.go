@@ -41,6 +41,8 @@ func (r *fakeRing) ReserveBuffer() (int, bool) {
 func (r *fakeRing) SwapBuffer(tag uint16, spare, n int) int { return spare }
 func (r *fakeRing) ReleaseBuffer(b int)                     {}
 func (r *fakeRing) Buffer(tag uint16) []byte                { return r.bufs[len(r.bufs)-1] }
+func (r *fakeRing) Fail(err error)                          { panic(err) }
+
 func (r *fakeRing) SubmitMember(ud uint64, tag uint16, m *Member, fixed bool, io engine.MemberIO, off uint64, data []byte) error {
 	r.pending = append(r.pending, fakeOp{ud, io, data, m})
 	return nil

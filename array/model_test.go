@@ -345,6 +345,8 @@ func (r *modelRing) Buffer(tag uint16) []byte {
 	r.m.count("read given up: the request reads on in another buffer")
 	return r.bufs[r.bufIdx[tag]]
 }
+func (r *modelRing) Fail(err error) { panic(err) }
+
 func (r *modelRing) SubmitMember(ud uint64, tag uint16, m *Member, fixed bool, io engine.MemberIO, off uint64, data []byte) error {
 	if r.m.zeroCopy && (io.Kind == engine.IORead || io.Kind == engine.IOWrite) {
 		// A zero-copy request's pages go one way only: the kernel

@@ -47,6 +47,8 @@ func (r *pRing) ReserveBuffer() (int, bool)              { return 0, false }
 func (r *pRing) SwapBuffer(tag uint16, spare, n int) int { return spare }
 func (r *pRing) ReleaseBuffer(b int)                     {}
 func (r *pRing) Buffer(tag uint16) []byte                { panic("pRing: no Rebuffer (no spare buffers)") }
+func (r *pRing) Fail(err error)                          { panic(err) }
+
 func (r *pRing) SubmitMember(ud uint64, tag uint16, m *Member, fixed bool, io engine.MemberIO, off uint64, data []byte) error {
 	r.pending = append(r.pending, pRingOp{ud, m, io, off, data})
 	return nil

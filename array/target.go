@@ -1,6 +1,7 @@
 package array
 
 import (
+	"fmt"
 	"math/bits"
 	"sync"
 	"sync/atomic"
@@ -121,6 +122,8 @@ type ring interface {
 	// fixed-file table.
 	SetTargetFile(i, fd int) error
 	Complete(tag uint16, err error)
+	// Fail ends the queue on a failure of its own (ublk.Queue.Fail).
+	Fail(err error)
 	// ZeroCopy: each request's data is its own pages, which only member
 	// I/O reaches (ublk.Queue.ZeroCopy); the kernel completes a request
 	// only once every member operation on its pages has returned.
@@ -450,7 +453,12 @@ func (h *queue) Submit(tag uint16, op engine.OpID, io engine.MemberIO, data []by
 		off = h.a.logOffset + io.Sector<<9 // (within the log area: the entry's size is bounded by its ring)
 	}
 	if err := h.q.SubmitMember(uint64(tag)<<32|uint64(op), tag, m, fixed, io, off, data); err != nil {
-		h.exec.Done(tag, op, -int32(unix.EIO))
+		// The ring could not take it: a failure of this queue, not of
+		// the member (an EIO here failed a healthy member, or with every
+		// member's operations refused, the array). The queue ends and the
+		// device waits for a recovery (ublk.Device.Failed), which
+		// reissues the request; it is never completed here.
+		h.q.Fail(fmt.Errorf("member %d I/O: %w", io.Member, err))
 	}
 }
 

@@ -727,3 +727,10 @@ func (q *Queue) SetEnterFault(fault func() unix.Errno) {
 		return enter(fd, toSubmit, minComplete, flags, arg, argSize)
 	}
 }
+
+// Fail ends the queue on err, a failure of the server's own (its ring
+// cannot take an operation), not of a member, whose errors are the
+// target's to handle: the queue leaves its loop before it waits again, the
+// device hands every queue over (Device.Failed), and the requests not
+// committed are reissued to the next server. Queue thread.
+func (q *Queue) Fail(err error) { q.fail(err) }
