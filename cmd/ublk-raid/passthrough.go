@@ -266,6 +266,12 @@ func runPassthrough(o passthroughOptions, recover bool, stdout io.Writer, log *z
 		log.Info("signal: deleting device", zap.String("signal", s.String()), zap.String("device", d.BlockPath()))
 		return d.Delete()
 	case <-d.Done():
+		if d.Failed() {
+			// As after a crash of this process: the device waits, with
+			// its users' requests, for a recovery.
+			log.Error("the device's queues failed: it waits for `ublk-raid recover`", zap.String("device", d.BlockPath()), zap.Error(d.Err()))
+			return fmt.Errorf("%s: the queues failed (%w): `ublk-raid recover -n %d %s` serves it again", d.BlockPath(), d.Err(), d.ID(), o.member)
+		}
 		// Stopped from outside (ublk-raid del): release our files so the
 		// deleting command's DEL_DEV can finish.
 		err := d.Stop()

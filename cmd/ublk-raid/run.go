@@ -296,6 +296,13 @@ func runArray(o runOptions, spec array.CreateSpec, cfg ublk.Config, stdout io.Wr
 		log.Info("signal: deleting device", zap.String("signal", s.String()), zap.String("device", d.BlockPath()))
 		serr = d.Delete()
 	case <-d.Done():
+		if d.Failed() {
+			// As after a crash of this process: the device waits, with
+			// its users' requests, for a recovery; the array stays dirty.
+			a.StopSync()
+			log.Error("the device's queues failed: it waits for `ublk-raid run --recover`", zap.String("device", d.BlockPath()), zap.Error(d.Err()))
+			return fmt.Errorf("%s: the queues failed (%w): `ublk-raid run --recover -n %d` with the same members serves it again", d.BlockPath(), d.Err(), d.ID())
+		}
 		serr = d.Stop()
 		if errors.Is(serr, unix.ENODEV) {
 			serr = nil
