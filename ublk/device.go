@@ -530,7 +530,10 @@ func firstCPU(set *unix.CPUSet) int {
 // teardown stops the queues (STOP_DEV aborts every FETCH; queues then
 // exit) and releases the character device.
 func (d *Device) teardown() {
-	if d.char != nil {
+	d.mu.Lock()
+	open := d.char != nil // (a failed queue's hand-over may close it: closeChar)
+	d.mu.Unlock()
+	if open {
 		d.ctrl.StopDev(d.info.DevID)
 		<-d.done
 		d.closeChar()
