@@ -298,6 +298,12 @@ func CheckRecover(ctrl *Control, id uint32, target Target) error {
 	return err
 }
 
+// Served reports whether a live process serves the device: it is live
+// and its server's pid exists (a dead server's device waits for recovery).
+func (info DevInfo) Served() bool {
+	return info.State == StateLive && info.UblksrvPid > 0 && unix.Kill(int(info.UblksrvPid), 0) == nil
+}
+
 func checkRecover(ctrl *Control, id uint32, target Target) (DevInfo, error) {
 	info, err := ctrl.DevInfo(id)
 	if err != nil {
@@ -306,7 +312,7 @@ func checkRecover(ctrl *Control, id uint32, target Target) (DevInfo, error) {
 	if info.Flags&FlagUserRecovery == 0 {
 		return DevInfo{}, fmt.Errorf("ublk device %d was not created with user recovery", id)
 	}
-	if info.State == StateLive && info.UblksrvPid > 0 && unix.Kill(int(info.UblksrvPid), 0) == nil {
+	if info.Served() {
 		return DevInfo{}, fmt.Errorf("ublk device %d is live, served by pid %d", id, info.UblksrvPid)
 	}
 	if info.Flags&FlagAutoBufReg != 0 && zeroCopyFlags(target, Config{}) == 0 {

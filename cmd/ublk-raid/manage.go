@@ -21,6 +21,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/spf13/cobra"
+	"golang.org/x/sys/unix"
 
 	"github.com/ublk-raid/ublk-raid/array"
 	"github.com/ublk-raid/ublk-raid/daemon"
@@ -345,7 +346,7 @@ func runDel(o delOptions, c *daemon.Client, stdout io.Writer) error {
 		switch {
 		case err == nil:
 			printDeleted(stdout, res)
-			return nil
+			return delUnserved(stdout, res.Forgotten)
 		case errors.Is(err, daemon.ErrNotRunning), errors.As(err, &re) && re.Status == http.StatusNotFound:
 			return kernelDel(stdout, []uint32{uint32(o.number)})
 		default:
@@ -371,6 +372,40 @@ func printDeleted(w io.Writer, res daemon.DeleteResult) {
 	for _, n := range res.Forgotten {
 		fmt.Fprintf(w, "forgot %s (its array had not started)\n", daemon.DevicePath(n))
 	}
+}
+
+// delUnserved deletes the kernel devices of the state entries the daemon
+// forgot (ns) that no live server holds: one a dead daemon left for
+// recovery, whose array then did not start, would keep its users'
+// requests waiting for good once nothing retries the array. A device
+// another live program serves is left alone; one in use is refused.
+func delUnserved(stdout io.Writer, ns []int) error {
+	if len(ns) == 0 {
+		return nil
+	}
+	ctrl, err := ublk.OpenControl()
+	if err != nil {
+		if errors.Is(err, ublk.ErrNoDriver) {
+			return nil // no driver: no device
+		}
+		return err
+	}
+	var ids []uint32
+	for _, n := range ns {
+		info, err := ctrl.DevInfo(uint32(n))
+		switch {
+		case errors.Is(err, unix.ENODEV):
+			continue
+		case err != nil:
+			ctrl.Close()
+			return err
+		case info.Served():
+			continue // served, by another program
+		}
+		ids = append(ids, uint32(n))
+	}
+	ctrl.Close()
+	return kernelDel(stdout, ids)
 }
 
 // kernelDel stops and deletes devices directly (their servers exit).
@@ -409,13 +444,24 @@ func stopUnused(ctrl *ublk.Control, id uint32) error {
 	if err != nil {
 		return err
 	}
+	if info.State != ublk.StateLive {
+		// No server: the device waits for a recovery. Its plain openers
+		// are requests waiting for good, not users to protect (a reader
+		// blocked on it cannot close it, and the 7.x kernel's stop only
+		// while unused would refuse for it forever); a mount or another
+		// exclusive holder still refuses.
+		if daemon.InUse(int(id)) {
+			return busy
+		}
+		return ctrl.StopDev(id)
+	}
 	if info.Flags&ublk.FlagSafeStopDev != 0 {
 		if err := ctrl.StopUnusedDev(id); !errors.Is(err, ublk.ErrInUse) {
 			return err
 		}
 		return busy
 	}
-	if info.State == ublk.StateLive && daemon.InUse(int(id)) {
+	if daemon.InUse(int(id)) {
 		return busy
 	}
 	return ctrl.StopDev(id)

@@ -70,7 +70,7 @@ for t in .build/vmtest/*.test; do
 	pkg=$(basename "$t" .test)
 	run "go:$pkg" sh -c "cd '$pkg' && UBLK_RAID_TEST_DISKS=/dev/vdb '../$t' -test.v -test.run '^TestVM' -test.timeout 500s"
 done
-for s in ${UBLK_RAID_SCENARIOS:-passthrough-fs kill-recover bad-input bad-input-replace bad-input-signatures bad-input-crafted rebuild-kill discard raid-fs raid1-fail raid1-hang raid1-hang-zc kill-recover-raid1 serve live-upgrade raid10-fail grow grow-raid56 raid56}; do
+for s in ${UBLK_RAID_SCENARIOS:-passthrough-fs kill-recover bad-input bad-input-replace bad-input-signatures bad-input-crafted rebuild-kill discard raid-fs raid1-fail raid1-hang raid1-hang-zc kill-recover-raid1 serve live-upgrade raid10-fail grow grow-raid56 raid56 del-pending}; do
 	[ "$s" = none ] && continue
 	case " ${UBLK_RAID_SKIP_SCENARIOS:-} " in *" $s "*) continue ;; esac
 	run "$s" "scripts/vm/scenarios/$s.sh" /dev/vda

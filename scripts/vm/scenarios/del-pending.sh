@@ -1,0 +1,52 @@
+#!/bin/sh
+# del of an array whose device waits for a recovery that cannot come: serve
+# is killed (-9) under a raid1 array, its device left quiesced for the next
+# daemon; the next serve cannot start the array (a member's path is gone)
+# and keeps it pending, a reader of the device waiting. `del -n N` forgets
+# the entry and deletes the device: the reader gets its error instead of
+# waiting for good, and no ublk device is left.
+set -eu
+. scripts/vm/scenarios/lib.sh
+set -- ${DP_DISKS:-/dev/vdc /dev/vdd}
+A=$1
+B=$2
+STATE=$SCRATCH/dp-state/arrays.json
+rm -rf "$SCRATCH/dp-state"
+for d in $A $B; do dd if=/dev/zero of="$d" bs=1M count=4 oflag=direct 2>/dev/null; done
+
+step "serve, add --level 1 $A $B, kill -9 serve"
+start_serve "$SCRATCH/dp1"
+DEV=$("$BIN" add --level 1 -q 2 "$A" "$B") || fail "add"
+N=$(echo "$DEV" | tr -dc 0-9)
+dd if=/dev/urandom of="$DEV" bs=1M count=4 oflag=direct 2>/dev/null || fail "write"
+kill -9 "$SERVER_PID"
+wait "$SERVER_PID" 2>/dev/null || true
+[ -e "/sys/class/ublk-char/ublkc$N" ] || fail "the killed daemon's device is gone"
+
+step "a new serve cannot start the array ($B's path gone): pending; a reader waits"
+sed -i "s#\"$B\"#\"/dev/dp-gone\"#" "$STATE"
+grep -q dp-gone "$STATE" || { cat "$STATE"; fail "state file not edited"; }
+start_serve "$SCRATCH/dp2"
+"$BIN" detail -n "$N" >/dev/null 2>&1 && { "$BIN" list; fail "the array started"; }
+dd if="$DEV" of=/dev/null bs=4k count=1 iflag=direct 2>/dev/null &
+READER=$!
+sleep 2
+kill -0 $READER 2>/dev/null || fail "the read did not wait for the recovery"
+
+step "del -n $N forgets the entry and deletes the device; the reader ends"
+out=$("$BIN" del -n "$N" 2>&1) || { "$BIN" del -n "$N" >/dev/null 2>&1; fail "del: $out"; }
+echo "$out"
+echo "$out" | grep -q "forgot $DEV" || fail "del did not forget the entry: $out"
+echo "$out" | grep -q "deleted $DEV" || { "$BIN" del -n "$N" >/dev/null 2>&1; fail "del left the waiting device: $out"; }
+i=0
+while kill -0 $READER 2>/dev/null; do
+	i=$((i + 1))
+	[ $i -gt 100 ] && fail "the reader still waits 10 s after del"
+	sleep 0.1
+done
+wait $READER && fail "the read of the deleted device succeeded"
+assert_no_devices
+grep -q '"arrays": \[\]' "$STATE" || { cat "$STATE"; fail "the state file still lists the array"; }
+kill -TERM "$SERVER_PID"
+wait "$SERVER_PID" || fail "serve exited $? on SIGTERM"
+echo "del-pending: ok"
