@@ -259,7 +259,10 @@ func (r *Ring) NextSQE() (*SQE, error) {
 	if s := r.GetSQE(); s != nil {
 		return s, nil
 	}
-	if _, err := r.Submit(); err != nil {
+	// The caller is in the middle of handling completions and cannot reap
+	// more: a refusal (EAGAIN, EBUSY) is waited out here even with
+	// completions ready, which would otherwise leave the SQ full.
+	if _, err := r.enterFrom(0, 0, false); err != nil {
 		return nil, err
 	}
 	if s := r.GetSQE(); s != nil {
@@ -358,7 +361,12 @@ func (r *Ring) flush() uint32 {
 	return r.tail - r.sqHead.Load()
 }
 
-func (r *Ring) enter(waitNr, flags uint32) (int, error) {
+func (r *Ring) enter(waitNr, flags uint32) (int, error) { return r.enterFrom(waitNr, flags, true) }
+
+// enterFrom is enter; reaps says the caller reaps completions when it
+// returns, so a refusal with completions ready returns at once (reaping
+// them makes room); otherwise it is retried like one with none ready.
+func (r *Ring) enterFrom(waitNr, flags uint32, reaps bool) (int, error) {
 	var busySince time.Time // (read only once the kernel refuses)
 	for busy := 0; ; {
 		toSubmit := r.flush()
@@ -385,7 +393,7 @@ func (r *Ring) enter(waitNr, flags uint32) (int, error) {
 			// The kernel took nothing: it had no memory for a request
 			// (EAGAIN) or a completion backlog (EBUSY). Completions to reap
 			// let the caller make room; otherwise wait a little and retry.
-			if r.CQReady() > 0 {
+			if reaps && r.CQReady() > 0 {
 				return 0, nil
 			}
 			if busy == 0 {

@@ -89,3 +89,44 @@ func TestRingGivesUpPersistentBusy(t *testing.T) {
 		runtime.UnlockOSThread()
 	}
 }
+
+// NextSQE on a full SQ submits to make room; a refusal then (EAGAIN,
+// EBUSY) with completions ready is retried, not returned as room made:
+// its caller is handling completions and cannot reap more, so the SQ
+// stayed full and a member operation failed with ErrRingFull (which
+// failed the queue and handed the whole device over to a recovery).
+func TestNextSQEWaitsOutRefusalWithCompletionsReady(t *testing.T) {
+	for _, errno := range []unix.Errno{unix.EAGAIN, unix.EBUSY} {
+		runtime.LockOSThread()
+		r := newTestRing(t, 8, RingOptions{})
+		s, err := r.NextSQE()
+		if err != nil {
+			t.Fatal(err)
+		}
+		PrepNop(s, 1)
+		if _, err := r.SubmitAndWait(1); err != nil {
+			t.Fatal(err)
+		}
+		if r.CQReady() == 0 {
+			t.Fatal("no completion ready")
+		}
+		for r.GetSQE() != nil { // fill the SQ (left unreaped: CQ ready)
+		}
+		refusals := 0
+		real := r.sysEnter
+		r.sysEnter = func(fd int, toSubmit, minComplete, flags uint32, arg unsafe.Pointer, argSize uintptr) (int, unix.Errno) {
+			if toSubmit > 0 && refusals < 2 {
+				refusals++
+				return 0, errno
+			}
+			return real(fd, toSubmit, minComplete, flags, arg, argSize)
+		}
+		if _, err := r.NextSQE(); err != nil {
+			t.Fatalf("%v: NextSQE on a full SQ with completions ready: %v", errno, err)
+		}
+		if refusals != 2 {
+			t.Fatalf("%v: %d refusals injected, want 2", errno, refusals)
+		}
+		runtime.UnlockOSThread()
+	}
+}
