@@ -25,28 +25,30 @@ const (
 // ring that carries both the ublk commands and the target's member I/O.
 // Its methods must only be called on that thread, from the handler.
 type Queue struct {
-	id        int
-	depth     int
-	maxIO     int
-	ring      *Ring
-	char      *os.File
-	charFd    int32 // char's descriptor, for the ublk commands
-	descMem   []byte
-	descs     []ioDesc
-	bufMem    []byte
-	reqs      []Request
-	state     []uint8
-	live      int // tags not dead
-	inflight  int // target SQEs without CQE yet
-	handler   QueueHandler
-	fixedBufs bool
-	zeroCopy  bool // UBLK_F_AUTO_BUF_REG: tag t's request pages are buffer slot t
-	err       error
-	served    bool // started serving (an error ends the loop after this)
-	pollFor   time.Duration
-	now       time.Time // see Now
-	waker     Waker     // the handler, if it wants wake-ups
-	ticker    Ticker    // the handler, if it wants ticks
+	id         int
+	depth      int
+	maxIO      int
+	ring       *Ring
+	char       *os.File
+	charFd     int32 // char's descriptor, for the ublk commands
+	descMem    []byte
+	descs      []ioDesc
+	bufMem     []byte
+	reqs       []Request
+	state      []uint8
+	live       int // tags not dead
+	inflight   int // target SQEs without CQE yet
+	handler    QueueHandler
+	fixedBufs  bool
+	zeroCopy   bool // UBLK_F_AUTO_BUF_REG: tag t's request pages are buffer slot t
+	err        error
+	served     bool      // started serving (an error ends the loop after this)
+	failAt     time.Time // when the loop first saw err (its member I/O drains)
+	ringBroken bool      // io_uring_enter failed: nothing more to reap
+	pollFor    time.Duration
+	now        time.Time // see Now
+	waker      Waker     // the handler, if it wants wake-ups
+	ticker     Ticker    // the handler, if it wants ticks
 	// Tag buffers: bufIdx[tag] is the index in bufMem of tag's buffer
 	// (tag itself until a swap); spares are free buffers beyond depth.
 	bufIdx    []int
@@ -517,8 +519,18 @@ func (q *Queue) loop() {
 		if q.err != nil {
 			// A failure of ours or a protocol error: the queue leaves
 			// (the device hands every queue over, Device.Failed), its
-			// requests not committed wait for the next server.
-			return
+			// requests not committed wait for the next server. As for a
+			// detach, no new request goes to the handler (deliver) and
+			// the member I/O in flight is reaped first, within
+			// detachDrain, so that none lands after the next server
+			// took over; unless the ring itself failed (nothing more
+			// comes back through it).
+			if q.failAt.IsZero() {
+				q.failAt = q.now
+			}
+			if q.ringBroken || q.inflight == 0 || q.now.Sub(q.failAt) > detachDrain {
+				return
+			}
 		}
 		if q.detaching() {
 			// Device.Detach: no new request goes to the handler (see
@@ -547,6 +559,7 @@ func (q *Queue) loop() {
 			_, err = q.ring.SubmitAndWait(1)
 		}
 		if err != nil {
+			q.ringBroken = true
 			q.fail(fmt.Errorf("queue %d: %w", q.id, err))
 			continue // (the loop ends on q.err)
 		}
@@ -645,7 +658,7 @@ func (q *Queue) deliver(tag uint16) {
 	req.Sector = d.StartSector
 	req.Sectors = d.NrSectors
 	q.state[tag] = tagServing
-	if q.detaching() {
+	if q.detaching() || q.err != nil {
 		// Left uncommitted: the next server gets it (reissued).
 		return
 	}
