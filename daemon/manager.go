@@ -68,7 +68,7 @@ type Manager struct {
 	// pending are state file entries whose array could not be started
 	// (members missing, ...): kept in the state file until deleted.
 	pending map[int]StateEntry
-	// growing are the arrays a grow is handing over (in pending
+	// growing are the arrays a grow (or recoverFailed) is handing over (in pending
 	// meanwhile, so that the state file keeps them): not deleted, not
 	// operated on until it ends.
 	growing map[int]bool
@@ -154,8 +154,10 @@ func (m *Manager) RetryPending() int {
 	}
 	m.mu.Lock()
 	var es []StateEntry
-	for _, e := range m.pending {
-		es = append(es, e)
+	for n, e := range m.pending {
+		if !m.growing[n] { // (a hand-over under way: its members still open)
+			es = append(es, e)
+		}
 	}
 	m.mu.Unlock()
 	started := 0
@@ -427,39 +429,69 @@ func (m *Manager) track(s *served) {
 	m.mu.Unlock()
 	go func() {
 		<-s.d.Done()
-		m.mu.Lock()
-		mine := m.arrays[s.n] == s
-		failed := mine && s.d.Failed()
-		if mine {
-			delete(m.arrays, s.n)
-		}
-		if failed {
-			// In the state file throughout (saveState writes pending
-			// entries too).
-			m.pending[s.n] = s.entry
-		}
-		m.mu.Unlock()
-		if !mine {
-			return // Delete or Shutdown took it
-		}
-		if failed {
-			m.recoverFailed(s)
-			return
-		}
-		m.log.Warn("device stopped outside the daemon; closing the array", zap.String("device", s.d.BlockPath()), zap.NamedError("queues", s.d.Err()))
-		// As Delete: after the member operation under way, which would
-		// otherwise write superblocks beside the clean mark and the close.
-		s.opMu.Lock()
-		err := m.stop(s, false)
-		s.opMu.Unlock()
-		if err != nil {
-			m.log.Error("closing the array", zap.String("device", s.d.BlockPath()), zap.Error(err))
-		}
-		if err := m.saveState(); err != nil {
-			m.log.Error("state file not written", zap.Error(err))
-		}
-		m.changed()
+		m.ended(s)
 	}()
+}
+
+// ended handles the end of s's queues, unless Delete, Shutdown or a grow
+// took s out of the served arrays first: a device stopped from outside
+// ends the array cleanly; one whose queues failed is recovered.
+func (m *Manager) ended(s *served) {
+	m.mu.Lock()
+	mine := m.arrays[s.n] == s
+	failed := mine && s.d.Failed()
+	if mine {
+		delete(m.arrays, s.n)
+	}
+	if failed {
+		// In the state file throughout (saveState writes pending
+		// entries too); handed over meanwhile: neither deleted nor
+		// retried until recoverFailed has let the device go.
+		m.pending[s.n] = s.entry
+		m.growing[s.n] = true
+	}
+	m.mu.Unlock()
+	if !mine {
+		return // Delete or Shutdown took it
+	}
+	if failed {
+		m.recoverFailed(s)
+		return
+	}
+	m.log.Warn("device stopped outside the daemon; closing the array", zap.String("device", s.d.BlockPath()), zap.NamedError("queues", s.d.Err()))
+	// As Delete: after the member operation under way, which would
+	// otherwise write superblocks beside the clean mark and the close.
+	s.opMu.Lock()
+	err := m.stop(s, false)
+	s.opMu.Unlock()
+	if err != nil {
+		m.log.Error("closing the array", zap.String("device", s.d.BlockPath()), zap.Error(err))
+	}
+	if err := m.saveState(); err != nil {
+		m.log.Error("state file not written", zap.Error(err))
+	}
+	m.changed()
+}
+
+// putBack serves s again after an operation took it out of the served
+// arrays and then changed nothing (a refused Delete, a grow whose state
+// file write failed): its queues may have ended meanwhile, which its
+// watcher, finding it gone, left alone.
+func (m *Manager) putBack(s *served) {
+	m.mu.Lock()
+	m.arrays[s.n] = s
+	m.mu.Unlock()
+	m.endedMeanwhile(s)
+}
+
+// endedMeanwhile handles the end of s's queues (ended) if it came while s
+// was out of the served arrays; s is back in them.
+func (m *Manager) endedMeanwhile(s *served) {
+	select {
+	case <-s.d.Done():
+		go m.ended(s)
+	default:
+	}
 }
 
 // recoverFailed hands the device of s, whose queues failed (ublk's
@@ -468,7 +500,8 @@ func (m *Manager) track(s *served) {
 // (dirty: the writes in flight are reissued to the next server) and
 // assembled again by the pending retries, which recover the device. Its
 // users' requests wait meanwhile, as for a restart; stopping the device
-// instead would fail a mounted filesystem's I/O. s is pending already.
+// instead would fail a mounted filesystem's I/O. s is pending already,
+// and marked handed over (growing) until its device is let go.
 func (m *Manager) recoverFailed(s *served) {
 	dev := s.d.BlockPath()
 	m.log.Error("the device's queues failed: recovering it (its users' requests wait; the daemon retries until it serves again)",
@@ -482,6 +515,9 @@ func (m *Manager) recoverFailed(s *served) {
 	s.a.StopSync() // checkpointed: it resumes at the next assembly
 	s.a.Close()
 	s.opMu.Unlock()
+	m.mu.Lock()
+	delete(m.growing, s.n) // (handed over: del and the retries may act)
+	m.mu.Unlock()
 	releaseMemory()
 	if err := m.saveState(); err != nil {
 		m.log.Error("state file not written", zap.Error(err))
@@ -758,7 +794,7 @@ func (m *Manager) get(n int) (*served, error) {
 
 // errGrowing refuses an operation on an array a grow is handing over.
 func errGrowing(n int) error {
-	return Refused(fmt.Errorf("%s: a grow is handing it over: try again when it ends", DevicePath(n)))
+	return Refused(fmt.Errorf("%s: being handed over (a grow, or a recovery after its queues failed): try again when it ends", DevicePath(n)))
 }
 
 // Delete implements Backend. A device in use (mounted, or held by
@@ -807,9 +843,7 @@ func (m *Manager) Delete(n int) (DeleteResult, error) {
 	// above.
 	var stopErr error
 	if err := s.d.StopUnused(); errors.Is(err, ublk.ErrInUse) {
-		m.mu.Lock()
-		m.arrays[n] = s
-		m.mu.Unlock()
+		m.putBack(s)
 		return DeleteResult{}, inUseErr
 	} else if !errors.Is(err, ublk.ErrNoSafeStop) {
 		stopErr = err // stopped; m.stop deletes it
@@ -1381,8 +1415,9 @@ func (m *Manager) Grow(n int, sizeBytes uint64) (Array, error) {
 	if err := m.saveState(); err != nil {
 		m.mu.Lock()
 		delete(m.pending, n)
-		m.arrays[n] = s
+		m.arrays[n] = s // (at once: a state file written meanwhile keeps it)
 		m.mu.Unlock()
+		m.endedMeanwhile(s)
 		return Array{}, fmt.Errorf("%s: state file not written, nothing changed: %w", DevicePath(n), err)
 	}
 	dev := DevicePath(n)
