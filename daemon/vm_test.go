@@ -27,12 +27,7 @@ type faultyArray struct {
 
 func (f faultyArray) NewQueue(q *ublk.Queue) (ublk.QueueHandler, error) {
 	if q.ID() == 0 {
-		q.SetEnterFault(func() unix.Errno {
-			if f.fault.Load() {
-				return unix.EFAULT
-			}
-			return 0
-		})
+		q.SetEnterFault(f.fault, unix.EFAULT)
 		f.q0 <- q
 	}
 	return f.Array.NewQueue(q)

@@ -43,16 +43,17 @@ step "deploy checks" scripts/check-deploy.sh
 # happens again.
 fuzz_one() {
 	local pkg=$1 name=$2 dir before after
+	local run=(go test -run '^$' -fuzz "^$name\$" -fuzztime "${FUZZTIME:-20s}" -fuzzminimizetime 2s "$pkg")
 	dir=$pkg/testdata/fuzz/$name
 	before=$(ls "$dir" 2>/dev/null | wc -l)
-	go test -run '^$' -fuzz "^$name\$" -fuzztime "${FUZZTIME:-20s}" -fuzzminimizetime 2s "$pkg" && return 0
+	"${run[@]}" && return 0
 	after=$(ls "$dir" 2>/dev/null | wc -l)
 	if [ "$after" != "$before" ]; then
 		echo "fuzz $pkg $name: crasher written under $dir"
 		return 1
 	fi
 	echo "fuzz $pkg $name: failed without a crasher (Go's fuzztime race?); once more"
-	go test -run '^$' -fuzz "^$name\$" -fuzztime "${FUZZTIME:-20s}" -fuzzminimizetime 2s "$pkg"
+	"${run[@]}"
 }
 fuzz_all() {
 	local file pkg name rc=0

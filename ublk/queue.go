@@ -727,14 +727,14 @@ func (q *Queue) close() {
 	}
 }
 
-// SetEnterFault makes the queue's io_uring_enter fail with the errno fault
-// returns, whenever that is not 0: a fault-injection seam for the tests of
-// the layers above (a ring failing under a serving queue, see
-// Device.Failed). Call it from the target's NewQueue (queue thread).
-func (q *Queue) SetEnterFault(fault func() unix.Errno) {
+// SetEnterFault makes the queue's io_uring_enter fail with errno while on
+// is set: a fault-injection seam for the tests of the layers above (a
+// ring failing under a serving queue, see Device.Failed). Call it from the
+// target's NewQueue (queue thread).
+func (q *Queue) SetEnterFault(on *atomic.Bool, errno unix.Errno) {
 	enter := q.ring.sysEnter
 	q.ring.sysEnter = func(fd int, toSubmit, minComplete, flags uint32, arg unsafe.Pointer, argSize uintptr) (int, unix.Errno) {
-		if errno := fault(); errno != 0 {
+		if on.Load() {
 			return 0, errno
 		}
 		return enter(fd, toSubmit, minComplete, flags, arg, argSize)

@@ -847,12 +847,7 @@ type faultyRingTarget struct {
 
 func (f faultyRingTarget) NewQueue(q *Queue) (QueueHandler, error) {
 	if q.ID() == 0 {
-		q.SetEnterFault(func() unix.Errno {
-			if f.fault.Load() {
-				return unix.EFAULT
-			}
-			return 0
-		})
+		q.SetEnterFault(f.fault, unix.EFAULT)
 		f.q0 <- q
 	}
 	return f.Passthrough.NewQueue(q)

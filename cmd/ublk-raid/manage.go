@@ -444,18 +444,12 @@ func stopUnused(ctrl *ublk.Control, id uint32) error {
 	if err != nil {
 		return err
 	}
-	if info.State != ublk.StateLive {
-		// No server: the device waits for a recovery. Its plain openers
-		// are requests waiting for good, not users to protect (a reader
-		// blocked on it cannot close it, and the 7.x kernel's stop only
-		// while unused would refuse for it forever); a mount or another
-		// exclusive holder still refuses.
-		if daemon.InUse(int(id)) {
-			return busy
-		}
-		return ctrl.StopDev(id)
-	}
-	if info.Flags&ublk.FlagSafeStopDev != 0 {
+	// A device without a server (live: served) waits for a recovery: its
+	// plain openers are requests waiting for good, not users to protect
+	// (a reader blocked on it cannot close it, and the kernel's stop only
+	// while unused would refuse for it forever), so only a mount or
+	// another exclusive holder refuses, as on drivers without that stop.
+	if info.State == ublk.StateLive && info.Flags&ublk.FlagSafeStopDev != 0 {
 		if err := ctrl.StopUnusedDev(id); !errors.Is(err, ublk.ErrInUse) {
 			return err
 		}
