@@ -170,8 +170,11 @@
 // An entry that cannot be started (members missing, in use, of another
 // array) is logged and kept ("pending"): it is retried every 2 s for the
 // first minute (members appear as udev coldplugs them; READY=1 does not
-// wait for them), its number stays reserved, and `del -n N` forgets it. A corrupt state file stops serve before anything
-// is touched; it is never overwritten.
+// wait for them), its number stays reserved, and `del -n N` forgets it
+// and deletes the device a dead server left waiting for its recovery
+// (refused, the entry kept, while that device is mounted or held). A
+// corrupt state file stops serve before anything is touched; it is never
+// overwritten.
 //
 // # Stopping
 //

@@ -859,24 +859,94 @@ func (m *Manager) Delete(n int) (DeleteResult, error) {
 	return DeleteResult{Deleted: []string{DevicePath(n)}}, nil
 }
 
-// forgetPending drops the pending entry n. It waits for a RetryPending
-// under way (addMu): one that had taken the entry before it was dropped
-// would otherwise start the array after del reported it forgotten, and
-// serve it again. If that retry started it, n is deleted as served.
+// forgetPending drops the pending entry n and deletes the device a dead
+// server left waiting for its recovery (no live server holds it): once
+// nothing retries the array, that device's users would wait for good. A
+// waiting device that is mounted or otherwise held exclusively refuses
+// the del before anything changes: the entry stays (its array can still
+// be recovered, and the filesystem's writes with it). A device another
+// live program serves is left alone.
+//
+// It waits for a RetryPending under way (addMu): one that had taken the
+// entry before it was dropped would otherwise start the array after del
+// reported it forgotten, and serve it again. If that retry started it, n
+// is deleted as served.
 func (m *Manager) forgetPending(n int) (DeleteResult, error) {
 	m.addMu.Lock()
 	m.mu.Lock()
 	_, ok := m.pending[n]
-	delete(m.pending, n)
 	m.mu.Unlock()
 	if !ok {
 		m.addMu.Unlock()
 		return m.Delete(n) // started meanwhile, or forgotten by another del
 	}
-	m.log.Info("state entry forgotten", zap.String("device", DevicePath(n)))
-	err := m.saveState()
+	res, err := m.forget(n)
 	m.addMu.Unlock()
-	return DeleteResult{Deleted: []string{}, Forgotten: []int{n}}, err
+	return res, err
+}
+
+// forget is forgetPending of an entry that is pending, under addMu.
+func (m *Manager) forget(n int) (DeleteResult, error) {
+	waiting, err := m.waitingDevice(n)
+	if err != nil {
+		return DeleteResult{}, err
+	}
+	m.mu.Lock()
+	delete(m.pending, n)
+	m.mu.Unlock()
+	m.log.Info("state entry forgotten", zap.String("device", DevicePath(n)))
+	res := DeleteResult{Deleted: []string{}, Forgotten: []int{n}}
+	err = m.saveState()
+	if waiting != nil {
+		if derr := m.deleteWaiting(*waiting); derr != nil {
+			err = errors.Join(err, fmt.Errorf("deleting %s: %w", DevicePath(n), derr))
+		} else {
+			res.Deleted = append(res.Deleted, DevicePath(n))
+			m.log.Info("device deleted (it waited for the forgotten array)", zap.String("device", DevicePath(n)))
+		}
+	}
+	return res, err
+}
+
+// waitingDevice returns the info of device n if it exists without a live
+// server (left by a dead server for a recovery), nil if there is none or
+// a live program serves it; an error if it cannot be deleted (in use) or
+// asked about. It changes nothing.
+func (m *Manager) waitingDevice(n int) (*ublk.DevInfo, error) {
+	if m.ctrl == nil {
+		return nil, nil
+	}
+	info, err := m.ctrl.DevInfo(uint32(n))
+	switch {
+	case errors.Is(err, unix.ENODEV):
+		return nil, nil
+	case err != nil:
+		return nil, fmt.Errorf("%s: %w", DevicePath(n), err)
+	case info.Served():
+		return nil, nil
+	}
+	// Its plain openers are requests waiting for good, not users to
+	// protect (a reader blocked on it cannot close it; the kernel's stop
+	// only while unused, 7.0+, would refuse for it forever): a mount or
+	// another exclusive holder refuses, as on drivers without that stop.
+	if info.State != ublk.StateDead && InUse(n) {
+		return nil, Refused(fmt.Errorf("%s is in use (mounted, or held by another program): unmount it first; its array stays pending", DevicePath(n)))
+	}
+	return &info, nil
+}
+
+// deleteWaiting stops (its waiting requests fail) and deletes a device
+// waitingDevice returned.
+func (m *Manager) deleteWaiting(info ublk.DevInfo) error {
+	if info.State != ublk.StateDead {
+		if err := m.ctrl.StopDev(info.DevID); err != nil && !errors.Is(err, unix.ENODEV) {
+			return err
+		}
+	}
+	if err := m.ctrl.DelDev(info.DevID); err != nil && !errors.Is(err, unix.ENODEV) {
+		return err
+	}
+	return nil
 }
 
 // DeleteAll implements Backend: it deletes every array not in use and

@@ -21,7 +21,6 @@ import (
 	"unicode/utf8"
 
 	"github.com/spf13/cobra"
-	"golang.org/x/sys/unix"
 
 	"github.com/ublk-raid/ublk-raid/array"
 	"github.com/ublk-raid/ublk-raid/daemon"
@@ -346,7 +345,7 @@ func runDel(o delOptions, c *daemon.Client, stdout io.Writer) error {
 		switch {
 		case err == nil:
 			printDeleted(stdout, res)
-			return delUnserved(stdout, res.Forgotten)
+			return nil
 		case errors.Is(err, daemon.ErrNotRunning), errors.As(err, &re) && re.Status == http.StatusNotFound:
 			return kernelDel(stdout, []uint32{uint32(o.number)})
 		default:
@@ -366,46 +365,12 @@ func runDel(o delOptions, c *daemon.Client, stdout io.Writer) error {
 }
 
 func printDeleted(w io.Writer, res daemon.DeleteResult) {
-	for _, d := range res.Deleted {
-		fmt.Fprintf(w, "deleted %s\n", d)
-	}
 	for _, n := range res.Forgotten {
 		fmt.Fprintf(w, "forgot %s (its array had not started)\n", daemon.DevicePath(n))
 	}
-}
-
-// delUnserved deletes the kernel devices of the state entries the daemon
-// forgot (ns) that no live server holds: one a dead daemon left for
-// recovery, whose array then did not start, would keep its users'
-// requests waiting for good once nothing retries the array. A device
-// another live program serves is left alone; one in use is refused.
-func delUnserved(stdout io.Writer, ns []int) error {
-	if len(ns) == 0 {
-		return nil
+	for _, d := range res.Deleted {
+		fmt.Fprintf(w, "deleted %s\n", d)
 	}
-	ctrl, err := ublk.OpenControl()
-	if err != nil {
-		if errors.Is(err, ublk.ErrNoDriver) {
-			return nil // no driver: no device
-		}
-		return err
-	}
-	var ids []uint32
-	for _, n := range ns {
-		info, err := ctrl.DevInfo(uint32(n))
-		switch {
-		case errors.Is(err, unix.ENODEV):
-			continue
-		case err != nil:
-			ctrl.Close()
-			return err
-		case info.Served():
-			continue // served, by another program
-		}
-		ids = append(ids, uint32(n))
-	}
-	ctrl.Close()
-	return kernelDel(stdout, ids)
 }
 
 // kernelDel stops and deletes devices directly (their servers exit).
