@@ -132,7 +132,7 @@ func (a *Array) FailedRoleOf(path string) int {
 	}
 	sb, err := engine.ParseSuperblock(b)
 	ref := a.refSB()
-	if err != nil || ref == nil || sb.ArrayUUID != ref.ArrayUUID || sb.IsSpare() || int(sb.Role) >= a.Engine.Geo.Members {
+	if err != nil || ref == nil || sb.ArrayUUID != ref.ArrayUUID || sb.IsSpare() || int(sb.Role) >= a.Engine.MemberCount() {
 		return -1
 	}
 	r := int(sb.Role)

@@ -617,10 +617,12 @@ func (a *Array) neededResync(sector, sectors uint64) bool {
 }
 
 // neededChecked is a check's Need: some region of the range was written
-// and needs no resync (checkedRegion).
+// and needs no resync (checkedRegion); without a bitmap, the range is
+// below the full resync's position (all of it when none is pending): the
+// copies above it are not meant to agree yet.
 func (a *Array) neededChecked(sector, sectors uint64) bool {
 	if a.Bitmap == nil {
-		return true
+		return sector+sectors <= a.sync.from.Load()
 	}
 	first, last := a.Bitmap.Regions(sector, sectors)
 	for r := first; r <= last; r++ {
