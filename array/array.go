@@ -740,6 +740,14 @@ func assemble(ms []*Member, inputs []engine.MemberSB, asm *engine.Assembly, spec
 			sb.DataSectors = g.MemberSectors
 		}
 	}
+	for r, m := range states {
+		if m.State == engine.MemberRebuilding && m.RebuildOffset > g.MemberSectors {
+			// Bounded by the data size of the superblock it came from,
+			// which may exceed the array's (the smallest): past the end
+			// it says nothing trustworthy. Rebuilt from the start.
+			states[r].RebuildOffset = 0
+		}
+	}
 	ea, err := engineArray(asm.Freshest, sbs)
 	if err != nil {
 		return nil, err

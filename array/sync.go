@@ -806,6 +806,16 @@ func (y *syncer) start(job resync.Job, regions int) error {
 	done, log := y.done, y.log
 	y.mu.Unlock()
 	a := y.a
+	if job.Kind == resync.Resync && y.a.Bitmap == nil {
+		// Its start is the full resync's position now (resyncStarting
+		// took the marks below the recorded one): a stop before its
+		// first checkpoint records no more than that.
+		a.mu.Lock()
+		if !a.sync.fullPending || job.Start < a.sync.fullPos {
+			a.sync.fullPending, a.sync.fullPos = true, job.Start
+		}
+		a.mu.Unlock()
+	}
 	job.OnMemberError = func(role int, err error) {
 		// The last in-sync copy is kept (the job stops with the error).
 		if st, changed, _ := a.Engine.FailRedundant(role); changed {
@@ -950,7 +960,14 @@ func (a *Array) fullResyncProgress(reached, durable uint64) error {
 	a.fullResyncReached(reached)
 	a.mu.Lock()
 	defer a.mu.Unlock()
-	a.sync.fullPos = max(a.sync.fullPos, durable)
+	// The job's own position (it started at or below the recorded one:
+	// start), not past a range marked since it started: a position taken
+	// from an earlier job, which a restart from a lower mark did not
+	// reach again, would record as synced a range the copies differ in.
+	u := &a.sync.marks
+	u.mu.Lock()
+	a.sync.fullPos = min(durable, u.from)
+	u.mu.Unlock()
 	return nil
 }
 
