@@ -230,6 +230,21 @@ func (r AddRequest) spec() (array.CreateSpec, *FieldError) {
 	default:
 		return s, fieldErr("level", strconv.Quote(r.Level), "want 0, 1, 5, 6 or 10")
 	}
+	if s.Level < 0 {
+		// An assembly takes these from the superblocks: given, they
+		// would be ignored (mdadm --assemble has none of them).
+		for _, f := range []struct {
+			field string
+			set   bool
+		}{{"layout", r.Layout != ""}, {"no_bitmap", r.NoBitmap}, {"bitmap_region_bytes", r.BitmapRegionBytes != 0}, {"assume_clean", r.AssumeClean}} {
+			if f.set {
+				return s, fieldErr(f.field, "", "is for creating an array (give the level); an assembly takes what the superblocks say")
+			}
+		}
+	}
+	if s.Level == engine.Level0 && r.BitmapRegionBytes != 0 {
+		return s, fieldErr("bitmap_region_bytes", "", "raid0 has no bitmap (no redundancy to resync)")
+	}
 	parity := engine.IsParityLevel(s.Level)
 	switch {
 	case r.Layout != "" && parity:

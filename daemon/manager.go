@@ -590,6 +590,15 @@ func (m *Manager) saveState() error {
 	return writeState(m.opts.StateFile, st)
 }
 
+// driverFeatures asks the driver its features (a variable for tests;
+// without a control device, as in tests without a driver: every one).
+var driverFeatures = func(c *ublk.Control) (uint64, error) {
+	if c == nil {
+		return ^uint64(0), nil
+	}
+	return c.Features()
+}
+
 // createDevice is ublk.Create (a variable for tests: fault injection).
 var createDevice = ublk.Create
 
@@ -633,6 +642,16 @@ func (m *Manager) Add(_ context.Context, req AddRequest) (Array, error) {
 		} else if !errors.Is(err, unix.ENODEV) {
 			return Array{}, err
 		}
+	}
+	// Nor may the driver refuse the device for a feature it lacks
+	// (--batch-io on a driver before 7.0) after a new array's
+	// superblocks were written.
+	feats, err := driverFeatures(m.ctrl)
+	if err == nil {
+		err = ublk.CheckFeatures(feats, m.config(n, req.Queues, req.Depth, req.MaxIOBytes))
+	}
+	if err != nil {
+		return Array{}, Refused(err)
 	}
 	// An array served already, or kept pending for the state file, is
 	// not assembled a second time (the same array at two numbers: their
@@ -1312,13 +1331,20 @@ func (m *Manager) Replace(n int, member, with string, force bool) (Array, error)
 		return Array{}, err
 	}
 	old := s.a.Status().Members[r]
+	held := s.a.RoleOf(with) // (a refusal may name a member: not the new one)
 	if err := s.a.ReplaceMember(r, with, force); err != nil {
 		// An error after the array began to change (a write error) may
 		// have let the old member go and put the new one in: the state
-		// file follows what the array holds.
+		// file follows what the array holds. A refusal changed nothing,
+		// and neither does the state file (a role whose failed member
+		// this run does not hold has no write-mostly mark to follow).
 		// (The new one recorded first: see below.)
-		m.followWriteMostly(s, s.a.Status())
-		if s.a.RoleOf(with) >= 0 {
+		took := held != r && s.a.RoleOf(with) == r
+		gone := old.Path != "" && s.a.RoleOf(old.Path) < 0 && !slices.Contains(s.a.Spares(), old.Path)
+		if took || gone {
+			m.followWriteMostly(s, s.a.Status())
+		}
+		if took {
 			m.addToState(s, with)
 			if old.Path == "" {
 				// The role is held again: the failed member's path goes,
@@ -1326,7 +1352,7 @@ func (m *Manager) Replace(n int, member, with string, force bool) (Array, error)
 				m.dropUnheld(s)
 			}
 		}
-		if old.Path != "" && s.a.RoleOf(old.Path) < 0 && !slices.Contains(s.a.Spares(), old.Path) {
+		if gone {
 			m.dropFromState(s, old.Path)
 		}
 		return Array{}, Refused(fmt.Errorf("replace %s with %s: %w", member, with, err))

@@ -179,14 +179,11 @@ func Create(ctrl *Control, target Target, cfg Config) (*Device, error) {
 	if err != nil {
 		return nil, err
 	}
-	if need := flagsRequiredByThisDaemon; feats&need != need {
-		return nil, fmt.Errorf("ublk driver lacks features %#x (has %#x): need Linux 6.5+", need&^feats, feats)
+	if err := CheckFeatures(feats, cfg); err != nil {
+		return nil, err
 	}
 	var batch uint64
 	if cfg.BatchIO {
-		if feats&FlagBatchIO == 0 {
-			return nil, ErrNoBatchIO
-		}
 		batch = FlagBatchIO
 	}
 	id := ^uint32(0)
@@ -241,6 +238,19 @@ func Create(ctrl *Control, target Target, cfg Config) (*Device, error) {
 		}
 	}
 	return d, nil
+}
+
+// CheckFeatures reports why Create would refuse cfg on a driver offering
+// feats (Control.Features), so that a caller about to write something
+// for the device (a new array's superblocks) can refuse first.
+func CheckFeatures(feats uint64, cfg Config) error {
+	if need := flagsRequiredByThisDaemon; feats&need != need {
+		return fmt.Errorf("ublk driver lacks features %#x (has %#x): need Linux 6.5+", need&^feats, feats)
+	}
+	if cfg.BatchIO && feats&FlagBatchIO == 0 {
+		return ErrNoBatchIO
+	}
+	return nil
 }
 
 // ErrNoBatchIO is Create's answer to Config.BatchIO on a driver without

@@ -31,7 +31,9 @@ func newInspectCmd(use, short string, run func(examineOptions, io.Writer) error)
 		Short: short,
 		Args:  exactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			o.member = args[0]
+			if o.member = args[0]; o.member == "" {
+				return usagef("MEMBER is empty")
+			}
 			if o.output != "text" && o.output != "json" {
 				return usagef("-o %q: want text or json", o.output)
 			}

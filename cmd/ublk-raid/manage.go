@@ -812,6 +812,11 @@ func newMemberCmd(socket *string, op, short, done string) *cobra.Command {
 			if args[0] == "" {
 				return usagef("MEMBER is empty")
 			}
+			if f := cmd.Flags().Lookup("with"); f != nil && f.Changed && o.with == "" {
+				// (Left out, a spare is taken: an empty one, say an
+				// unset variable, must not stand for that.)
+				return usagef("--with is empty")
+			}
 			for _, p := range []string{args[0], o.with} {
 				if err := textArg(p); err != nil {
 					return err

@@ -97,6 +97,8 @@ func (o *serveOptions) config() (ublk.Config, error) {
 		return ublk.Config{}, usagef("--depth %d: must be 1..4096", o.depth)
 	case maxIO < 4096 || maxIO%4096 != 0 || maxIO > 32<<20:
 		return ublk.Config{}, usagef("--max-io %s: must be a multiple of 4K from 4K to 32M", o.maxIO)
+	case o.poll < 0:
+		return ublk.Config{}, usagef("--poll %v: must not be negative", o.poll)
 	}
 	if err := ublk.CheckScheduler(o.sched); err != nil {
 		return ublk.Config{}, usagef("--scheduler: %v", err)
@@ -174,7 +176,9 @@ func newPassthroughCmd(logLevel *string) *cobra.Command {
 			"If the process dies, `ublk-raid recover -n N MEMBER` re-attaches without I/O errors.",
 		Args: exactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			o.member = args[0]
+			if o.member = args[0]; o.member == "" {
+				return usagef("MEMBER is empty")
+			}
 			log, err := newLogger(*logLevel, cmd.ErrOrStderr())
 			if err != nil {
 				return err
@@ -194,7 +198,9 @@ func newRecoverCmd(logLevel *string) *cobra.Command {
 		Short: "Re-attach to passthrough device N whose server died, serving it again (foreground)",
 		Args:  exactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			o.member = args[0]
+			if o.member = args[0]; o.member == "" {
+				return usagef("MEMBER is empty")
+			}
 			if o.serve.number < 0 {
 				return usagef("recover needs -n N, the device to re-attach")
 			}

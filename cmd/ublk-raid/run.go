@@ -237,6 +237,23 @@ func runArray(o runOptions, spec array.CreateSpec, cfg ublk.Config, stdout io.Wr
 		return err
 	}
 	defer ctrl.Close()
+	// Checked before a new array's superblocks are written: neither a
+	// feature the driver lacks (--batch-io before 7.0) nor a number in
+	// use may refuse the device after that.
+	feats, err := ctrl.Features()
+	if err != nil {
+		return err
+	}
+	if err := ublk.CheckFeatures(feats, cfg); err != nil {
+		return err
+	}
+	if n := o.serve.number; n >= 0 && !o.recover {
+		if _, err := ctrl.DevInfo(uint32(n)); err == nil {
+			return fmt.Errorf("%s exists already: `ublk-raid list`", daemon.DevicePath(n))
+		} else if !errors.Is(err, unix.ENODEV) {
+			return err
+		}
+	}
 	prepareProcess(log)
 	a, err := busyRetry(o.recover, func() (*array.Array, error) { return openArray(o.members, spec) })
 	if err != nil {
