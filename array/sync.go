@@ -840,7 +840,12 @@ func (y *syncer) start(job resync.Job, regions int) error {
 	case resync.Resync:
 		job.Progress = a.resyncProgress()
 		if a.Bitmap == nil {
-			job.Progress = a.fullResyncProgress
+			// Until its first flush the job reports durable 0: below its
+			// start is synced already (start), not undone by that.
+			from := job.Start
+			job.Progress = func(reached, durable uint64) error {
+				return a.fullResyncProgress(reached, max(durable, from))
+			}
 		}
 	}
 	if log != nil {
