@@ -1,6 +1,7 @@
 package ublk
 
 import (
+	"errors"
 	"fmt"
 	"os"
 	"runtime"
@@ -508,6 +509,10 @@ func (q *Queue) ReleaseBuffer(b int) { q.spares = append(q.spares, b) }
 // up to pollFor: the kernel then flags new work in the ring instead of
 // waking a sleeping thread, which saves a cross-CPU wake-up per hand-off at
 // the price of spinning while I/O flows.
+// drainWait is how long a draining queue (detaching, or failed) waits for
+// a completion before it looks at its drain deadline again.
+const drainWait = 100 * time.Millisecond
+
 // yieldEvery is how often a busy queue thread lets the Go scheduler run
 // (below the runtime's 10 ms forced-preemption period).
 const yieldEvery = 5 * time.Millisecond
@@ -553,13 +558,26 @@ func (q *Queue) loop() {
 		}
 		q.batchFlush()
 		var err error
-		if q.pollFor > 0 && q.poll() {
+		draining := q.err != nil || q.detaching()
+		switch {
+		case draining:
+			// Bounded: a hung member sends no completion, and no tick
+			// need come (a handler without one; none is re-armed once
+			// the queue stops), yet the drain ends at detachDrain.
+			if err = q.ring.WaitTimeout(drainWait); errors.Is(err, unix.ETIME) {
+				err = nil
+			}
+		case q.pollFor > 0 && q.poll():
 			err = q.ring.Poll()
-		} else {
+		default:
 			_, err = q.ring.SubmitAndWait(1)
 		}
 		if err != nil {
-			q.ringBroken = true
+			// The queue fails. Its member I/O is still drained unless the
+			// ring cannot give it back: dropped completions (EBADR,
+			// reported once) or a refusal that outlasted busyGiveUp
+			// leave the ring working; a second error ends the drain.
+			q.ringBroken = draining || !errors.Is(err, unix.EBADR) && !errors.Is(err, unix.EAGAIN) && !errors.Is(err, unix.EBUSY)
 			q.fail(fmt.Errorf("queue %d: %w", q.id, err))
 			continue // (the loop ends on q.err)
 		}

@@ -1,0 +1,128 @@
+package ublk
+
+import (
+	"os"
+	"runtime"
+	"sync/atomic"
+	"testing"
+	"time"
+	"unsafe"
+
+	"golang.org/x/sys/unix"
+)
+
+type hungHandler struct{ completions int }
+
+func (*hungHandler) Handle(*Request)              {}
+func (h *hungHandler) OnCompletion(uint64, int32) { h.completions++ }
+func (*hungHandler) Close()                       {}
+
+// Device.Detach (and a failed queue's hand-over) promise that a queue
+// leaves within detachDrain even if a member never answers. A handler
+// that is not a Ticker (Passthrough) gives the loop nothing to wake up
+// for: it sleeps in io_uring_enter for good.
+func TestDetachDrainBoundedWithoutTicker(t *testing.T) {
+	runtime.LockOSThread()
+	defer runtime.UnlockOSThread()
+	r := newTestRing(t, 8, RingOptions{})
+	efd, err := unix.Eventfd(0, unix.EFD_CLOEXEC|unix.EFD_NONBLOCK)
+	if err != nil {
+		t.Fatal(err)
+	}
+	wakeMem, _ := unix.Mmap(-1, 0, 4096, unix.PROT_READ|unix.PROT_WRITE, unix.MAP_ANON|unix.MAP_PRIVATE)
+	var detach atomic.Bool
+	h := &hungHandler{}
+	q := &Queue{id: 0, depth: 1, ring: r, state: []uint8{tagFetched}, live: 1, handler: h,
+		wake: os.NewFile(uintptr(efd), "wake"), wakeMem: wakeMem, wakeBuf: wakeMem[:8:8], detach: &detach}
+	q.armWake()
+	// A member read that never completes (a hung member): an empty pipe.
+	var p [2]int
+	if err := unix.Pipe(p[:]); err != nil {
+		t.Fatal(err)
+	}
+	defer unix.Close(p[0])
+	defer unix.Close(p[1])
+	s, err := q.SQE(1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	buf := make([]byte, 8)
+	PrepRW(s, OpRead, int32(p[0]), buf, ^uint64(0), s.UserData)
+	s.Flags = 0
+	if _, err := r.Submit(); err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan struct{})
+	go func() {
+		runtime.LockOSThread()
+		q.loop()
+		close(done)
+	}()
+	time.Sleep(100 * time.Millisecond)
+	detach.Store(true) // Device.letGo
+	q.Wake()
+	select {
+	case <-done:
+		t.Logf("loop left with %d member op(s) in flight", q.inflight)
+	case <-time.After(detachDrain + 3*time.Second):
+		t.Fatalf("detaching queue still in its loop %v after Detach (detachDrain %v): Detach/letGo and Device.Done wait for good", detachDrain+3*time.Second, detachDrain)
+	}
+}
+
+// io_uring_enter(GETEVENTS) answers EBADR once after the kernel dropped a
+// CQE (no memory for an overflow entry) and clears the condition: the
+// ring goes on working. The queue fails (fine), but it then treats the
+// ring as broken and leaves at once, without reaping the member I/O in
+// flight: that I/O then lands after the hand-over (a late write over
+// the next server's newer data on the copy path).
+func TestDroppedCompletionsStillDrainMemberIO(t *testing.T) {
+	runtime.LockOSThread()
+	defer runtime.UnlockOSThread()
+	r := newTestRing(t, 8, RingOptions{})
+	efd, err := unix.Eventfd(0, unix.EFD_CLOEXEC|unix.EFD_NONBLOCK)
+	if err != nil {
+		t.Fatal(err)
+	}
+	wakeMem, _ := unix.Mmap(-1, 0, 4096, unix.PROT_READ|unix.PROT_WRITE, unix.MAP_ANON|unix.MAP_PRIVATE)
+	h := &hungHandler{}
+	q := &Queue{id: 0, depth: 1, ring: r, state: []uint8{tagFetched}, live: 1, handler: h,
+		wake: os.NewFile(uintptr(efd), "wake"), wakeMem: wakeMem, wakeBuf: wakeMem[:8:8]}
+	q.armWake()
+	var p [2]int
+	if err := unix.Pipe(p[:]); err != nil {
+		t.Fatal(err)
+	}
+	defer unix.Close(p[0])
+	defer unix.Close(p[1])
+	s, _ := q.SQE(1)
+	buf := make([]byte, 8)
+	PrepRW(s, OpRead, int32(p[0]), buf, ^uint64(0), s.UserData)
+	s.Flags = 0
+	if _, err := r.Submit(); err != nil {
+		t.Fatal(err)
+	}
+	// The kernel reports a dropped CQE once (IO_CHECK_CQ_DROPPED_BIT is
+	// cleared when reported).
+	real := r.sysEnter
+	reported := false
+	r.sysEnter = func(fd int, toSubmit, minComplete, flags uint32, arg unsafe.Pointer, argSize uintptr) (int, unix.Errno) {
+		if !reported && flags&enterGetEvents != 0 {
+			reported = true
+			return 0, unix.EBADR
+		}
+		return real(fd, toSubmit, minComplete, flags, arg, argSize)
+	}
+	// The member answers 100 ms later.
+	go func() { time.Sleep(100 * time.Millisecond); unix.Write(p[1], []byte("x")) }()
+	done := make(chan struct{})
+	go func() { runtime.LockOSThread(); q.loop(); close(done) }()
+	select {
+	case <-done:
+	case <-time.After(5 * time.Second):
+		t.Fatal("loop did not end")
+	}
+	t.Logf("queue error: %v", q.err)
+	if q.inflight != 0 || h.completions != 1 {
+		t.Fatalf("queue left on EBADR with %d member op(s) in flight (reaped %d), though the ring still works: no drain before the hand-over", q.inflight, h.completions)
+	}
+}
