@@ -62,6 +62,7 @@ type Queue struct {
 	wakeArmed bool     // the eventfd read is in flight
 	detach    *atomic.Bool
 	detachAt  time.Time   // when the queue saw detach set
+	stopAt    time.Time   // when the queue saw its last fetch end (live 0)
 	batch     *batchQueue // UBLK_F_BATCH_IO: batched commands instead of per-tag ones (batch.go)
 }
 
@@ -546,6 +547,20 @@ func (q *Queue) loop() {
 				return
 			}
 		}
+		if q.live == 0 && !q.batchBusy() {
+			// Stopped: the kernel ended every fetch once the device's
+			// requests had completed, so only operations given up on a
+			// hung member are left, whose device may never answer.
+			// Reaped within detachDrain; then the queue leaves (one that
+			// never returns keeps its device late: array's lateIO), so
+			// that del of an array with a hung member ends.
+			if q.stopAt.IsZero() {
+				q.stopAt = q.now
+			}
+			if q.now.Sub(q.stopAt) > detachDrain {
+				return
+			}
+		}
 		// Yield the P now and then: a goroutine that is never rescheduled
 		// looks stuck to the runtime's monitor, which then takes its P away
 		// every 10 ms while it waits in io_uring_enter and, having taken
@@ -558,7 +573,7 @@ func (q *Queue) loop() {
 		}
 		q.batchFlush()
 		var err error
-		draining := q.err != nil || q.detaching()
+		draining := q.err != nil || q.detaching() || q.live == 0
 		switch {
 		case draining:
 			// Bounded: a hung member sends no completion, and no tick
