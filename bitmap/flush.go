@@ -202,7 +202,10 @@ func (b *Bitmap) retire(bt *Batch, ok bool, released, failed []Waiter) ([]Waiter
 			b.changed[blk.Index] = true // written again, from the image now
 		}
 	}
-	if bt.Events != 0 {
+	if bt.Events != 0 && ok {
+		// Only a committed header covers clears: a kept member that did
+		// not take it still says the older events cleared (the header
+		// is written again: changed above).
 		b.stats.durableEvents.Store(bt.Events)
 		b.durableCleared = max(b.durableCleared, bt.cleared)
 	}
