@@ -891,31 +891,28 @@ func (m *Manager) Delete(n int) (DeleteResult, error) {
 // reported it forgotten, and serve it again. If that retry started it, n
 // is deleted as served.
 func (m *Manager) forgetPending(n int) (DeleteResult, error) {
+	// Asked outside addMu (it opens the block device), and the device
+	// deleted outside it too: deleting waits for its last opener to let
+	// go, which must hold up no add, retry or shutdown. A retry that
+	// starts the array meanwhile takes the entry: it is deleted as
+	// served then.
+	waiting, err := m.waitingDevice(n)
+	if err != nil {
+		return DeleteResult{}, err
+	}
 	m.addMu.Lock()
 	m.mu.Lock()
 	_, ok := m.pending[n]
+	delete(m.pending, n)
 	m.mu.Unlock()
 	if !ok {
 		m.addMu.Unlock()
 		return m.Delete(n) // started meanwhile, or forgotten by another del
 	}
-	res, err := m.forget(n)
-	m.addMu.Unlock()
-	return res, err
-}
-
-// forget is forgetPending of an entry that is pending, under addMu.
-func (m *Manager) forget(n int) (DeleteResult, error) {
-	waiting, err := m.waitingDevice(n)
-	if err != nil {
-		return DeleteResult{}, err
-	}
-	m.mu.Lock()
-	delete(m.pending, n)
-	m.mu.Unlock()
 	m.log.Info("state entry forgotten", zap.String("device", DevicePath(n)))
 	res := DeleteResult{Deleted: []string{}, Forgotten: []int{n}}
 	err = m.saveState()
+	m.addMu.Unlock()
 	if waiting != nil {
 		if derr := m.deleteWaiting(*waiting); derr != nil {
 			err = errors.Join(err, fmt.Errorf("deleting %s: %w", DevicePath(n), derr))

@@ -591,8 +591,9 @@ func (q *Queue) loop() {
 			// The queue fails. Its member I/O is still drained unless the
 			// ring cannot give it back: dropped completions (EBADR,
 			// reported once) or a refusal that outlasted busyGiveUp
-			// leave the ring working; a second error ends the drain.
-			q.ringBroken = draining || !errors.Is(err, unix.EBADR) && !errors.Is(err, unix.EAGAIN) && !errors.Is(err, unix.EBUSY)
+			// leave the ring working (a detaching or stopped queue's
+			// too); an error after an earlier one ends the drain.
+			q.ringBroken = q.err != nil || !errors.Is(err, unix.EBADR) && !errors.Is(err, unix.EAGAIN) && !errors.Is(err, unix.EBUSY)
 			q.fail(fmt.Errorf("queue %d: %w", q.id, err))
 			continue // (the loop ends on q.err)
 		}
