@@ -504,20 +504,20 @@ func (q *Queue) Buffer(tag uint16) []byte { return q.reqs[tag].Buf }
 // spares. Queue thread.
 func (q *Queue) ReleaseBuffer(b int) { q.spares = append(q.spares, b) }
 
-// loop is the queue's event loop: one io_uring_enter per turn submits what
-// the previous turn queued (commits, member I/O) and waits for at least one
-// completion. With pollFor set, after activity the thread first polls for
-// up to pollFor: the kernel then flags new work in the ring instead of
-// waking a sleeping thread, which saves a cross-CPU wake-up per hand-off at
-// the price of spinning while I/O flows.
-// drainWait is how long a draining queue (detaching, or failed) waits for
-// a completion before it looks at its drain deadline again.
+// drainWait is how long a draining queue (detaching, failed or stopped)
+// waits for a completion before it looks at its drain deadline again.
 const drainWait = 100 * time.Millisecond
 
 // yieldEvery is how often a busy queue thread lets the Go scheduler run
 // (below the runtime's 10 ms forced-preemption period).
 const yieldEvery = 5 * time.Millisecond
 
+// loop is the queue's event loop: one io_uring_enter per turn submits what
+// the previous turn queued (commits, member I/O) and waits for at least one
+// completion. With pollFor set, after activity the thread first polls for
+// up to pollFor: the kernel then flags new work in the ring instead of
+// waking a sleeping thread, which saves a cross-CPU wake-up per hand-off at
+// the price of spinning while I/O flows.
 func (q *Queue) loop() {
 	q.now = time.Now()
 	lastYield := q.now
