@@ -9,7 +9,9 @@ import (
 	"github.com/ublk-raid/ublk-raid/engine"
 )
 
-// armGate holds the data write after the next `left` ones, when armed.
+// armGate holds the data write after the next `left` ones, when armed;
+// unlike gateRW it can be armed again for a later job of the same array
+// (an array's memberIO takes memberRW when it is opened).
 type armGate struct {
 	mu      sync.Mutex
 	armed   bool
@@ -43,6 +45,7 @@ func (g *armGate) rw(d Device, p []byte, off int64, write bool) error {
 	return deviceRW(d, p, off, write)
 }
 
+// waitIdle waits until no job runs and no resync kick is pending.
 func waitIdle(t *testing.T, a *Array) {
 	t.Helper()
 	for a.sync.marks.kicking.Load() > 0 || a.sync.busy() {
@@ -55,13 +58,9 @@ func waitIdle(t *testing.T, a *Array) {
 // markUnsynced), and was then preempted (a rebuild); the resync started
 // again (job 2, nextJob) from the lowest mark, was stopped after the first
 // mark and before the second, and the array was stopped cleanly. The
-// recorded resync offset must not be past the second mark; it is job 1's
-// position (fullResyncProgress keeps the max of an older job's position),
-// and the resumed resync never syncs the second range.
-// A full resync (no bitmap) preempted after ranges below its position were
-// marked unsynced restarts from the lowest mark; its checkpoint must then
-// be its own position, not the earlier job's higher one, or a stop records
-// the marked range as synced and the next resync skips it.
+// recorded resync offset must be job 2's position, not job 1's higher one
+// (past the second mark), or the resumed resync never syncs the second
+// range and the copies differ there for good.
 func TestFullResyncRestartedLowerRecordsItsPosition(t *testing.T) {
 	paths := memberFiles(t, 2, 32<<20)
 	g := &armGate{}

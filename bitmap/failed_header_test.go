@@ -5,27 +5,36 @@ import (
 	"time"
 )
 
-// The header batch that carries a
-// new events cleared fails on a member kept in sync (Failed). Its clears
-// must still wait for a header saying that events cleared to be durable
-// on every member; a block writing a region clean must not go out in the
-// same batch as (or before) that header's retry.
-func TestFailedHeaderDoesNotCoverClears(t *testing.T) {
-	const d = time.Second
-	b, a := newTestBitmap(t, 3000, 1024, 2, InitNeverWritten, Options{ClearDelay: d, MaxClearDelay: d})
+// headerFailedOnKeptMember: region 5 written in generation 2 and idle; the
+// header batch saying events cleared 2 (the first tick's, which the clear
+// waits for) taken by member 0 and failed on member 1, kept as the last
+// copy (Failed). Clock ticks of clearDelay.
+func headerFailedOnKeptMember(t *testing.T) (*Bitmap, *fakeArray, *orderChecker) {
+	t.Helper()
+	b, a := newTestBitmap(t, 3000, 1024, 2, InitNeverWritten, Options{ClearDelay: clearDelay, MaxClearDelay: clearDelay})
 	c := &orderChecker{t: t, b: b, a: a}
 	c.tick(0)
 	c.write(5)
 	b.SetEvents(2)
 	c.drain(b.Prepare())
-	c.tick(d / 4) // sees the write
-	bt := b.Tick(2 * d)
+	c.tick(clearDelay / 4) // sees the write
+	bt := b.Tick(2 * clearDelay)
 	if bt == nil || len(bt.Blocks) != 1 || bt.Blocks[0].Index != 0 {
 		t.Fatalf("first tick: want the header only, got %v", blockIndices(bt))
 	}
-	// Member 0 takes the header, member 1 (kept as the last copy) fails it.
 	a.write(0, bt.Blocks[0])
 	b.Failed(bt, nil, nil)
+	return b, a, c
+}
+
+const clearDelay = time.Second
+
+// A header batch carrying a new events cleared that fails on a member kept
+// in sync does not cover clears: they wait for a header saying that events
+// cleared to be durable on every member, and no block writing a region
+// clean goes out in the same batch as (or before) that header's retry.
+func TestFailedHeaderDoesNotCoverClears(t *testing.T) {
+	b, _, c := headerFailedOnKeptMember(t)
 	if h := c.header(1); h.EventsCleared != 1 {
 		t.Fatalf("member 1 header %+v", h)
 	}
@@ -34,34 +43,21 @@ func TestFailedHeaderDoesNotCoverClears(t *testing.T) {
 	}
 	// The next tick: region 5 must not be written clean while member 1's
 	// header says events cleared 1 (orderChecker fails on it).
-	c.tick(3 * d)
+	c.tick(3 * clearDelay)
 	if b.State(5) == Clean && c.header(1).EventsCleared < 2 {
 		t.Fatalf("region 5 cleared though member 1's header says events cleared %d", c.header(1).EventsCleared)
 	}
 }
 
-// As TestFailedHeaderDoesNotCoverClears, with a full rewrite
-// under way (the header held back until the data blocks are written): the
-// clean block goes out in a batch of its own, so member 1 holds region 5
+// As TestFailedHeaderDoesNotCoverClears, with a full rewrite under way
+// (the header held back until the data blocks are written): the clean
+// block would go out in a batch of its own, leaving member 1 with region 5
 // clean under a header whose events cleared (1) does not cover the clear
-// (generation 2) -- md's events_cleared rule broken on that copy.
+// (generation 2), md's events_cleared rule broken on that copy.
 func TestFailedHeaderClearDuringRewrite(t *testing.T) {
-	const d = time.Second
-	b, a := newTestBitmap(t, 3000, 1024, 2, InitNeverWritten, Options{ClearDelay: d, MaxClearDelay: d})
-	c := &orderChecker{t: t, b: b, a: a}
-	c.tick(0)
-	c.write(5)
-	b.SetEvents(2)
-	c.drain(b.Prepare())
-	c.tick(d / 4)
-	bt := b.Tick(2 * d)
-	if bt == nil || len(bt.Blocks) != 1 || bt.Blocks[0].Index != 0 {
-		t.Fatalf("first tick: want the header only, got %v", blockIndices(bt))
-	}
-	a.write(0, bt.Blocks[0])
-	b.Failed(bt, nil, nil) // member 1 (kept) did not take it
-	b.RewriteAll()         // e.g. a member re-added meanwhile: header goes last
-	bt = b.Tick(3 * d)
+	b, a, c := headerFailedOnKeptMember(t)
+	b.RewriteAll() // e.g. a member re-added meanwhile: header goes last
+	bt := b.Tick(3 * clearDelay)
 	g := b.Geometry()
 	for _, blk := range bt.Blocks {
 		if blk.Index == 0 {
@@ -76,9 +72,8 @@ func TestFailedHeaderClearDuringRewrite(t *testing.T) {
 	}
 }
 
-// Stats.DurableEvents is "the
-// events value of the last committed header"; a header batch that Failed
-// is not committed.
+// Stats.DurableEvents is "the events value of the last committed header":
+// a header batch that Failed is not committed.
 func TestFailedHeaderNotDurableEvents(t *testing.T) {
 	b, a := newTestBitmap(t, 3000, 1024, 2, InitNeverWritten, Options{})
 	b.SetEvents(2)

@@ -291,13 +291,8 @@ func TestReplacePartialFailureKeepsStateInStep(t *testing.T) {
 // the next start cannot open it and the array stays down.
 func TestRemoveAfterRestartDropsTheFailedMemberFromState(t *testing.T) {
 	paths := files(t, 2, 8<<20)
-	stoppedWithFailedRole1(t, paths, array.CreateSpec{NoBitmap: true, AssumeClean: true})
 	// The restart: assembled from the state file's paths.
-	b, err := array.Open(paths, array.CreateSpec{}, false)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(b.Close)
+	b := restartedWithFailedRole1(t, paths, array.CreateSpec{NoBitmap: true, AssumeClean: true})
 	if st := b.Status(); st.Members[1].State != "faulty" || st.Members[1].Path != "" {
 		t.Fatalf("after the restart role 1 is %+v", st.Members[1])
 	}
@@ -404,6 +399,19 @@ func stoppedWithFailedRole1(t *testing.T, paths []string, spec array.CreateSpec)
 		t.Fatal(err)
 	}
 	a.Close()
+}
+
+// restartedWithFailedRole1 is stoppedWithFailedRole1 then the restart: the
+// array assembled again from paths (role 1 faulty, its device not held).
+func restartedWithFailedRole1(t *testing.T, paths []string, spec array.CreateSpec) *array.Array {
+	t.Helper()
+	stoppedWithFailedRole1(t, paths, spec)
+	b, err := array.Open(paths, array.CreateSpec{}, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(b.Close)
+	return b
 }
 
 // serving is a manager serving a as array 0 (no device) with state entry e.

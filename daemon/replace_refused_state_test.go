@@ -18,12 +18,7 @@ import (
 // state file as it was.
 func TestRefusedReplaceOfUnheldRoleKeepsState(t *testing.T) {
 	paths := files(t, 2, 8<<20)
-	stoppedWithFailedRole1(t, paths, array.CreateSpec{NoBitmap: true, AssumeClean: true})
-	b, err := array.Open(paths, array.CreateSpec{}, false)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(b.Close)
+	b := restartedWithFailedRole1(t, paths, array.CreateSpec{NoBitmap: true, AssumeClean: true})
 	m, s := serving(b, StateEntry{Members: append([]string(nil), paths...)})
 	before := append([]string(nil), s.entry.Members...)
 	code, msg := post(t, m, "/arrays/0/replace", map[string]string{"member": "1", "with": paths[0]})
@@ -40,12 +35,7 @@ func TestRefusedReplaceOfUnheldRoleKeepsState(t *testing.T) {
 func TestRefusedReplaceKeepsWriteMostlyState(t *testing.T) {
 	paths := files(t, 2, 8<<20)
 	small := files(t, 1, 1<<20)[0]
-	stoppedWithFailedRole1(t, paths, array.CreateSpec{NoBitmap: true, AssumeClean: true, WriteMostly: paths[1:2]})
-	b, err := array.Open(paths, array.CreateSpec{}, false)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(b.Close)
+	b := restartedWithFailedRole1(t, paths, array.CreateSpec{NoBitmap: true, AssumeClean: true, WriteMostly: paths[1:2]})
 	e := StateEntry{Members: append([]string(nil), paths...), WriteMostly: []string{paths[1]}}
 	_ = setWriteMostly(b, e.WriteMostly) // as restore does (logs: not held)
 	m, s := serving(b, e)

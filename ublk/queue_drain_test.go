@@ -77,9 +77,8 @@ func runLoop(q *Queue) <-chan struct{} {
 }
 
 // Device.Detach (and a failed queue's hand-over) promise that a queue
-// leaves within detachDrain even if a member never answers. A handler
-// that is not a Ticker (Passthrough) gives the loop nothing to wake up
-// for: it sleeps in io_uring_enter for good.
+// leaves within detachDrain even if a member never answers, with a handler
+// that is not a Ticker (Passthrough) too: nothing else wakes the loop.
 func TestDetachDrainBoundedWithoutTicker(t *testing.T) {
 	var detach atomic.Bool
 	q, _, _, _ := hungQueue(t, 1, &detach)
@@ -111,10 +110,9 @@ func TestStoppedQueueLeavesHungMemberIO(t *testing.T) {
 
 // io_uring_enter(GETEVENTS) answers EBADR once after the kernel dropped a
 // CQE (no memory for an overflow entry) and clears the condition: the
-// ring goes on working. The queue fails (fine), but it then treats the
-// ring as broken and leaves at once, without reaping the member I/O in
-// flight: that I/O then lands after the hand-over (a late write over
-// the next server's newer data on the copy path).
+// ring goes on working. The queue fails, and still reaps the member I/O
+// in flight before it leaves: left out, it would land after the hand-over
+// (a late write over the next server's newer data on the copy path).
 func TestDroppedCompletionsStillDrainMemberIO(t *testing.T) {
 	var detach atomic.Bool
 	q, h, r, answer := hungQueue(t, 1, &detach)
