@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net/http"
 	"path/filepath"
 	"runtime/debug"
 	"slices"
@@ -980,19 +981,31 @@ func (m *Manager) DeleteAll() (DeleteResult, error) {
 	sort.Ints(ns)
 	res := DeleteResult{Deleted: []string{}}
 	var errs []error
+	internal := false
 	for _, n := range ns {
 		r, err := m.Delete(n)
-		if err != nil {
-			errs = append(errs, err)
-			continue
-		}
+		// What a failed del did is still reported (a pending entry
+		// forgotten whose state file write failed).
 		res.Deleted = append(res.Deleted, r.Deleted...)
 		res.Forgotten = append(res.Forgotten, r.Forgotten...)
+		switch {
+		case err == nil, errors.Is(err, ErrNotFound): // deleted meanwhile by another del
+		default:
+			errs = append(errs, err)
+			internal = internal || statusOf(err) >= http.StatusInternalServerError
+		}
 	}
-	if err := errors.Join(errs...); err != nil {
-		return res, Refused(err)
+	err := errors.Join(errs...)
+	switch {
+	case err == nil:
+		return res, nil
+	case internal:
+		// The daemon's own failure (state file, kernel) is not the
+		// arrays' state refusing: say so, as del -n N does (whatever
+		// the order of the failures).
+		return res, &StatusError{http.StatusInternalServerError, err}
 	}
-	return res, nil
+	return res, Refused(err)
 }
 
 // InUse reports whether /dev/ublkbN is held: an exclusive open fails with
