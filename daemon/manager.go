@@ -638,10 +638,10 @@ func (m *Manager) Add(_ context.Context, req AddRequest) (Array, error) {
 	if req.Number != nil && n >= 0 && m.ctrl != nil {
 		// Checked before the members are written (a new array's
 		// superblocks): the device cannot be created over another.
-		if _, err := m.ctrl.DevInfo(uint32(n)); err == nil {
-			return Array{}, Refused(fmt.Errorf("%s exists already (served by another program: `ublk-raid list`)", DevicePath(n)))
-		} else if !errors.Is(err, unix.ENODEV) {
+		if exists, err := m.ctrl.Exists(uint32(n)); err != nil {
 			return Array{}, err
+		} else if exists {
+			return Array{}, Refused(fmt.Errorf("%s exists already (served by another program: `ublk-raid list`)", DevicePath(n)))
 		}
 	}
 	// Nor may the driver refuse the device for a feature it lacks
@@ -751,12 +751,12 @@ func (m *Manager) firstFree() (int, error) {
 		if a || p {
 			continue
 		}
-		_, err := m.ctrl.DevInfo(uint32(n))
-		if errors.Is(err, unix.ENODEV) {
-			return n, nil
-		}
+		exists, err := m.ctrl.Exists(uint32(n))
 		if err != nil {
 			return 0, err
+		}
+		if !exists {
+			return n, nil
 		}
 	}
 	return 0, errors.New("no free ublk device number")

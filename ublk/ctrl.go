@@ -301,6 +301,19 @@ func (c *Control) DevInfo(id uint32) (DevInfo, error) {
 	return fromBytes[DevInfo](out), nil
 }
 
+// Exists reports whether device id exists (served or not); an error only
+// if the driver could not be asked.
+func (c *Control) Exists(id uint32) (bool, error) {
+	_, err := c.DevInfo(id)
+	switch {
+	case err == nil:
+		return true, nil
+	case errors.Is(err, unix.ENODEV):
+		return false, nil
+	}
+	return false, err
+}
+
 // QueueAffinity returns the CPUs the kernel maps to queue q.
 func (c *Control) QueueAffinity(id uint32, q uint16) (unix.CPUSet, error) {
 	var set unix.CPUSet

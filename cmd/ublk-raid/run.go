@@ -248,10 +248,10 @@ func runArray(o runOptions, spec array.CreateSpec, cfg ublk.Config, stdout io.Wr
 		return err
 	}
 	if n := o.serve.number; n >= 0 && !o.recover {
-		if _, err := ctrl.DevInfo(uint32(n)); err == nil {
-			return fmt.Errorf("%s exists already: `ublk-raid list`", daemon.DevicePath(n))
-		} else if !errors.Is(err, unix.ENODEV) {
+		if exists, err := ctrl.Exists(uint32(n)); err != nil {
 			return err
+		} else if exists {
+			return fmt.Errorf("%s exists already: `ublk-raid list`", daemon.DevicePath(n))
 		}
 	}
 	prepareProcess(log)
