@@ -299,9 +299,10 @@ func (d *detector) gpt() {
 	}
 }
 
-// swap: the signature ends the first page (of 4, 8, 16 or 64 KiB).
+// swap: the signature ends the first page (of 4, 8, 16, 32 or 64 KiB, as
+// libblkid looks for it).
 func (d *detector) swap() {
-	for _, ps := range []int64{4096, 8192, 16384, 65536} {
+	for _, ps := range []int64{4096, 8192, 16384, 32768, 65536} {
 		b := d.at(ps-10, 10)
 		if b == nil {
 			continue

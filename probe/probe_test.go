@@ -91,6 +91,7 @@ func fixtures() []fixture {
 		{"exfat", size, func(d *strictReader) { d.write(3, []byte("EXFAT   ")); d.write(510, []byte{0x55, 0xaa}) }, "exfat filesystem"},
 		{"ntfs", size, func(d *strictReader) { d.write(3, []byte("NTFS    ")); d.write(510, []byte{0x55, 0xaa}) }, "ntfs filesystem"},
 		{"swap4k", size, func(d *strictReader) { d.write(4096-10, []byte("SWAPSPACE2")) }, "swap space"},
+		{"swap32k", size, func(d *strictReader) { d.write(32768-10, []byte("SWAPSPACE2")) }, "swap space"},
 		{"swap64k", size, func(d *strictReader) { d.write(65536-10, []byte("SWAPSPACE2")) }, "swap space"},
 		{"mbr", size, func(d *strictReader) {
 			d.write(446, []byte{0x80, 0, 0, 0, 0x83})
