@@ -162,6 +162,7 @@ func (a *Array) Metrics(device string) metrics.ArrayStats {
 		out.State = metrics.ArrayActive
 	}
 	out.SyncSpeed = sy.SpeedBytes
+	out.MismatchSectors = sy.MismatchCnt
 	out.ReadRepairs = a.readRepairs.Load()
 	if bm := a.Bitmap; bm != nil {
 		bs := bm.Stats()

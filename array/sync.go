@@ -38,7 +38,10 @@ type SyncStatus struct {
 	Targets     []int   `json:"targets,omitempty"`
 	LastAction  string  `json:"last_action,omitempty"`
 	LastResult  string  `json:"last_result,omitempty"` // "ok" or the error
-	MismatchCnt uint64  `json:"mismatch_cnt"`          // last check/repair, 4 KiB blocks
+	// MismatchCnt is md's mismatch_cnt: the 512-byte sectors the last
+	// check or repair found differing (counted by 4 KiB block: a multiple
+	// of 8, as md's raid5 counts by page).
+	MismatchCnt uint64 `json:"mismatch_cnt"`
 	// LastCheck and LastCheckResult are the last check or repair and how
 	// it ended, kept when other jobs follow it (md's mismatch_cnt stays
 	// too): a resync of regions first written during a check, for one.
@@ -759,7 +762,7 @@ func (a *Array) SyncStatus() SyncStatus {
 	if y.lastCheck != "" {
 		s.LastCheck, s.LastCheckResult = y.lastCheck, y.lastCheckRes
 	}
-	s.MismatchCnt = y.mism
+	s.MismatchCnt = y.mism * (4096 / 512)
 	s.ResyncNeeded = a.needsResync()
 	if !y.running {
 		// (A resync being kicked, for a write's marks or a first write,

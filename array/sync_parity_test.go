@@ -160,7 +160,7 @@ func TestParityResyncScheduled(t *testing.T) {
 				t.Fatal(err)
 			}
 			a.WaitSync()
-			if s := a.SyncStatus(); s.LastCheck != "check" || s.LastCheckResult != "ok" || s.MismatchCnt != 1 {
+			if s := a.SyncStatus(); s.LastCheck != "check" || s.LastCheckResult != "ok" || s.MismatchCnt != 8 { // one row: md counts sectors
 				t.Fatalf("check after the crash's resync (the clean region's P wrong): %+v", s)
 			}
 			pReadAll(t, rng, h, r, ref, span)
@@ -218,7 +218,7 @@ func TestParityCheckRepair(t *testing.T) {
 				t.Fatal(err)
 			}
 			a.WaitSync()
-			if s := a.SyncStatus(); s.LastCheck != "check" || s.MismatchCnt != want {
+			if s := a.SyncStatus(); s.LastCheck != "check" || s.MismatchCnt != 8*want {
 				t.Fatalf("check of %d wrong rows: %+v", want, s)
 			}
 			for i, b := range fileBytes(t, paths...) {
@@ -230,7 +230,7 @@ func TestParityCheckRepair(t *testing.T) {
 				t.Fatal(err)
 			}
 			a.WaitSync() // (writes meanwhile could rewrite the wrong rows first)
-			if s := a.SyncStatus(); s.LastCheck != "repair" || s.LastCheckResult != "ok" || s.MismatchCnt != want {
+			if s := a.SyncStatus(); s.LastCheck != "repair" || s.LastCheckResult != "ok" || s.MismatchCnt != 8*want {
 				t.Fatalf("repair of %d wrong rows: %+v", want, s)
 			}
 			if err := a.Check(false); err != nil {

@@ -57,11 +57,12 @@ func TestCheckRepairReAddReplace(t *testing.T) {
 		}
 		return s
 	}
-	if s := check(false); s.MismatchCnt != 3 {
-		t.Fatalf("check found %d mismatches, want 3", s.MismatchCnt)
+	// Three 4 KiB blocks: md's mismatch_cnt counts sectors.
+	if s := check(false); s.MismatchCnt != 3*8 {
+		t.Fatalf("check found %d mismatch sectors, want 24", s.MismatchCnt)
 	}
-	if s := check(true); s.MismatchCnt != 3 {
-		t.Fatalf("repair found %d mismatches, want 3", s.MismatchCnt)
+	if s := check(true); s.MismatchCnt != 3*8 {
+		t.Fatalf("repair found %d mismatch sectors, want 24", s.MismatchCnt)
 	}
 	if s := check(false); s.MismatchCnt != 0 {
 		t.Fatalf("check after repair: %d mismatches", s.MismatchCnt)
@@ -230,8 +231,8 @@ func TestCheckSkipsNeverWritten(t *testing.T) {
 		t.Fatalf("check after the first write's resync: %d mismatches, want 0", n)
 	}
 	scribble(t, a, paths[1], 0, 1<<20, 0x66)
-	if n := check(); n != 256 {
-		t.Fatalf("check of a written region that differs: %d mismatches, want 256", n)
+	if n := check(); n != 1<<20/512 {
+		t.Fatalf("check of a written region that differs: %d mismatch sectors, want 2048 (1 MiB)", n)
 	}
 }
 

@@ -22,6 +22,7 @@ type Collector struct {
 	info, state, disks, disksRequired, degraded *prometheus.Desc
 	blocks, blocksSynced, syncSpeed             *prometheus.Desc
 	readRepairs                                 *prometheus.Desc
+	mismatch                                    *prometheus.Desc
 
 	bitmapRegions, bitmapDirty, bitmapWrites *prometheus.Desc
 	bitmapDataWrites, bitmapWaited           *prometheus.Desc
@@ -66,6 +67,8 @@ func NewCollector(src Source) *Collector {
 			array...),
 		syncSpeed: d("sync_speed_bytes_per_second", "Speed of the running resync, recovery or check in bytes per second; 0 when none runs.",
 			array...),
+		mismatch: d("mismatch_sectors", "Sectors (512 bytes) the last check or repair found differing between copies or from the parity, md's mismatch_cnt; kept until the next check or repair.",
+			"device"),
 		readRepairs: d("read_repairs_total", "Ranges of a copy rewritten from another copy after a read error on it.",
 			array...),
 
@@ -123,7 +126,7 @@ func NewCollector(src Source) *Collector {
 func (c *Collector) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{
 		c.info, c.state, c.disks, c.disksRequired, c.degraded,
-		c.blocks, c.blocksSynced, c.syncSpeed, c.readRepairs,
+		c.blocks, c.blocksSynced, c.syncSpeed, c.mismatch, c.readRepairs,
 		c.bitmapRegions, c.bitmapDirty, c.bitmapWrites,
 		c.bitmapDataWrites, c.bitmapWaited, c.bitmapWait,
 		c.parityWrites, c.parityReconstructReads, c.parityStripeWaits, c.parityDirectReads, c.parityBufferWaits,
@@ -176,6 +179,7 @@ func (c *Collector) collectArray(ch chan<- prometheus.Metric, a *ArrayStats) {
 	gauge(c.blocks, float64(a.Size)/1024, dev)
 	gauge(c.blocksSynced, float64(synced)/1024, dev)
 	gauge(c.syncSpeed, a.SyncSpeed, dev)
+	gauge(c.mismatch, float64(a.MismatchSectors), dev)
 	counter(c.readRepairs, a.ReadRepairs, dev)
 
 	if b := a.Bitmap; b != nil {

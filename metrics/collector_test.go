@@ -47,12 +47,13 @@ func fakeSource() Source {
 		return []ArrayStats{
 			{
 				Device: "ublkb0", Name: "data", Level: "raid1",
-				State:       ArrayRecovering,
-				RaidDisks:   2,
-				Size:        1 * gib,
-				Synced:      256 * mib,
-				SyncSpeed:   100 * mib,
-				ReadRepairs: 5,
+				State:           ArrayRecovering,
+				RaidDisks:       2,
+				Size:            1 * gib,
+				Synced:          256 * mib,
+				SyncSpeed:       100 * mib,
+				ReadRepairs:     5,
+				MismatchSectors: 16,
 				Bitmap: &BitmapStats{
 					Regions: 16, DirtyRegions: 3,
 					BlockWrites: 42, DataWrites: 1000, Waited: 3,

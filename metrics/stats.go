@@ -56,6 +56,10 @@ type ArrayStats struct {
 	// after a read error on it.
 	ReadRepairs uint64
 
+	// MismatchSectors is what the last check or repair found differing,
+	// in 512-byte sectors (md's mismatch_cnt); 0 before any.
+	MismatchSectors uint64
+
 	// Bitmap is the write-intent bitmap's state, nil for an array without
 	// one (then no ublkraid_bitmap_* series are exported for it).
 	Bitmap *BitmapStats

@@ -758,7 +758,7 @@ func syncLine(y array.SyncStatus) string {
 		}
 		if y.LastCheck != "" {
 			// (Kept when a job follows it, as md keeps mismatch_cnt.)
-			s += fmt.Sprintf(", last %s: %s, mismatch_cnt %d (4 KiB blocks)", y.LastCheck, y.LastCheckResult, y.MismatchCnt)
+			s += fmt.Sprintf(", last %s: %s, mismatch_cnt %d (sectors)", y.LastCheck, y.LastCheckResult, y.MismatchCnt)
 		}
 		if y.ResyncNeeded {
 			s += " (regions await resync)"

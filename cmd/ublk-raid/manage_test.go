@@ -229,10 +229,10 @@ func TestSyncLineKeepsLastCheck(t *testing.T) {
 	}{
 		{array.SyncStatus{Action: "idle"}, "Sync : idle"},
 		{array.SyncStatus{Action: "idle", LastAction: "rebuild", LastResult: "ok"}, "Sync : idle, last rebuild: ok"},
-		{array.SyncStatus{Action: "idle", LastAction: "check", LastResult: "ok", LastCheck: "check", LastCheckResult: "ok", MismatchCnt: 3},
-			"Sync : idle, last check: ok, mismatch_cnt 3 (4 KiB blocks)"},
+		{array.SyncStatus{Action: "idle", LastAction: "check", LastResult: "ok", LastCheck: "check", LastCheckResult: "ok", MismatchCnt: 24},
+			"Sync : idle, last check: ok, mismatch_cnt 24 (sectors)"},
 		{array.SyncStatus{Action: "idle", LastAction: "resync", LastResult: "ok", LastCheck: "check", LastCheckResult: "ok"},
-			"Sync : idle, last resync: ok, last check: ok, mismatch_cnt 0 (4 KiB blocks)"},
+			"Sync : idle, last resync: ok, last check: ok, mismatch_cnt 0 (sectors)"},
 	} {
 		if got := syncLine(c.y); got != c.want {
 			t.Errorf("syncLine(%+v) = %q, want %q", c.y, got, c.want)
