@@ -1060,7 +1060,13 @@ func (e *ParityExecutor) writeData(tag uint16) {
 				case s.m.Q:
 					b = s.par[1]
 				default:
-					b = e.reqData(r, s, mem)
+					if s.want&(1<<uint(mem)) == 0 {
+						// A rebuilding member's chunk, rebuilt
+						// (ParityReconstruct).
+						b = s.chunk[mem]
+					} else {
+						b = e.reqData(r, s, mem)
+					}
 				}
 				e.addIO(r, s, mem, IOWrite, b)
 			}

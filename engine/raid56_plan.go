@@ -42,8 +42,9 @@ type StripeSegment struct {
 	// or not they can take it); Reads: the members to read first (old
 	// data and parity for RMW, the data not written for RCW, every
 	// readable member for Reconstruct); Missing: data members whose old
-	// data Reconstruct rebuilds; Writes: the members to write (written data members
-	// that can be written, and the parity members that can).
+	// data Reconstruct rebuilds; Writes: the members to write (written
+	// data members that can be written, the parity members that can, and
+	// for Reconstruct the Missing ones rebuilding, with the rebuilt rows).
 	Written, Reads, Missing, Writes uint64
 }
 
@@ -92,7 +93,7 @@ func (g ParityGeometry) planWrite(st *ArrayState, avoid uint64, sector uint64, s
 		return segs, fmt.Errorf("stripe %d: %d members unreadable: %w", v.stripe, lost, ErrStripeLost)
 	}
 	g.forEachRun(&v.m, v.first, v.last, func(a, b, written uint64) {
-		segs = append(segs, planSegment(a, b, written, v.data, v.parity, v.readable, v.writable, parityTrusted))
+		segs = append(segs, planSegment(a, b, written, v.data, v.parity, v.readable, v.writable, v.rebuilding, parityTrusted))
 	})
 	return segs, nil
 }
@@ -104,7 +105,10 @@ type stripeView struct {
 	stripe                           uint64
 	m                                StripeMap
 	data, parity, readable, writable uint64
-	first, last                      uint64
+	// rebuilding: members rebuilding and not rebuilt past the stripe
+	// (unreadable there, avoid or not).
+	rebuilding  uint64
+	first, last uint64
 }
 
 // view checks that [sector, sector+sectors) lies within one stripe and
@@ -129,6 +133,9 @@ func (g ParityGeometry) view(st *ArrayState, avoid uint64, sector uint64, sector
 		}
 		if ms.writable() {
 			v.writable |= 1 << uint(i)
+		}
+		if ms.State == MemberRebuilding && !ms.readable(stripeEnd) {
+			v.rebuilding |= 1 << uint(i)
 		}
 	}
 	for d := range int(nd) {
@@ -184,7 +191,7 @@ func (g ParityGeometry) forEachRun(m *StripeMap, first, last uint64, fn func(a, 
 
 // planSegment picks the mode of rows whose written data members are
 // written, as md does.
-func planSegment(lo, hi, written, data, parity, readable, writable uint64, parityTrusted bool) StripeSegment {
+func planSegment(lo, hi, written, data, parity, readable, writable, rebuilding uint64, parityTrusted bool) StripeSegment {
 	s := StripeSegment{Lo: lo, Hi: hi, Written: written, Writes: written & writable}
 	par := parity & writable
 	if par == 0 {
@@ -213,6 +220,12 @@ func planSegment(lo, hi, written, data, parity, readable, writable uint64, parit
 		s.Mode = ParityReconstruct
 		s.Reads = (data | parity) & readable
 		s.Missing = data &^ readable
+		// A rebuilding member's rows the new parity stands for are
+		// written to it too (md writes every member not faulty): the
+		// stripe is then consistent on every member whatever the
+		// rebuild does with it, which may have passed it over as never
+		// written a moment before and mark it rebuilt after.
+		s.Writes |= s.Missing & rebuilding
 	}
 	return s
 }

@@ -107,6 +107,7 @@ func (s *stripeSim) apply(t *rapid.T, seg StripeSegment, newData func(mem int) [
 	}
 	written := func(mem int) bool { return seg.Written&(1<<uint(mem)) != 0 }
 	newPar := [][]byte{make([]byte, n), make([]byte, n)}[:s.par.Count()]
+	var cur [][]byte // RCW, Reconstruct: the data slots the new parity stands for
 	switch seg.Mode {
 	case ParityDataOnly:
 		if seg.Reads != 0 {
@@ -142,7 +143,7 @@ func (s *stripeSim) apply(t *rapid.T, seg StripeSegment, newData func(mem int) [
 			}
 		}
 	case ParityRCW, ParityReconstruct:
-		cur := s.slots(func(mem int) []byte {
+		cur = s.slots(func(mem int) []byte {
 			if written(mem) {
 				return append([]byte(nil), newData(mem)...)
 			}
@@ -198,6 +199,9 @@ func (s *stripeSim) apply(t *rapid.T, seg StripeSegment, newData func(mem int) [
 			copy(s.rows(mem, seg.Lo, seg.Hi), newPar[0])
 		case mem == s.m.Q:
 			copy(s.rows(mem, seg.Lo, seg.Hi), newPar[1])
+		case seg.Mode == ParityReconstruct && seg.Missing&(1<<uint(mem)) != 0:
+			// A rebuilding member: the rows the new parity stands for.
+			copy(s.rows(mem, seg.Lo, seg.Hi), cur[s.m.Slot[mem]])
 		default:
 			t.Fatalf("segment %+v writes member %d, neither written data nor parity", seg, mem)
 		}
@@ -391,8 +395,13 @@ func TestPlanStripeWriteProperties(t *testing.T) {
 					exp = wp[1]
 				case seg.Written&bit != 0:
 					exp = data[s.m.Slot[mem]]
-				case s.readable&bit == 0:
-					continue // rebuilding, not written: stays stale
+				case s.readable&bit == 0 && seg.Mode != ParityReconstruct:
+					// Rebuilding, not written: stays stale (the parity
+					// stands for its rows, which the rebuild writes).
+					// A Reconstruct writes its rebuilt rows: a rebuild
+					// that passed the stripe over as never written (the
+					// parity untrusted there) leaves them as they are.
+					continue
 				default:
 					exp = data[s.m.Slot[mem]]
 				}
