@@ -31,13 +31,13 @@ type SyncStatus struct {
 	Action string `json:"action"` // rebuild, resync, check, repair, or idle
 	// Done and Total are bytes: of the rebuilt member's data area for a
 	// rebuild, of the array otherwise.
-	Done        uint64  `json:"done_bytes"`
-	Total       uint64  `json:"total_bytes"`
-	SpeedBytes  float64 `json:"speed_bytes_per_second"`
-	ETASeconds  float64 `json:"eta_seconds,omitempty"`
-	Targets     []int   `json:"targets,omitempty"`
-	LastAction  string  `json:"last_action,omitempty"`
-	LastResult  string  `json:"last_result,omitempty"` // "ok" or the error
+	Done       uint64  `json:"done_bytes"`
+	Total      uint64  `json:"total_bytes"`
+	SpeedBytes float64 `json:"speed_bytes_per_second"`
+	ETASeconds float64 `json:"eta_seconds,omitempty"`
+	Targets    []int   `json:"targets,omitempty"`
+	LastAction string  `json:"last_action,omitempty"`
+	LastResult string  `json:"last_result,omitempty"` // "ok" or the error
 	// MismatchCnt is md's mismatch_cnt: the 512-byte sectors the last
 	// check or repair found differing (counted by 4 KiB block: a multiple
 	// of 8, as md's raid5 counts by page).
