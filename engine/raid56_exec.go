@@ -176,6 +176,8 @@ type parityReq struct {
 	need          int // slabNeed of the plan
 	err           error
 	needGen       uint64
+	// planSt: the member states the plan was made from.
+	planSt *ArrayState
 	// lastCopy: an operation failed on a member kept because failing it
 	// would lose a stripe.
 	lastCopy bool
@@ -608,6 +610,7 @@ func (e *ParityExecutor) plan(tag uint16) {
 	}
 	g := &e.geo
 	st := e.arr.State()
+	r.planSt = st
 	per := g.ChunkSectors * uint64(g.DataMembers())
 	end := r.sector + uint64(r.sectors)
 	write := r.op == ReqWrite
@@ -981,6 +984,12 @@ func (e *ParityExecutor) phaseDone(tag uint16) {
 				}
 			}
 			e.complete(tag)
+			return
+		}
+		if e.logRing != nil && e.readabilityMoved(r) {
+			// The entries are decided from the plan's view; planned
+			// again (held until a failure since is durable).
+			e.plan(tag)
 			return
 		}
 		for i := range r.segs {

@@ -27,8 +27,9 @@ func (e *ParityExecutor) logPrepare(r *parityReq, s *paritySeg) {
 	// or rebuilding and not rebuilt past it: a recovery does not read
 	// them back) count as lost. One that can be read must stay out of X:
 	// a recovery reads it as the crash left it, and a parity built for
-	// its new data would not match that.
-	st := e.arr.State()
+	// its new data would not match that. As the plan saw them (the
+	// members it writes), which readabilityMoved checked is still so.
+	st := r.planSt
 	end := (s.stripe + 1) * e.geo.ChunkSectors
 	notInSync := uint64(0)
 	for mm := s.want; mm != 0; mm &= mm - 1 {
@@ -42,6 +43,32 @@ func (e *ParityExecutor) logPrepare(r *parityReq, s *paritySeg) {
 	// Whole pages, page-aligned in the stripe buffer (direct I/O).
 	r.used = int(roundUp(uint64(r.used), ParityLogHeaderSize))
 	s.log = r.alloc(int(roundUp(uint64(ent.Size()), ParityLogHeaderSize)))
+}
+
+// readabilityMoved reports whether a member write r writes in some
+// segment can be read at that stripe now and could not when r was planned,
+// or the other way round. A member failed since (in memory, perhaps not
+// yet durably) would go into X with its new data while its write is still
+// issued, and may not land: a crash before the failure is durable brings
+// the member back in sync with its old rows, and the entry's parity would
+// not match them. Planned again, the write is held until the failure is
+// durable and then leaves the member out.
+func (e *ParityExecutor) readabilityMoved(r *parityReq) bool {
+	st := e.arr.State()
+	if st == r.planSt {
+		return false
+	}
+	for i := range r.segs {
+		s := &r.segs[i]
+		end := (s.stripe + 1) * e.geo.ChunkSectors
+		for mm := s.want; mm != 0; mm &= mm - 1 {
+			m := bits.TrailingZeros64(mm)
+			if st.Members[m].readable(end) != r.planSt.Members[m].readable(end) {
+				return true
+			}
+		}
+	}
+	return false
 }
 
 // logPayload returns the places of segment s's L_P and L_Q.
