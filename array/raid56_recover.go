@@ -205,7 +205,10 @@ func (a *Array) recoverParityLog(asm *engine.Assembly) (replayed, left int, err 
 	for _, o := range outs {
 		sm := g.Stripe(o.e.Stripe)
 		for k, pm := range []int{sm.P, sm.Q}[:o.e.Parity] {
-			if !writable(pm) {
+			if !writable(pm) || o.e.Unlogged&(1<<uint(k)) != 0 {
+				// (Unlogged: the member was out when the write was made,
+				// which neither read nor wrote it; back since, rebuilt
+				// or rebuilding, it has its own parity.)
 				continue
 			}
 			if err := a.Members[pm].WriteBlockSync(o.off, o.out[k]); err != nil {

@@ -141,9 +141,11 @@ type paritySeg struct {
 	par [2][]byte
 	// log: a write's write-hole log entry block (header, then payload:
 	// ParityLogPayload), whole pages of the stripe buffer; nil: none (no
-	// parity member is written). logged, written: its slot masks.
+	// parity member is written). logged, written: its slot masks;
+	// unlogged: its parity parts not computed (ParityLogEntry.Unlogged).
 	log             []byte
 	logged, written uint64
+	unlogged        uint8
 }
 
 type parityReq struct {

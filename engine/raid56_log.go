@@ -148,6 +148,12 @@ type ParityLogEntry struct {
 	Logged, Written uint64
 	// Parity is the number of parity chunks: 1 (raid5) or 2 (raid6).
 	Parity int
+	// Unlogged: bit k set when L_P (k 0) or L_Q (k 1) was not computed
+	// (zeroes): its parity member was out when the write was made, an
+	// RMW neither read nor wrote it. A recovery leaves that member as it
+	// is (it may be back and rebuilt past the stripe since). The header's
+	// flags field; 0 in entries written before it was.
+	Unlogged uint8
 	// P and Q are the payload, L_P and L_Q (Q empty for raid5), each
 	// (RowHi-RowLo)·512 bytes. Decoded, they alias the decoded block.
 	P, Q []byte
@@ -218,6 +224,9 @@ func (e *ParityLogEntry) check(g *ParityGeometry, uuid [16]byte, payload bool) e
 	if pc := g.ParityMembers(); e.Parity != pc {
 		return fmt.Errorf("parity count %d, not %s's %d", e.Parity, g.Level, pc)
 	}
+	if e.Unlogged>>uint(e.Parity) != 0 {
+		return fmt.Errorf("unlogged parity bits %#x beyond the %d parity chunks", e.Unlogged, e.Parity)
+	}
 	if n := g.Stripes(); e.Stripe >= n {
 		return fmt.Errorf("stripe %d is past the array's %d stripes", e.Stripe, n)
 	}
@@ -264,6 +273,7 @@ func (e *ParityLogEntry) Encode(b []byte, g ParityGeometry) (int, error) {
 	copy(h[plOffMagic:], ParityLogMagic)
 	le.PutUint32(h[plOffVersion:], ParityLogVersion)
 	le.PutUint32(h[plOffPayloadSum:], crc32.Checksum(b[ParityLogHeaderSize:size], castagnoli))
+	le.PutUint32(h[plOffFlags:], uint32(e.Unlogged))
 	copy(h[plOffUUID:plOffUUID+16], e.Array[:])
 	le.PutUint64(h[plOffSeq:], e.Seq)
 	le.PutUint64(h[plOffStripe:], e.Stripe)
@@ -365,8 +375,9 @@ func DecodeParityLogEntry(b []byte, g ParityGeometry, uuid [16]byte) (ParityLogE
 	if got, want := le.Uint32(h[plOffChecksum:]), parityLogHeaderSum(h); got != want {
 		return e, corrupt(fmt.Errorf("header %w (stored %#08x, computed %#08x)", ErrBadChecksum, got, want))
 	}
-	if f := le.Uint32(h[plOffFlags:]); f != 0 {
-		return e, corrupt(fmt.Errorf("unknown flags %#x", f))
+	flags := le.Uint32(h[plOffFlags:])
+	if flags&^(1<<2-1) != 0 {
+		return e, corrupt(fmt.Errorf("unknown flags %#x", flags))
 	}
 	if o := firstNonZero(h[plOffReserved:]); o >= 0 {
 		return e, corrupt(fmt.Errorf("reserved byte %d is not zero", plOffReserved+o))
@@ -388,6 +399,7 @@ func DecodeParityLogEntry(b []byte, g ParityGeometry, uuid [16]byte) (ParityLogE
 	e.Logged = le.Uint64(h[plOffLogged:])
 	e.Written = le.Uint64(h[plOffWritten:])
 	e.Parity = int(pc)
+	e.Unlogged = uint8(flags)
 	if err := e.check(&g, uuid, false); err != nil {
 		return ParityLogEntry{}, corrupt(err)
 	}

@@ -445,6 +445,30 @@ func TestParityLogDecodeFlippedBits(t *testing.T) {
 	}
 }
 
+// Unlogged (the parity parts an RMW with a parity member out did not
+// compute) is the header's flags and comes back decoded; a raid5 entry
+// has no Q to leave unlogged.
+func TestParityLogUnlogged(t *testing.T) {
+	g, e, _ := plogFixture(t)
+	for _, u := range []uint8{1, 2} {
+		e.Unlogged = u
+		b := make([]byte, ParityLogEntrySize(64, 2))
+		if _, err := e.Encode(b, g); err != nil {
+			t.Fatal(err)
+		}
+		d, err := DecodeParityLogEntry(b, g, plogUUID)
+		if err != nil || d.Unlogged != u {
+			t.Fatalf("unlogged %b: decoded %b, %v", u, d.Unlogged, err)
+		}
+	}
+	g5 := ParityGeometry{Level: Level5, Members: 5, Layout: LeftSymmetric, ChunkSectors: 64, MemberSectors: 256}
+	e5 := ParityLogEntry{Array: plogUUID, Seq: 7, Stripe: 3, RowLo: 8, RowHi: 24, Logged: 0b0001, Written: 0b0110, Parity: 1,
+		P: e.P, Unlogged: 2}
+	if _, err := e5.Encode(make([]byte, ParityLogEntrySize(64, 1)), g5); err == nil {
+		t.Fatal("a raid5 entry with Q unlogged encoded")
+	}
+}
+
 // Every field out of bounds, with both checksums right, is refused.
 func TestParityLogDecodeBounds(t *testing.T) {
 	g, _, b := plogFixture(t)
@@ -477,7 +501,7 @@ func TestParityLogDecodeBounds(t *testing.T) {
 		{"other member count", u32(plOffMembers, 7), "written for"},
 		{"other layout", u32(plOffLayout, uint32(RightSymmetric)), "written for"},
 		{"other chunk", u32(plOffChunk, 128), "written for"},
-		{"flags", u32(plOffFlags, 1), "flags"},
+		{"flags past the unlogged bits", u32(plOffFlags, 4), "flags"},
 		{"reserved", func(c []byte) { c[ParityLogHeaderSize-1] = 1 }, "reserved byte 4095"},
 		{"reserved first", func(c []byte) { c[plOffReserved] = 1 }, "reserved byte 104"},
 		{"version", u32(plOffVersion, 2), "unknown format version"},

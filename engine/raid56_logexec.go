@@ -38,6 +38,7 @@ func (e *ParityExecutor) logPrepare(r *parityReq, s *paritySeg) {
 		}
 	}
 	s.written = s.m.SlotMask(s.want)
+	s.unlogged = 0
 	s.logged = s.m.SlotMask(data&^s.want | s.want&^s.writes | notInSync)
 	ent := ParityLogEntry{RowLo: s.lo, RowHi: s.hi, Logged: s.logged, Parity: e.par.Count()}
 	// Whole pages, page-aligned in the stripe buffer (direct I/O).
@@ -82,8 +83,9 @@ func (e *ParityExecutor) logPayload(s *paritySeg) [][]byte {
 // (the slots not written, all readable or not), the old parity plus the
 // parity of the written slots' old data (both pre-read); plus, for a
 // written slot in X (its member rebuilding below the stripe), the parity
-// of its new data. A parity member
-// not read (lost) leaves its part zero: it is not written either.
+// of its new data. A parity member not read (lost) leaves its part zero
+// and marked unlogged: it is not written either, and a recovery must not
+// write that zero's parity to it should it be back by then.
 func (e *ParityExecutor) logRMW(r *parityReq, s *paritySeg) error {
 	if s.log == nil || s.logged == 0 {
 		return nil
@@ -95,6 +97,7 @@ func (e *ParityExecutor) logRMW(r *parityReq, s *paritySeg) error {
 			copy(log[k], s.chunk[pms[k]])
 		} else {
 			clear(log[k])
+			s.unlogged |= 1 << uint(k)
 		}
 	}
 	for mm := s.want; mm != 0; mm &= mm - 1 {
@@ -215,7 +218,7 @@ func (e *ParityExecutor) logTake(r *parityReq) (bool, error) {
 			continue
 		}
 		ent := ParityLogEntry{Array: e.logUUID, Seq: seq0 + uint64(n), Stripe: s.stripe, RowLo: s.lo, RowHi: s.hi,
-			Logged: s.logged, Written: s.written, Parity: e.par.Count()}
+			Logged: s.logged, Written: s.written, Parity: e.par.Count(), Unlogged: s.unlogged}
 		ent.P, ent.Q = ParityLogPayload(s.log, ent.payloadRows(), ent.Parity)
 		if _, err := ent.Encode(s.log, e.geo); err != nil {
 			return false, err
