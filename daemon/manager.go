@@ -121,19 +121,27 @@ func (m *Manager) Restore() (started, failed int, err error) {
 		return 0, 0, err
 	}
 	m.addMu.Lock()
+	// Every entry is pending until its array is tracked (served): a state
+	// file write while the loop runs (a spare activated by an array's
+	// start writes it) must keep the entries not yet started, and the
+	// one starting, or a crash before the write below forgets them.
+	// (No Add, retry or del runs meanwhile: they take addMu; the API is
+	// not served yet.)
+	m.mu.Lock()
+	for _, e := range st.Arrays {
+		m.pending[e.Number] = e
+	}
+	m.mu.Unlock()
 	for _, e := range st.Arrays {
 		s, err := m.restore(e)
 		if err != nil {
 			failed++
 			m.log.Error("array not started", zap.String("device", DevicePath(e.Number)), zap.String("uuid", e.UUID),
 				zap.Strings("members", e.Members), zap.Error(err))
-			m.mu.Lock()
-			m.pending[e.Number] = e
-			m.mu.Unlock()
-			continue
+			continue // (pending already)
 		}
 		started++
-		m.track(s)
+		m.track(s) // (no longer pending)
 	}
 	m.addMu.Unlock()
 	if err := m.saveState(); err != nil {
@@ -190,7 +198,7 @@ func (m *Manager) restore(e StateEntry) (*served, error) {
 	}
 	id := uint32(e.Number)
 	exists := true
-	info, err := m.ctrl.DevInfo(id)
+	info, err := devInfo(m.ctrl, id)
 	switch {
 	case errors.Is(err, unix.ENODEV):
 		exists = false
@@ -598,6 +606,15 @@ var driverFeatures = func(c *ublk.Control) (uint64, error) {
 		return ^uint64(0), nil
 	}
 	return c.Features()
+}
+
+// devInfo is Control.DevInfo (a variable for tests; without a control
+// device, as in tests without a driver: no device exists).
+var devInfo = func(c *ublk.Control, id uint32) (ublk.DevInfo, error) {
+	if c == nil {
+		return ublk.DevInfo{}, unix.ENODEV
+	}
+	return c.DevInfo(id)
 }
 
 // createDevice is ublk.Create (a variable for tests: fault injection).
