@@ -142,7 +142,13 @@
 // the daemon's equivalent of mdadm.conf's ARRAY lines: add puts an entry
 // in, del takes it out; remove drops the removed member's path, add-spare
 // and replace add the new one (spares are members for the file). Stopping
-// the daemon keeps the entries.
+// the daemon keeps the entries. An array started from its entry (at serve's
+// start, or a retry) rewrites the entry's member list to what the array
+// holds: its members, spares, failed members left closed and absent paths;
+// a device it let go of (removed or replaced by a daemon that died before
+// its state file write) is dropped. remove of a path the entry still lists
+// but the array does not hold drops it from the entry and succeeds, as
+// mdadm's remove of a device already removed.
 //
 // When serve starts, for each entry:
 //   - if /dev/ublkbN still exists (GET_DEV_INFO answers) and is quiesced

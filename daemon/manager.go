@@ -266,10 +266,38 @@ func (m *Manager) restore(e StateEntry) (*served, error) {
 		// or is new: no grow to finish.
 		e.GrowFromSectors = 0
 	}
+	// The entry lists what the array holds (the caller saves it): a
+	// member removed or replaced by a daemon that died before its state
+	// file write is dropped here, or it stays listed for good (remove
+	// finds no role of it), and once that disk is reused the next start
+	// refuses the array.
+	if held := entryMembers(a, e.Members); len(held) != len(e.Members) {
+		m.log.Warn("state entry: paths the array no longer holds (removed or replaced) dropped", zap.String("device", DevicePath(e.Number)),
+			zap.Strings("members", held), zap.Strings("dropped", slices.DeleteFunc(slices.Clone(e.Members), func(p string) bool { return slices.Contains(held, p) })))
+		e.Members = held
+	}
 	m.mu.Lock() // (a spare activated since start writes s.entry too)
 	s.entry = e
 	m.mu.Unlock()
 	return s, nil
+}
+
+// entryMembers are the paths of listed (a state entry's members) that its
+// entry keeps for array a, assembled from them: those a holds in a role
+// or as a spare; a failed member's, which assembly leaves closed
+// (Array.FailedRoleOf: remove finds its role by it, and drops it); and
+// the absent ones assembly left out (Array.Absent: remove drops them).
+// What else is listed is a device the array let go of (removed, or
+// replaced: its superblock names no role of the array any more).
+func entryMembers(a *array.Array, listed []string) []string {
+	held := memberPaths(a.Status())
+	var keep []string
+	for _, p := range listed {
+		if slices.Contains(held, p) || slices.Contains(a.Absent, p) || a.FailedRoleOf(p) >= 0 {
+			keep = append(keep, p)
+		}
+	}
+	return keep
 }
 
 // restoreSpec is how the array of state entry e is assembled at a
@@ -1159,6 +1187,17 @@ func (m *Manager) Remove(n int, member string) (Array, error) {
 				m.log.Info("absent device removed from the state file", zap.String("device", DevicePath(n)), zap.String("member", s.a.Absent[i]))
 				m.dropFromState(s, s.a.Absent[i])
 				return m.view(s), nil
+			} else if p := m.listedUnheld(s, member); p != "" {
+				// Listed in the entry, held by the array in no role and
+				// not as a spare, not a failed member: a device already
+				// let go (a remove or replace whose daemon died before
+				// its state file write; the remove repeated after a lost
+				// answer). Only the state file still names it: dropped,
+				// and the remove succeeds, as mdadm's remove of a device
+				// already removed is harmless.
+				m.log.Info("device the array no longer holds removed from the state file", zap.String("device", DevicePath(n)), zap.String("member", p))
+				m.dropFromState(s, p)
+				return m.view(s), nil
 			}
 		}
 	}
@@ -1206,6 +1245,28 @@ func (m *Manager) dropUnheld(s *served) {
 	if err := m.saveState(); err != nil {
 		m.log.Error("state file not written", zap.Error(err))
 	}
+}
+
+// listedUnheld is the path among s's state file members that member names
+// (any path to it) when s's array holds it neither in a role nor as a
+// spare, or "".
+func (m *Manager) listedUnheld(s *served, member string) string {
+	m.mu.Lock()
+	listed := slices.Clone(s.entry.Members)
+	m.mu.Unlock()
+	held := memberPaths(s.a.Status())
+	p := filepath.Clean(member)
+	for _, q := range listed {
+		if q == p && !slices.Contains(held, q) {
+			return q
+		}
+	}
+	for _, q := range listed {
+		if !slices.Contains(held, q) && sameDevice(p, q) {
+			return q
+		}
+	}
+	return ""
 }
 
 // spareOf is the spare of s that member names (any path to it), or "".
