@@ -487,7 +487,9 @@ type Array struct {
 	// Bitmap describes the write-intent bitmap; absent without one.
 	Bitmap *BitmapInfo `json:"bitmap,omitempty"`
 	// Warnings are things worth telling about the request that did not
-	// refuse it (add: a member much larger than the array uses).
+	// refuse it (add: a member much larger than the array uses; add and
+	// the member operations that change the state file's member lists:
+	// the state file not written, the change done all the same).
 	Warnings []string `json:"warnings,omitempty"`
 }
 

@@ -123,7 +123,8 @@
 //	 "queues": 2, "depth": 128,
 //	 "created": true, "recovered": false,        created by this daemon / re-attached by user recovery
 //	 "since": "2026-01-02T15:04:05Z",
-//	 "warnings": ["largest member …"]}            add only, when there is something to tell
+//	 "warnings": ["largest member …"]}            add, add-spare, remove, re-add, replace: when there is something to tell
+//	                                              (a state file not written: the change is done, a restart would not see it)
 //
 // DeleteResult: {"deleted": ["/dev/ublkb0"], "forgotten": [3]} (forgotten:
 // state entries of arrays that had not started, now dropped).

@@ -1,6 +1,7 @@
 package daemon
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -1148,18 +1149,18 @@ func (m *Manager) Remove(n int, member string) (Array, error) {
 		err := s.a.RemoveSpare(sp)
 		gone := !slices.Contains(s.a.Spares(), sp) && s.a.RoleOf(sp) < 0 // (not activated meanwhile)
 		if err != nil {
+			var serr error
 			if gone {
 				// Let go (closed) although the members' role tables may
 				// still list it: a restart must not open it again (it
 				// may be reused by then, and a device without this
 				// array's superblock stops the assembly).
-				m.dropFromState(s, sp)
+				serr = m.dropFromState(s, sp)
 			}
-			return Array{}, Refused(fmt.Errorf("remove %s: %w", member, err))
+			return Array{}, m.refusedAfter(s, fmt.Errorf("remove %s: %w", member, err), serr)
 		}
 		m.log.Info("spare removed", zap.String("device", DevicePath(n)), zap.String("member", sp))
-		m.dropFromState(s, sp)
-		return m.view(s), nil
+		return m.answer(s, m.dropFromState(s, sp)), nil
 	}
 	r, err := role(s, member)
 	if _, numErr := strconv.Atoi(member); err != nil && numErr != nil {
@@ -1185,8 +1186,7 @@ func (m *Manager) Remove(n int, member string) (Array, error) {
 				// path (no superblock of the array) stops the next
 				// start.
 				m.log.Info("absent device removed from the state file", zap.String("device", DevicePath(n)), zap.String("member", s.a.Absent[i]))
-				m.dropFromState(s, s.a.Absent[i])
-				return m.view(s), nil
+				return m.answer(s, m.dropFromState(s, s.a.Absent[i])), nil
 			} else if p := m.listedUnheld(s, member); p != "" {
 				// Listed in the entry, held by the array in no role and
 				// not as a spare, not a failed member: a device already
@@ -1196,8 +1196,7 @@ func (m *Manager) Remove(n int, member string) (Array, error) {
 				// and the remove succeeds, as mdadm's remove of a device
 				// already removed is harmless.
 				m.log.Info("device the array no longer holds removed from the state file", zap.String("device", DevicePath(n)), zap.String("member", p))
-				m.dropFromState(s, p)
-				return m.view(s), nil
+				return m.answer(s, m.dropFromState(s, p)), nil
 			}
 		}
 	}
@@ -1209,10 +1208,11 @@ func (m *Manager) Remove(n int, member string) (Array, error) {
 		// Recorded although a member did not take it: the device was let
 		// go, and the state file follows.
 		gone := path != "" && s.a.RoleOf(path) < 0 && s.a.Status().Members[r].State == "missing"
+		var serr error
 		if gone {
-			m.dropFromState(s, path)
+			serr = m.dropFromState(s, path)
 		}
-		return Array{}, Refused(fmt.Errorf("remove %s: %w", member, err))
+		return Array{}, m.refusedAfter(s, fmt.Errorf("remove %s: %w", member, err), serr)
 	}
 	m.log.Info("member removed", zap.String("device", DevicePath(n)), zap.Int("role", r), zap.String("member", path))
 	if path == "" {
@@ -1222,16 +1222,16 @@ func (m *Manager) Remove(n int, member string) (Array, error) {
 		// dropped (stale members too: only re-add brings them back, and
 		// it records them again), so that the next start does not need
 		// the failed disk.
-		m.dropUnheld(s)
-	} else {
-		m.dropFromState(s, path)
+		return m.answer(s, m.dropUnheld(s)), nil
 	}
-	return m.view(s), nil
+	return m.answer(s, m.dropFromState(s, path)), nil
 }
 
 // dropUnheld removes from s's members in the state file the paths its
-// array holds neither in a role nor as a spare.
-func (m *Manager) dropUnheld(s *served) {
+// array holds neither in a role nor as a spare. It returns the state
+// file write's error (logged; the caller tells the user: answer,
+// refusedAfter).
+func (m *Manager) dropUnheld(s *served) error {
 	held := memberPaths(s.a.Status())
 	m.mu.Lock()
 	var keep []string
@@ -1242,9 +1242,11 @@ func (m *Manager) dropUnheld(s *served) {
 	}
 	s.entry.Members = keep
 	m.mu.Unlock()
-	if err := m.saveState(); err != nil {
-		m.log.Error("state file not written", zap.Error(err))
+	err := m.saveState()
+	if err != nil {
+		m.log.Error("state file not written", zap.String("device", DevicePath(s.n)), zap.Error(err))
 	}
+	return err
 }
 
 // listedUnheld is the path among s's state file members that member names
@@ -1305,8 +1307,9 @@ func known(s *served, p string) string {
 	return filepath.Clean(p)
 }
 
-// dropFromState removes path from s's members in the state file.
-func (m *Manager) dropFromState(s *served, path string) {
+// dropFromState removes path from s's members in the state file. It
+// returns the state file write's error (as dropUnheld).
+func (m *Manager) dropFromState(s *served, path string) error {
 	m.mu.Lock()
 	var keep []string
 	for _, p := range s.entry.Members {
@@ -1316,9 +1319,11 @@ func (m *Manager) dropFromState(s *served, path string) {
 	}
 	s.entry.Members = keep
 	m.mu.Unlock()
-	if err := m.saveState(); err != nil {
-		m.log.Error("state file not written", zap.Error(err))
+	err := m.saveState()
+	if err != nil {
+		m.log.Error("state file not written", zap.String("device", DevicePath(s.n)), zap.Error(err))
 	}
+	return err
 }
 
 // AddSpare implements Backend (mdadm --add): members become spares of
@@ -1347,22 +1352,24 @@ func (m *Manager) AddSpare(n int, members []string, force bool) (Array, error) {
 		// An error after every check passed (a write error) may leave
 		// the devices before it added: the state file lists those, as
 		// the array holds them, so that a restart opens them again.
+		var serr error
 		for _, p := range paths {
 			if slices.Contains(s.a.Spares(), p) || s.a.RoleOf(p) >= 0 {
-				m.addToState(s, p)
+				serr = cmp.Or(serr, m.addToState(s, p))
 			}
 		}
 		what := "add spare " + members[0]
 		if len(members) > 1 {
 			what = "add spares " + strings.Join(members, " ")
 		}
-		return Array{}, Refused(fmt.Errorf("%s: %w", what, err))
+		return Array{}, m.refusedAfter(s, fmt.Errorf("%s: %w", what, err), serr)
 	}
+	var serr error
 	for _, p := range paths {
 		m.log.Info("spare added", zap.String("device", DevicePath(n)), zap.String("member", p))
-		m.addToState(s, p)
+		serr = cmp.Or(serr, m.addToState(s, p))
 	}
-	return m.view(s), nil
+	return m.answer(s, serr), nil
 }
 
 // ReAdd implements Backend (mdadm --re-add): a member that left the array
@@ -1392,8 +1399,7 @@ func (m *Manager) ReAdd(n int, member string) (Array, error) {
 		return Array{}, Refused(fmt.Errorf("re-add %s: %w", member, err))
 	}
 	m.log.Info("member re-added", zap.String("device", DevicePath(n)), zap.String("member", path))
-	m.addToState(s, path)
-	return m.view(s), nil
+	return m.answer(s, m.addToState(s, path)), nil
 }
 
 // Replace implements Backend: with puts a new device into member's role
@@ -1432,18 +1438,19 @@ func (m *Manager) Replace(n int, member, with string, force bool) (Array, error)
 		if took || gone {
 			m.followWriteMostly(s, s.a.Status())
 		}
+		var serr error
 		if took {
-			m.addToState(s, with)
+			serr = m.addToState(s, with)
 			if old.Path == "" {
 				// The role is held again: the failed member's path goes,
 				// as on success (see below), or nothing can drop it.
-				m.dropUnheld(s)
+				serr = cmp.Or(serr, m.dropUnheld(s))
 			}
 		}
 		if gone {
-			m.dropFromState(s, old.Path)
+			serr = cmp.Or(serr, m.dropFromState(s, old.Path))
 		}
-		return Array{}, Refused(fmt.Errorf("replace %s with %s: %w", member, with, err))
+		return Array{}, m.refusedAfter(s, fmt.Errorf("replace %s with %s: %w", member, with, err), serr)
 	}
 	m.log.Info("member replaced", zap.String("device", DevicePath(n)), zap.Int("role", r), zap.String("old", old.Path), zap.String("new", with))
 	m.followWriteMostly(s, s.a.Status())
@@ -1451,17 +1458,17 @@ func (m *Manager) Replace(n int, member, with string, force bool) (Array, error)
 	// dying between the two writes leaves a state file naming both (the
 	// restart leaves the stale old one out), not one naming neither,
 	// which starts the array without its replacement.
-	m.addToState(s, with)
+	serr := m.addToState(s, with)
 	if old.Path == "" {
 		// The role had no device in this run (its member failed before
 		// the array was assembled): the failed member's path is one of
 		// the state file's the array does not hold, dropped as remove
 		// drops it (see there).
-		m.dropUnheld(s)
+		serr = cmp.Or(serr, m.dropUnheld(s))
 	} else {
-		m.dropFromState(s, old.Path)
+		serr = cmp.Or(serr, m.dropFromState(s, old.Path))
 	}
-	return m.view(s), nil
+	return m.answer(s, serr), nil
 }
 
 // followWriteMostly records as s's write-mostly members the paths that
@@ -1483,8 +1490,9 @@ func (m *Manager) followWriteMostly(s *served, st array.Status) {
 	m.mu.Unlock()
 }
 
-// addToState records path among s's members in the state file.
-func (m *Manager) addToState(s *served, path string) {
+// addToState records path among s's members in the state file. It
+// returns the state file write's error (as dropUnheld).
+func (m *Manager) addToState(s *served, path string) error {
 	m.mu.Lock()
 	found := false
 	for _, p := range s.entry.Members {
@@ -1494,9 +1502,40 @@ func (m *Manager) addToState(s *served, path string) {
 		s.entry.Members = append(s.entry.Members, path)
 	}
 	m.mu.Unlock()
-	if err := m.saveState(); err != nil {
-		m.log.Error("state file not written", zap.Error(err))
+	err := m.saveState()
+	if err != nil {
+		m.log.Error("state file not written", zap.String("device", DevicePath(s.n)), zap.Error(err))
 	}
+	return err
+}
+
+// answer is the answer of a member operation on s that was done: with a
+// warning when its state file write failed (err), as Add warns
+// (trackAdded). The operation stands either way; the user must know
+// that a restarted daemon would not see it.
+func (m *Manager) answer(s *served, err error) Array {
+	v := m.view(s)
+	if err != nil {
+		v.Warnings = append(v.Warnings, m.stateNotWritten(s, err))
+	}
+	return v
+}
+
+// refusedAfter is the error of a member operation on s that failed after
+// the array changed (err), whose state file write failed too (serr: nil
+// if it did not).
+func (m *Manager) refusedAfter(s *served, err, serr error) error {
+	if serr != nil {
+		err = fmt.Errorf("%w; and %s", err, m.stateNotWritten(s, serr))
+	}
+	return Refused(err)
+}
+
+// stateNotWritten tells that the state file does not record the change
+// just made to s's array (a write error).
+func (m *Manager) stateNotWritten(s *served, err error) string {
+	return fmt.Sprintf("%s changed, but the state file was not written (%v): a restarted daemon would assemble the array from the members recorded before, and may not start it; after fixing %s, the next state file write (add, del or a member operation) records the change",
+		DevicePath(s.n), err, m.opts.StateFile)
 }
 
 // Check implements Backend: start reading every copy and counting

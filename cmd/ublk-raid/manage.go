@@ -174,7 +174,7 @@ func newAddCmd(socket *string) *cobra.Command {
 						}
 					}
 				}
-				return addSpares(o, daemon.NewClient(*socket), cmd.OutOrStdout())
+				return addSpares(o, daemon.NewClient(*socket), cmd.OutOrStdout(), cmd.ErrOrStderr())
 			}
 			req, err := o.request(args)
 			if err != nil {
@@ -188,9 +188,7 @@ func newAddCmd(socket *string) *cobra.Command {
 			if w := queuesWarning(req.Queues, a.Queues); w != "" {
 				warnings = append(warnings, w)
 			}
-			for _, w := range warnings {
-				fmt.Fprintln(cmd.ErrOrStderr(), "ublk-raid: warning:", w)
-			}
+			printWarnings(cmd.ErrOrStderr(), warnings)
 			fmt.Fprintln(cmd.OutOrStdout(), a.Device)
 			return nil
 		},
@@ -221,7 +219,7 @@ const forceAssembleUsage = "; assemble members that disagree (split brain, or a 
 
 // addSpares adds o's spares to running array o.number (add without
 // members).
-func addSpares(o addOptions, c *daemon.Client, stdout io.Writer) error {
+func addSpares(o addOptions, c *daemon.Client, stdout, stderr io.Writer) error {
 	if o.run.serve.number < 0 {
 		return usagef("add --spare without members needs -n N, the array to add them to")
 	}
@@ -246,13 +244,23 @@ func addSpares(o addOptions, c *daemon.Client, stdout io.Writer) error {
 	if len(spares) > 1 {
 		req = daemon.MemberRequest{Members: spares, Force: o.run.force}
 	}
-	if _, err := c.MemberOp(o.run.serve.number, "add-spare", req); err != nil {
+	a, err := c.MemberOp(o.run.serve.number, "add-spare", req)
+	if err != nil {
 		return err
 	}
 	for _, sp := range spares {
 		fmt.Fprintf(stdout, "added %s as a spare of %s\n", sp, daemon.DevicePath(o.run.serve.number))
 	}
+	printWarnings(stderr, a.Warnings)
 	return nil
+}
+
+// printWarnings prints the warnings of a daemon's answer (add, member
+// operations: a state file not written) to stderr.
+func printWarnings(stderr io.Writer, warnings []string) {
+	for _, w := range warnings {
+		fmt.Fprintln(stderr, "ublk-raid: warning:", w)
+	}
 }
 
 // request validates the flags (touching nothing) into the daemon request.
@@ -841,6 +849,7 @@ func newMemberCmd(socket *string, op, short, done string) *cobra.Command {
 				return err
 			}
 			fmt.Fprintf(cmd.OutOrStdout(), done+" (%s)\n", args[0], a.Device, a.State)
+			printWarnings(cmd.ErrOrStderr(), a.Warnings)
 			return nil
 		},
 	}
