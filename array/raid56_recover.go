@@ -136,95 +136,168 @@ func (a *Array) recoverParityLog(asm *engine.Assembly) (replayed, left int, err 
 		a.Warnings = append(a.Warnings, fmt.Sprintf("write-hole log: no header of it could be read; its %d entries are not replayed (the array was clean, or is in sync and its resync recomputes the parity)", len(live)))
 		live = nil
 	}
-	// First every entry's parity is computed, from the data as the crash
-	// left it (a replay writes parity only, which no entry of the same
-	// stripe reads), then written: a member failing a write then cannot
-	// leave an entry unreplayed after older ones of its stripe were (see
-	// leftEntries). A data member that fails a read is unreadable from
-	// then on, and the computation starts again.
-	type replay struct {
-		e   engine.ParityLogEntry
-		off int64
-		out [][]byte
-	}
-	bad := uint64(0) // members that failed a read
-	var outs []replay
-	for {
-		canRead := func(m int, s uint64) bool { return bad&(1<<uint(m)) == 0 && readable(m, s) }
-		skip := leftEntries(live, g, canRead)
-		outs, left = outs[:0], 0
-		retry := false
-		for i, e := range live {
-			if skip[i] {
-				left++
-				continue
-			}
-			sm := g.Stripe(e.Stripe)
-			n := int(e.RowHi-e.RowLo) << 9
-			off := int64(a.dataOffset + (e.Stripe*g.ChunkSectors+e.RowLo)<<9)
-			data := make([][]byte, g.DataMembers())
-			for m := range g.Members {
-				slot := sm.Slot[m]
-				if slot < 0 || e.Logged&(1<<uint(slot)) != 0 {
-					continue
-				}
-				if data[slot], err = a.Members[m].ReadBlock(off, n); err != nil {
-					bad |= 1 << uint(m)
-					retry = true
-					break
-				}
-			}
-			if retry {
-				break
-			}
-			out := [][]byte{make([]byte, n), make([]byte, n)}[:e.Parity]
-			if err := par.RecoverParity([][]byte{e.P, e.Q}[:e.Parity], data, e.Logged, out); err != nil {
-				return 0, left, fmt.Errorf("write-hole log entry %d (stripe %d): %w", e.Seq, e.Stripe, err)
-			}
-			outs = append(outs, replay{e, off, out})
-		}
-		if !retry {
-			break
-		}
-	}
-	if !asm.Clean && !asm.Forced && left > 0 {
-		// Dirty, and an entry cannot be replayed: a member it needs is
-		// missing (the assembly was let through on the log's strength:
-		// Assembly.DirtyDegraded), failed a read here, or is not rebuilt
-		// that far. md's refusal of a dirty degraded array, before
-		// anything is written.
+	// Dirty, and an entry cannot be replayed: a member it needs is
+	// missing (the assembly was let through on the log's strength:
+	// Assembly.DirtyDegraded) or is not rebuilt that far. md's refusal
+	// of a dirty degraded array, before anything is written.
+	refuse := func(left int) error {
 		notInSync := 0
 		for r := range a.Members {
 			if !readableAll(r) {
 				notInSync++
 			}
 		}
-		return 0, left, engine.DirtyDegradedError(asm, notInSync, fmt.Sprintf(
+		return engine.DirtyDegradedError(asm, notInSync, fmt.Sprintf(
 			"%d entries of its write-hole log cannot be replayed: a chunk their writes wrote is on a member that is missing, failed a read here, or is not rebuilt that far", left))
 	}
-	for _, o := range outs {
-		sm := g.Stripe(o.e.Stripe)
-		for k, pm := range []int{sm.P, sm.Q}[:o.e.Parity] {
-			if !writable(pm) || o.e.Unlogged&(1<<uint(k)) != 0 {
-				// (Unlogged: the member was out when the write was made,
-				// which neither read nor wrote it; back since, rebuilt
-				// or rebuilding, it has its own parity.)
-				continue
+	if !asm.Clean && !asm.Forced {
+		n := 0
+		for _, l := range leftEntries(live, g, readable) {
+			if l {
+				n++
 			}
-			if err := a.Members[pm].WriteBlockSync(o.off, o.out[k]); err != nil {
-				// The member is failed, as a write error fails it when
-				// served (but not the last copy: then the assembly
-				// fails); the entries stay live (no checkpoint is
-				// written past them) until that is durable.
-				st, _, _ := a.Engine.FailRedundant(pm)
-				if st.Members[pm].State == engine.MemberActive {
-					return replayed, left, fmt.Errorf("write-hole log entry %d: parity of stripe %d on %s: %w", o.e.Seq, o.e.Stripe, a.Members[pm].Path, err)
+		}
+		if n > 0 {
+			return 0, n, refuse(n)
+		}
+	}
+	// Then the entries, newest first, one at a time and in pieces of
+	// rows, so that memory is bounded by a piece whatever the log holds
+	// (a full area of header-only full-chunk entries would otherwise
+	// ask for a chunk of parity per 4 KiB entry). Each entry's parity
+	// is computed from the data as the crash left it (a replay writes
+	// parity only, which no entry reads) and written to the rows of its
+	// stripe's parity members that no newer entry replayed has written:
+	// what writing all of them oldest first would leave. An entry whose
+	// data outside X cannot be read, or whose rows meet those of a newer
+	// entry left, is left (leftEntries); a data member failing a read
+	// here is unreadable from then on. A read failure can thus leave an
+	// entry, and refuse a dirty assembly that was not forced, after some
+	// parity was written: each piece written is that of its stripe's
+	// data, as the next assembly's replay writes it again.
+	overlaps := func(l []rowRange, lo, hi uint64) bool {
+		for _, b := range l {
+			if b.lo < hi && lo < b.hi {
+				return true
+			}
+		}
+		return false
+	}
+	blocked := map[uint64][]rowRange{}    // by stripe: rows of entries left
+	covered := map[[2]uint64][]rowRange{} // by stripe and parity k: rows written
+	pieceSectors := min(g.ChunkSectors, replayPieceSectors)
+	nd := g.DataMembers()
+	pbuf := int(pieceSectors) << 9
+	dataBufs := make([][]byte, nd)
+	for i := range dataBufs {
+		b, free, err := alignedBuf(pbuf)
+		if err != nil {
+			return 0, 0, err
+		}
+		defer free()
+		dataBufs[i] = b
+	}
+	outBufs := [][]byte{make([]byte, pbuf), make([]byte, pbuf)}
+	bad := uint64(0) // members that failed a read
+	// Read as the states were before any replay write: a member failed
+	// by a write of it here still holds the data its role stands for,
+	// which the parity of the other members must match (its rebuild
+	// takes it from them).
+	st0 := a.Engine.State()
+	readable0 := func(m int, s uint64) bool {
+		ms := st0.Members[m]
+		return a.Members[m] != nil && (ms.State == engine.MemberActive || ms.State == engine.MemberRebuilding && ms.RebuildOffset >= stripeEnd(s))
+	}
+	data := make([][]byte, nd)
+	for i := len(live) - 1; i >= 0; i-- {
+		e := live[i]
+		sm := g.Stripe(e.Stripe)
+		skip := overlaps(blocked[e.Stripe], e.RowLo, e.RowHi)
+		for m := range g.Members {
+			slot := sm.Slot[m]
+			if slot >= 0 && e.Logged&(1<<uint(slot)) == 0 && (bad&(1<<uint(m)) != 0 || !readable0(m, e.Stripe)) {
+				skip = true
+			}
+		}
+		for lo := e.RowLo; lo < e.RowHi && !skip; lo += pieceSectors {
+			hi := min(e.RowHi, lo+pieceSectors)
+			n := int(hi-lo) << 9
+			off := int64(a.dataOffset + (e.Stripe*g.ChunkSectors+lo)<<9)
+			for m := range g.Members {
+				slot := sm.Slot[m]
+				if slot < 0 {
+					continue
 				}
-				a.Warnings = append(a.Warnings, fmt.Sprintf("write-hole log: %s failed: writing the parity of stripe %d: %v", a.Members[pm].Path, o.e.Stripe, err))
-				failed = true
+				data[slot] = nil
+				if e.Logged&(1<<uint(slot)) != 0 {
+					continue
+				}
+				data[slot] = dataBufs[slot][:n]
+				if err := a.Members[m].ReadAt(data[slot], off); err != nil {
+					a.Warnings = append(a.Warnings, fmt.Sprintf("write-hole log: %s: reading stripe %d for the replay: %v", a.Members[m].Path, e.Stripe, err))
+					bad |= 1 << uint(m)
+					skip = true
+					break
+				}
+			}
+			if skip {
+				break
+			}
+			log := [][]byte{nil, nil}[:e.Parity]
+			if e.Logged != 0 {
+				pl, ql := int(lo-e.RowLo)<<9, int(hi-e.RowLo)<<9
+				log[0] = e.P[pl:ql]
+				if e.Parity == 2 {
+					log[1] = e.Q[pl:ql]
+				}
+			}
+			out := [][]byte{outBufs[0][:n], outBufs[1][:n]}[:e.Parity]
+			if err := par.RecoverParity(log, data, e.Logged, out); err != nil {
+				return replayed, left, fmt.Errorf("write-hole log entry %d (stripe %d): %w", e.Seq, e.Stripe, err)
+			}
+			for k, pm := range []int{sm.P, sm.Q}[:e.Parity] {
+				if !writable(pm) || e.Unlogged&(1<<uint(k)) != 0 {
+					// (Unlogged: the member was out when the write was
+					// made, which neither read nor wrote it; back
+					// since, rebuilt or rebuilding, it has its own
+					// parity.)
+					continue
+				}
+				for _, w := range subtractRows(covered[[2]uint64{e.Stripe, uint64(k)}], lo, hi) {
+					b := out[k][(w[0]-lo)<<9 : (w[1]-lo)<<9]
+					woff := off + int64(w[0]-lo)<<9
+					if err := a.Members[pm].WriteBlockSync(woff, b); err != nil {
+						// The member is failed, as a write error fails it
+						// when served (but not the last copy: then the
+						// assembly fails); the entries stay live (no
+						// checkpoint is written past them) until that is
+						// durable.
+						st, _, _ := a.Engine.FailRedundant(pm)
+						if st.Members[pm].State == engine.MemberActive {
+							return replayed, left, fmt.Errorf("write-hole log entry %d: parity of stripe %d on %s: %w", e.Seq, e.Stripe, a.Members[pm].Path, err)
+						}
+						a.Warnings = append(a.Warnings, fmt.Sprintf("write-hole log: %s failed: writing the parity of stripe %d: %v", a.Members[pm].Path, e.Stripe, err))
+						failed = true
+						break
+					}
+				}
+			}
+		}
+		if skip {
+			left++
+			blocked[e.Stripe] = append(blocked[e.Stripe], rowRange{e.RowLo, e.RowHi})
+			continue
+		}
+		for k := range e.Parity {
+			if e.Unlogged&(1<<uint(k)) == 0 {
+				key := [2]uint64{e.Stripe, uint64(k)}
+				covered[key] = append(covered[key], rowRange{e.RowLo, e.RowHi})
 			}
 		}
 		replayed++
+	}
+	if !asm.Clean && !asm.Forced && left > 0 {
+		return replayed, left, refuse(left)
 	}
 	a.logNext = next // (the run-time log numbers on from here)
 	out := false
@@ -293,6 +366,36 @@ func leftEntries(live []engine.ParityLogEntry, g engine.ParityGeometry, readable
 		}
 	}
 	return skip
+}
+
+// replayPieceSectors bounds the rows a replay computes at a time (memory:
+// a piece per data member and per parity).
+const replayPieceSectors = 2048
+
+// rowRange is rows [lo, hi) of a stripe's chunks.
+type rowRange struct{ lo, hi uint64 }
+
+// subtractRows is [lo, hi) less the ranges in l, as [lo, hi) pairs in
+// order.
+func subtractRows(l []rowRange, lo, hi uint64) [][2]uint64 {
+	out := [][2]uint64{{lo, hi}}
+	for _, r := range l {
+		var next [][2]uint64
+		for _, w := range out {
+			if r.hi <= w[0] || w[1] <= r.lo {
+				next = append(next, w)
+				continue
+			}
+			if w[0] < r.lo {
+				next = append(next, [2]uint64{w[0], r.lo})
+			}
+			if r.hi < w[1] {
+				next = append(next, [2]uint64{r.hi, w[1]})
+			}
+		}
+		out = next
+	}
+	return out
 }
 
 // parityLogScanWindow is how much of a member's write-hole log area a
