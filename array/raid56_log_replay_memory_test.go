@@ -89,7 +89,7 @@ func TestParityLogReplayMemoryBounded(t *testing.T) {
 	}
 	grown := int64(peak.Load()) - int64(base.HeapAlloc)
 	t.Logf("%d crafted entries in %d bytes of log areas; assembly err %v; peak heap growth %d MiB", entries, logTotal, err, grown>>20)
-	if limit := int64(64<<20); grown > limit {
+	if limit := int64(64 << 20); grown > limit {
 		t.Fatalf("assembly over %d bytes of log areas grew the heap by %d MiB (limit %d MiB): the replay holds a chunk of parity per entry at once", logTotal, grown>>20, limit>>20)
 	}
 }
