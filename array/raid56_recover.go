@@ -288,11 +288,14 @@ func (a *Array) recoverParityLog(asm *engine.Assembly) (replayed, left int, err 
 			blocked[e.Stripe] = append(blocked[e.Stripe], rowRange{e.RowLo, e.RowHi})
 			continue
 		}
+		// Its rows are settled for every parity part, an unlogged one
+		// too: that member was out when this write was made and has the
+		// parity of the stripe since (rebuilt), or not yet (rebuilding
+		// below it: its rebuild writes it); an older entry's, from data
+		// this write may have changed, must not go there.
 		for k := range e.Parity {
-			if e.Unlogged&(1<<uint(k)) == 0 {
-				key := [2]uint64{e.Stripe, uint64(k)}
-				covered[key] = append(covered[key], rowRange{e.RowLo, e.RowHi})
-			}
+			key := [2]uint64{e.Stripe, uint64(k)}
+			covered[key] = append(covered[key], rowRange{e.RowLo, e.RowHi})
 		}
 		replayed++
 	}
