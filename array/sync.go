@@ -907,13 +907,35 @@ func (y *syncer) start(job resync.Job, regions int) error {
 func (a *Array) rebuildProgress(targets []int, since []uint64) func(reached, durable uint64) error {
 	var last time.Time
 	return func(reached, durable uint64) error {
-		a.Engine.Update(func(ms []engine.MemberStatus) {
+		if g := a.Engine.Parity; g != nil {
+			// Under the stripes the offset passes: a raid5/6 write
+			// planned with a target unreadable at a stripe logs the
+			// target's new rows in X; were the offset to pass the stripe
+			// (and reach the superblocks) while that write is out, a
+			// crash before its data landed would find the target
+			// readable there with its old rows, and the replay would
+			// write a parity for the new ones. Writes in flight on those
+			// stripes end first; later ones are planned with the new
+			// offset.
+			st := a.Engine.State()
+			from := reached
 			for i, t := range targets {
-				if ms[t].State == engine.MemberRebuilding && ms[t].Since == since[i] && reached > ms[t].RebuildOffset {
-					ms[t].RebuildOffset = reached
+				if m := st.Members[t]; m.State == engine.MemberRebuilding && m.Since == since[i] {
+					from = min(from, m.RebuildOffset)
 				}
 			}
-		})
+			if from < reached {
+				per := g.ChunkSectors * uint64(g.DataMembers())
+				s0, s1 := from/g.ChunkSectors, (reached-1)/g.ChunkSectors
+				b := &stripeBarrier{a: a}
+				if err := b.Raise(context.Background(), s0*per, (s1-s0+1)*per); err != nil {
+					return err
+				}
+				a.advanceRebuild(targets, since, reached)
+				b.Lower()
+			}
+		}
+		a.advanceRebuild(targets, since, reached)
 		st := a.Engine.State()
 		a.mu.Lock()
 		defer a.mu.Unlock()
@@ -929,6 +951,18 @@ func (a *Array) rebuildProgress(targets []int, since []uint64) func(reached, dur
 		}
 		return nil
 	}
+}
+
+// advanceRebuild moves the in-memory rebuild offset of targets still
+// rebuilding since since up to reached.
+func (a *Array) advanceRebuild(targets []int, since []uint64, reached uint64) {
+	a.Engine.Update(func(ms []engine.MemberStatus) {
+		for i, t := range targets {
+			if ms[t].State == engine.MemberRebuilding && ms[t].Since == since[i] && reached > ms[t].RebuildOffset {
+				ms[t].RebuildOffset = reached
+			}
+		}
+	})
 }
 
 // resyncProgress returns a resync's Progress: it marks the regions the
