@@ -139,6 +139,27 @@ func (r memberReader) ReadAt(p []byte, off int64) (int, error) {
 	return n, nil
 }
 
+// heldAs names the device the array holds now (a spare, or a member in a
+// role) whose superblock has member UUID u, or "".
+func (a *Array) heldAs(u [16]byte) string {
+	if u == ([16]byte{}) {
+		return ""
+	}
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	for _, sp := range a.spares {
+		if sp.uuid == u {
+			return fmt.Sprintf("spare %s", sp.m.Path)
+		}
+	}
+	for r, sb := range a.SBs {
+		if sb != nil && a.Members[r] != nil && sb.MemberUUID == u {
+			return fmt.Sprintf("role %d (%s)", r, a.Members[r].Path)
+		}
+	}
+	return ""
+}
+
 // checkNewDevice refuses a device that is to be written as a new member
 // or spare of the array whose superblock is ref when it carries the
 // superblock of another array, of a member of this one (re-add's job),
@@ -147,6 +168,18 @@ func (r memberReader) ReadAt(p []byte, off int64) (int, error) {
 func (a *Array) checkNewDevice(m *Member, ref *engine.Superblock, force bool) (signatures, error) {
 	if ref == nil {
 		return nil, errors.New("the array has no superblock to compare with")
+	}
+	if b, err := m.ReadBlock(engine.SuperblockOffset, engine.SuperblockSize); err == nil {
+		if old, err := engine.ParseSuperblock(b); err == nil && old.ArrayUUID == ref.ArrayUUID {
+			// The device the array holds, as a spare or in a role, under
+			// another path (a second node of one disk: multipath without
+			// dm-multipath, a loop device over a member file): the same
+			// storage would hold two places. Not even with force (a dd
+			// copy of the device is wiped first to be used as new).
+			if held := a.heldAs(old.MemberUUID); held != "" {
+				return nil, fmt.Errorf("%s is %s of this array already (another path to the same device, or a copy of it: wipe a copy first)", m.Path, held)
+			}
+		}
 	}
 	if b, err := m.ReadBlock(engine.SuperblockOffset, engine.SuperblockSize); err == nil && !force {
 		if old, err := engine.ParseSuperblock(b); err == nil {
