@@ -70,10 +70,13 @@ type CreateSpec struct {
 	// (as engine.UUIDString): others are refused before anything is
 	// written (a state file's entry whose paths now name other devices).
 	UUID string
-	// Taken (assembly only), if set, is asked about the array the members
-	// hold (engine.UUIDString) before anything is written: an error
-	// refuses the assembly (the daemon's: an array it serves already, or
-	// keeps for its state file).
+	// Taken, if set, is asked about the array the members hold
+	// (engine.UUIDString) before anything is written: an error refuses
+	// the assembly (the daemon's: an array it serves already, or keeps
+	// for its state file). A create over devices carrying superblocks of
+	// other arrays asks it about each of those, and so does every later
+	// add-spare or replace --with about the new device's: an array Taken
+	// refuses is never written over, force or not.
 	Taken func(uuid string) error
 	// SkipAbsent (assembly only) leaves out the members and spares whose
 	// path is absent (it does not exist, or its device is gone: ENOENT,
@@ -142,8 +145,10 @@ type Array struct {
 	WriteMostly uint64
 
 	fl *flusher
-	// open opens devices for management (CreateSpec.OpenDevice).
-	open OpenDevice
+	// open opens devices for management (CreateSpec.OpenDevice); taken
+	// (CreateSpec.Taken) refuses a new device of an array kept elsewhere.
+	open  OpenDevice
+	taken func(uuid string) error
 	// Background jobs (nil for raid0): the barrier user writes pass and
 	// the syncer; checkpoint is each rebuilding role's durable position
 	// (under mu); lastRequests is the busy detector's last count.
@@ -340,6 +345,20 @@ func Open(paths []string, spec CreateSpec, create bool) (*Array, error) {
 			closeSpares()
 			return nil, fmt.Errorf("spare %s carries a ublk-raid superblock: wipe it first if it is free", spareIn[0].Path)
 		}
+		// Nor over a member of an array the caller keeps (the daemon's,
+		// served or waiting in its state file), forced or not.
+		if spec.Taken != nil {
+			for _, in := range append(append([]engine.MemberSB(nil), inputs...), spareIn...) {
+				if in.SB == nil {
+					continue
+				}
+				if err := spec.Taken(engine.UUIDString(in.SB.ArrayUUID)); err != nil {
+					closeAll()
+					closeSpares()
+					return nil, fmt.Errorf("%s: %w", in.Path, err)
+				}
+			}
+		}
 		// Nothing is written over a device that holds data, unless forced
 		// (then what was found is erased with the superblock writes).
 		wipes := map[*Member]signatures{}
@@ -359,7 +378,7 @@ func Open(paths []string, spec CreateSpec, create bool) (*Array, error) {
 			return nil, err
 		}
 		a.WriteMostly, _ = a.writeMostlyMask(spec.WriteMostly) // every member has a role
-		a.open = spec.OpenDevice
+		a.open, a.taken = spec.OpenDevice, spec.Taken
 		a.initSync(spec)
 		a.start()
 		return a, nil
@@ -432,7 +451,7 @@ func Open(paths []string, spec CreateSpec, create bool) (*Array, error) {
 		return nil, err
 	}
 	a.Absent = absentPaths
-	a.open = spec.OpenDevice
+	a.open, a.taken = spec.OpenDevice, spec.Taken
 	a.initSync(spec)
 	a.start()
 	if err := a.addSpares(blank, spec.Force); err != nil {

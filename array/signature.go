@@ -170,7 +170,15 @@ func (a *Array) checkNewDevice(m *Member, ref *engine.Superblock, force bool) (s
 		return nil, errors.New("the array has no superblock to compare with")
 	}
 	if b, err := m.ReadBlock(engine.SuperblockOffset, engine.SuperblockSize); err == nil {
-		if old, err := engine.ParseSuperblock(b); err == nil && old.ArrayUUID == ref.ArrayUUID {
+		old, err := engine.ParseSuperblock(b)
+		if err == nil && old.ArrayUUID != ref.ArrayUUID && a.taken != nil {
+			// A member of an array kept elsewhere (the daemon's, served
+			// or waiting in its state file): not even with force.
+			if err := a.taken(engine.UUIDString(old.ArrayUUID)); err != nil {
+				return nil, fmt.Errorf("%s carries a superblock of array %s (name %q): %w", m.Path, engine.UUIDString(old.ArrayUUID), old.Name, err)
+			}
+		}
+		if err == nil && old.ArrayUUID == ref.ArrayUUID {
 			// The device the array holds, as a spare or in a role, under
 			// another path (a second node of one disk: multipath without
 			// dm-multipath, a loop device over a member file): the same
