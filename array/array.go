@@ -227,9 +227,12 @@ type Array struct {
 	leaked    []*Member     // swapped out but possibly still in a queue's ring
 	answering []*Member     // swapped out with given-up I/O out (closeWhenAnswered)
 	spares    []spareMember
-	closing   bool       // Close has begun: no spare is activated
-	closed    bool       // Close took the flusher: no superblock write any more
-	spareMu   sync.Mutex // serialises spare activations
+	// activating: the spare being put into a role (out of spares, not
+	// yet in Members).
+	activating *Member
+	closing    bool       // Close has begun: no spare is activated
+	closed     bool       // Close took the flusher: no superblock write any more
+	spareMu    sync.Mutex // serialises spare activations
 }
 
 // Open opens the members and either assembles the array their superblocks

@@ -36,8 +36,11 @@ type Status struct {
 	FailedDisks  int          `json:"failed_disks"`
 	MissingDisks int          `json:"missing_disks"`
 	// Spares are the devices standing by to take a failed role.
-	Spares     []string `json:"spares"`
-	SpareDisks int      `json:"spare_disks"`
+	Spares []string `json:"spares"`
+	// Activating is a spare being put into a failed role now (no longer
+	// among Spares, not yet among Members), or "".
+	Activating string `json:"activating,omitempty"`
+	SpareDisks int    `json:"spare_disks"`
 }
 
 // Status describes the array now.
@@ -64,9 +67,13 @@ func (a *Array) Status() Status {
 	for _, sp := range a.spares {
 		spares = append(spares, sp.m.Path)
 	}
+	activating := ""
+	if a.activating != nil {
+		activating = a.activating.Path
+	}
 	a.mu.Unlock()
 	s := Status{Level: ea.Level().String(), ChunkBytes: ea.ChunkSectors() << 9, SizeBytes: ea.ArraySectors() << 9,
-		RaidDisks: ea.MemberCount(), Events: events, Spares: spares, SpareDisks: len(spares)}
+		RaidDisks: ea.MemberCount(), Events: events, Spares: spares, SpareDisks: len(spares), Activating: activating}
 	switch {
 	case ea.Parity != nil:
 		s.Layout = ea.Parity.Layout.String()

@@ -262,8 +262,12 @@ func (a *Array) activateSpare() {
 		}
 		s := a.spares[0]
 		a.spares = a.spares[1:]
+		a.activating = s.m
 		a.mu.Unlock()
 		err := a.addOpen(s.m, role, false, s.uuid)
+		a.mu.Lock()
+		a.activating = nil
+		a.mu.Unlock()
 		took := err == nil
 		if err != nil {
 			took = a.holdsRole(s.m)

@@ -455,7 +455,11 @@ func memberPaths(st array.Status) []string {
 			out = append(out, mi.Path)
 		}
 	}
-	return append(out, st.Spares...)
+	out = append(out, st.Spares...)
+	if st.Activating != "" {
+		out = append(out, st.Activating) // a spare taking a role: held
+	}
+	return out
 }
 
 // track adds s to the served arrays and watches its device: a device
