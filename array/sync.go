@@ -839,7 +839,7 @@ func (y *syncer) start(job resync.Job, regions int) error {
 	}
 	switch job.Kind {
 	case resync.Rebuild:
-		job.Progress = a.rebuildProgress(job.Targets, since)
+		job.Progress = a.rebuildProgress(ctx, job.Targets, since)
 	case resync.Resync:
 		job.Progress = a.resyncProgress()
 		if a.Bitmap == nil {
@@ -904,7 +904,7 @@ func (y *syncer) start(job resync.Job, regions int) error {
 
 // rebuildProgress advances the targets' rebuild offset as the job goes
 // and checkpoints the durable position in the superblocks now and then.
-func (a *Array) rebuildProgress(targets []int, since []uint64) func(reached, durable uint64) error {
+func (a *Array) rebuildProgress(ctx context.Context, targets []int, since []uint64) func(reached, durable uint64) error {
 	var last time.Time
 	return func(reached, durable uint64) error {
 		if g := a.Engine.Parity; g != nil {
@@ -916,7 +916,9 @@ func (a *Array) rebuildProgress(targets []int, since []uint64) func(reached, dur
 			// readable there with its old rows, and the replay would
 			// write a parity for the new ones. Writes in flight on those
 			// stripes end first; later ones are planned with the new
-			// offset.
+			// offset. Through the barrier the job and read repair share
+			// (one waiter on the stripe lock's sync side at a time: they
+			// share its wake-up); a job stopped meanwhile moves nothing.
 			st := a.Engine.State()
 			from := reached
 			for i, t := range targets {
@@ -927,12 +929,11 @@ func (a *Array) rebuildProgress(targets []int, since []uint64) func(reached, dur
 			if from < reached {
 				per := g.ChunkSectors * uint64(g.DataMembers())
 				s0, s1 := from/g.ChunkSectors, (reached-1)/g.ChunkSectors
-				b := &stripeBarrier{a: a}
-				if err := b.Raise(context.Background(), s0*per, (s1-s0+1)*per); err != nil {
+				if err := a.xbar.Raise(ctx, s0*per, (s1-s0+1)*per); err != nil {
 					return err
 				}
 				a.advanceRebuild(targets, since, reached)
-				b.Lower()
+				a.xbar.Lower()
 			}
 		}
 		a.advanceRebuild(targets, since, reached)
