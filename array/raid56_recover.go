@@ -171,10 +171,9 @@ func (a *Array) recoverParityLog(asm *engine.Assembly) (replayed, left int, err 
 	// what writing all of them oldest first would leave. An entry whose
 	// data outside X cannot be read, or whose rows meet those of a newer
 	// entry left, is left (leftEntries); a data member failing a read
-	// here is unreadable from then on. A read failure can thus leave an
-	// entry, and refuse a dirty assembly that was not forced, after some
-	// parity was written: each piece written is that of its stripe's
-	// data, as the next assembly's replay writes it again.
+	// here is unreadable from then on. A dirty assembly that was not
+	// forced is read through once first, writing nothing, and refused
+	// if an entry is left.
 	overlaps := func(l []rowRange, lo, hi uint64) bool {
 		for _, b := range l {
 			if b.lo < hi && lo < b.hi {
@@ -183,8 +182,6 @@ func (a *Array) recoverParityLog(asm *engine.Assembly) (replayed, left int, err 
 		}
 		return false
 	}
-	blocked := map[uint64][]rowRange{}    // by stripe: rows of entries left
-	covered := map[[2]uint64][]rowRange{} // by stripe and parity k: rows written
 	pieceSectors := min(g.ChunkSectors, replayPieceSectors)
 	nd := g.DataMembers()
 	pbuf := int(pieceSectors) << 9
@@ -209,98 +206,122 @@ func (a *Array) recoverParityLog(asm *engine.Assembly) (replayed, left int, err 
 		return a.Members[m] != nil && (ms.State == engine.MemberActive || ms.State == engine.MemberRebuilding && ms.RebuildOffset >= stripeEnd(s))
 	}
 	data := make([][]byte, nd)
-	for i := len(live) - 1; i >= 0; i-- {
-		e := live[i]
-		sm := g.Stripe(e.Stripe)
-		skip := overlaps(blocked[e.Stripe], e.RowLo, e.RowHi)
-		for m := range g.Members {
-			slot := sm.Slot[m]
-			if slot >= 0 && e.Logged&(1<<uint(slot)) == 0 && (bad&(1<<uint(m)) != 0 || !readable0(m, e.Stripe)) {
-				skip = true
-			}
-		}
-		for lo := e.RowLo; lo < e.RowHi && !skip; lo += pieceSectors {
-			hi := min(e.RowHi, lo+pieceSectors)
-			n := int(hi-lo) << 9
-			off := int64(a.dataOffset + (e.Stripe*g.ChunkSectors+lo)<<9)
+	// run goes through the entries; without write it only reads what
+	// they need (which entries are left, and so whether a dirty assembly
+	// is refused, is known before anything is written).
+	run := func(write bool) error {
+		replayed, left = 0, 0
+		blocked := map[uint64][]rowRange{}    // by stripe: rows of entries left
+		covered := map[[2]uint64][]rowRange{} // by stripe and parity k: rows written
+		for i := len(live) - 1; i >= 0; i-- {
+			e := live[i]
+			sm := g.Stripe(e.Stripe)
+			skip := overlaps(blocked[e.Stripe], e.RowLo, e.RowHi)
 			for m := range g.Members {
 				slot := sm.Slot[m]
-				if slot < 0 {
-					continue
-				}
-				data[slot] = nil
-				if e.Logged&(1<<uint(slot)) != 0 {
-					continue
-				}
-				data[slot] = dataBufs[slot][:n]
-				if err := a.Members[m].ReadAt(data[slot], off); err != nil {
-					a.Warnings = append(a.Warnings, fmt.Sprintf("write-hole log: %s: reading stripe %d for the replay: %v", a.Members[m].Path, e.Stripe, err))
-					bad |= 1 << uint(m)
+				if slot >= 0 && e.Logged&(1<<uint(slot)) == 0 && (bad&(1<<uint(m)) != 0 || !readable0(m, e.Stripe)) {
 					skip = true
-					break
 				}
 			}
-			if skip {
-				break
-			}
-			log := [][]byte{nil, nil}[:e.Parity]
-			if e.Logged != 0 {
-				pl, ql := int(lo-e.RowLo)<<9, int(hi-e.RowLo)<<9
-				log[0] = e.P[pl:ql]
-				if e.Parity == 2 {
-					log[1] = e.Q[pl:ql]
-				}
-			}
-			out := [][]byte{outBufs[0][:n], outBufs[1][:n]}[:e.Parity]
-			if err := par.RecoverParity(log, data, e.Logged, out); err != nil {
-				return replayed, left, fmt.Errorf("write-hole log entry %d (stripe %d): %w", e.Seq, e.Stripe, err)
-			}
-			for k, pm := range []int{sm.P, sm.Q}[:e.Parity] {
-				if !writable(pm) || e.Unlogged&(1<<uint(k)) != 0 {
-					// (Unlogged: the member was out when the write was
-					// made, which neither read nor wrote it; back
-					// since, rebuilt or rebuilding, it has its own
-					// parity.)
-					continue
-				}
-				for _, w := range subtractRows(covered[[2]uint64{e.Stripe, uint64(k)}], lo, hi) {
-					b := out[k][(w[0]-lo)<<9 : (w[1]-lo)<<9]
-					woff := off + int64(w[0]-lo)<<9
-					if err := a.Members[pm].WriteBlockSync(woff, b); err != nil {
-						// The member is failed, as a write error fails it
-						// when served (but not the last copy: then the
-						// assembly fails); the entries stay live (no
-						// checkpoint is written past them) until that is
-						// durable.
-						st, _, _ := a.Engine.FailRedundant(pm)
-						if st.Members[pm].State == engine.MemberActive {
-							return replayed, left, fmt.Errorf("write-hole log entry %d: parity of stripe %d on %s: %w", e.Seq, e.Stripe, a.Members[pm].Path, err)
-						}
-						a.Warnings = append(a.Warnings, fmt.Sprintf("write-hole log: %s failed: writing the parity of stripe %d: %v", a.Members[pm].Path, e.Stripe, err))
-						failed = true
+			for lo := e.RowLo; lo < e.RowHi && !skip; lo += pieceSectors {
+				hi := min(e.RowHi, lo+pieceSectors)
+				n := int(hi-lo) << 9
+				off := int64(a.dataOffset + (e.Stripe*g.ChunkSectors+lo)<<9)
+				for m := range g.Members {
+					slot := sm.Slot[m]
+					if slot < 0 {
+						continue
+					}
+					data[slot] = nil
+					if e.Logged&(1<<uint(slot)) != 0 {
+						continue
+					}
+					data[slot] = dataBufs[slot][:n]
+					if err := a.Members[m].ReadAt(data[slot], off); err != nil {
+						a.Warnings = append(a.Warnings, fmt.Sprintf("write-hole log: %s: reading stripe %d for the replay: %v", a.Members[m].Path, e.Stripe, err))
+						bad |= 1 << uint(m)
+						skip = true
 						break
 					}
 				}
+				if skip {
+					break
+				}
+				if !write {
+					continue
+				}
+				log := [][]byte{nil, nil}[:e.Parity]
+				if e.Logged != 0 {
+					pl, ql := int(lo-e.RowLo)<<9, int(hi-e.RowLo)<<9
+					log[0] = e.P[pl:ql]
+					if e.Parity == 2 {
+						log[1] = e.Q[pl:ql]
+					}
+				}
+				out := [][]byte{outBufs[0][:n], outBufs[1][:n]}[:e.Parity]
+				if err := par.RecoverParity(log, data, e.Logged, out); err != nil {
+					return fmt.Errorf("write-hole log entry %d (stripe %d): %w", e.Seq, e.Stripe, err)
+				}
+				for k, pm := range []int{sm.P, sm.Q}[:e.Parity] {
+					if !writable(pm) || e.Unlogged&(1<<uint(k)) != 0 {
+						// (Unlogged: the member was out when the write was
+						// made, which neither read nor wrote it; back
+						// since, rebuilt or rebuilding, it has its own
+						// parity.)
+						continue
+					}
+					for _, w := range subtractRows(covered[[2]uint64{e.Stripe, uint64(k)}], lo, hi) {
+						b := out[k][(w[0]-lo)<<9 : (w[1]-lo)<<9]
+						woff := off + int64(w[0]-lo)<<9
+						if err := a.Members[pm].WriteBlockSync(woff, b); err != nil {
+							// The member is failed, as a write error fails it
+							// when served (but not the last copy: then the
+							// assembly fails); the entries stay live (no
+							// checkpoint is written past them) until that is
+							// durable.
+							st, _, _ := a.Engine.FailRedundant(pm)
+							if st.Members[pm].State == engine.MemberActive {
+								return fmt.Errorf("write-hole log entry %d: parity of stripe %d on %s: %w", e.Seq, e.Stripe, a.Members[pm].Path, err)
+							}
+							a.Warnings = append(a.Warnings, fmt.Sprintf("write-hole log: %s failed: writing the parity of stripe %d: %v", a.Members[pm].Path, e.Stripe, err))
+							failed = true
+							break
+						}
+					}
+				}
 			}
+			if skip {
+				left++
+				blocked[e.Stripe] = append(blocked[e.Stripe], rowRange{e.RowLo, e.RowHi})
+				continue
+			}
+			// Its rows are settled for every parity part, an unlogged one
+			// too: that member was out when this write was made and has the
+			// parity of the stripe since (rebuilt), or not yet (rebuilding
+			// below it: its rebuild writes it); an older entry's, from data
+			// this write may have changed, must not go there.
+			for k := range e.Parity {
+				key := [2]uint64{e.Stripe, uint64(k)}
+				covered[key] = append(covered[key], rowRange{e.RowLo, e.RowHi})
+			}
+			replayed++
 		}
-		if skip {
-			left++
-			blocked[e.Stripe] = append(blocked[e.Stripe], rowRange{e.RowLo, e.RowHi})
-			continue
-		}
-		// Its rows are settled for every parity part, an unlogged one
-		// too: that member was out when this write was made and has the
-		// parity of the stripe since (rebuilt), or not yet (rebuilding
-		// below it: its rebuild writes it); an older entry's, from data
-		// this write may have changed, must not go there.
-		for k := range e.Parity {
-			key := [2]uint64{e.Stripe, uint64(k)}
-			covered[key] = append(covered[key], rowRange{e.RowLo, e.RowHi})
-		}
-		replayed++
+		return nil
 	}
-	if !asm.Clean && !asm.Forced && left > 0 {
-		return replayed, left, refuse(left)
+	if !asm.Clean && !asm.Forced {
+		// Every read first: a member failing one refuses the assembly
+		// before any write. (One that fails only in the writing pass,
+		// after this one read it, leaves its entries as a forced
+		// assembly does: the refusal would come after writes.)
+		if err := run(false); err != nil {
+			return 0, 0, err
+		}
+		if left > 0 {
+			return 0, left, refuse(left)
+		}
+	}
+	if err := run(true); err != nil {
+		return replayed, left, err
 	}
 	a.logNext = next // (the run-time log numbers on from here)
 	out := false
