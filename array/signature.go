@@ -169,40 +169,42 @@ func (a *Array) checkNewDevice(m *Member, ref *engine.Superblock, force bool) (s
 	if ref == nil {
 		return nil, errors.New("the array has no superblock to compare with")
 	}
+	var old *engine.Superblock
 	if b, err := m.ReadBlock(engine.SuperblockOffset, engine.SuperblockSize); err == nil {
-		old, err := engine.ParseSuperblock(b)
-		if err == nil && old.ArrayUUID != ref.ArrayUUID && a.taken != nil {
-			// A member of an array kept elsewhere (the daemon's, served
-			// or waiting in its state file): not even with force.
-			if err := a.taken(engine.UUIDString(old.ArrayUUID)); err != nil {
-				return nil, fmt.Errorf("%s carries a superblock of array %s (name %q): %w", m.Path, engine.UUIDString(old.ArrayUUID), old.Name, err)
-			}
-		}
-		if err == nil && old.ArrayUUID == ref.ArrayUUID {
-			// The device the array holds, as a spare or in a role, under
-			// another path (a second node of one disk: multipath without
-			// dm-multipath, a loop device over a member file): the same
-			// storage would hold two places. Not even with force (a dd
-			// copy of the device is wiped first to be used as new).
-			if held := a.heldAs(old.MemberUUID); held != "" {
-				return nil, fmt.Errorf("%s is %s of this array already (another path to the same device, or a copy of it: wipe a copy first)", m.Path, held)
-			}
+		if sb, err := engine.ParseSuperblock(b); err == nil {
+			old = sb
 		}
 	}
-	if b, err := m.ReadBlock(engine.SuperblockOffset, engine.SuperblockSize); err == nil && !force {
-		if old, err := engine.ParseSuperblock(b); err == nil {
-			switch {
-			case old.ArrayUUID != ref.ArrayUUID:
-				return nil, fmt.Errorf("%s carries a superblock of array %s (name %q); %w",
-					m.Path, engine.UUIDString(old.ArrayUUID), old.Name, ErrSignature)
-			case !old.IsSpare():
-				return nil, fmt.Errorf("%s was role %d of this array: use re-add (--force overwrites it as a new device)", m.Path, old.Role)
-			}
-			// A spare of this array let go: its superblock is no data,
-			// but what was put on the device since may be (an MBR
-			// partition table leaves it in place).
-			return checkBlankBut(m, false, ublkRaidSignature)
+	switch {
+	case old == nil:
+	case old.ArrayUUID != ref.ArrayUUID && a.taken != nil:
+		// A member of an array kept elsewhere (the daemon's, served or
+		// waiting in its state file): not even with force.
+		if err := a.taken(engine.UUIDString(old.ArrayUUID)); err != nil {
+			return nil, fmt.Errorf("%s carries a superblock of array %s (name %q): %w", m.Path, engine.UUIDString(old.ArrayUUID), old.Name, err)
 		}
+	case old.ArrayUUID == ref.ArrayUUID:
+		// The device the array holds, as a spare or in a role, under
+		// another path (a second node of one disk: multipath without
+		// dm-multipath, a loop device over a member file): the same
+		// storage would hold two places. Not even with force (a dd copy
+		// of the device is wiped first to be used as new).
+		if held := a.heldAs(old.MemberUUID); held != "" {
+			return nil, fmt.Errorf("%s is %s of this array already (another path to the same device, or a copy of it: wipe a copy first)", m.Path, held)
+		}
+	}
+	if old != nil && !force {
+		switch {
+		case old.ArrayUUID != ref.ArrayUUID:
+			return nil, fmt.Errorf("%s carries a superblock of array %s (name %q); %w",
+				m.Path, engine.UUIDString(old.ArrayUUID), old.Name, ErrSignature)
+		case !old.IsSpare():
+			return nil, fmt.Errorf("%s was role %d of this array: use re-add (--force overwrites it as a new device)", m.Path, old.Role)
+		}
+		// A spare of this array let go: its superblock is no data, but
+		// what was put on the device since may be (an MBR partition
+		// table leaves it in place).
+		return checkBlankBut(m, false, ublkRaidSignature)
 	}
 	return checkBlank(m, force)
 }
