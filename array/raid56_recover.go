@@ -29,10 +29,6 @@ func (a *Array) recoverParityLog(asm *engine.Assembly) (replayed, left int, err 
 		return 0, 0, nil
 	}
 	stripeEnd := func(s uint64) uint64 { return (s + 1) * g.ChunkSectors }
-	readable := func(m int, s uint64) bool {
-		ms := a.Engine.State().Members[m]
-		return a.Members[m] != nil && (ms.State == engine.MemberActive || ms.State == engine.MemberRebuilding && ms.RebuildOffset >= stripeEnd(s))
-	}
 	writable := func(m int) bool {
 		ms := a.Engine.State().Members[m]
 		return a.Members[m] != nil && (ms.State == engine.MemberActive || ms.State == engine.MemberRebuilding)
@@ -150,18 +146,7 @@ func (a *Array) recoverParityLog(asm *engine.Assembly) (replayed, left int, err 
 		return engine.DirtyDegradedError(asm, notInSync, fmt.Sprintf(
 			"%d entries of its write-hole log cannot be replayed: a chunk their writes wrote is on a member that is missing, failed a read here, or is not rebuilt that far", left))
 	}
-	if !asm.Clean && !asm.Forced {
-		n := 0
-		for _, l := range leftEntries(live, g, readable) {
-			if l {
-				n++
-			}
-		}
-		if n > 0 {
-			return 0, n, refuse(n)
-		}
-	}
-	// Then the entries, newest first, one at a time and in pieces of
+	// The entries, newest first, one at a time and in pieces of
 	// rows, so that memory is bounded by a piece whatever the log holds
 	// (a full area of header-only full-chunk entries would otherwise
 	// ask for a chunk of parity per 4 KiB entry). Each entry's parity
@@ -170,10 +155,13 @@ func (a *Array) recoverParityLog(asm *engine.Assembly) (replayed, left int, err 
 	// stripe's parity members that no newer entry replayed has written:
 	// what writing all of them oldest first would leave. An entry whose
 	// data outside X cannot be read, or whose rows meet those of a newer
-	// entry left, is left (leftEntries); a data member failing a read
-	// here is unreadable from then on. A dirty assembly that was not
-	// forced is read through once first, writing nothing, and refused
-	// if an entry is left.
+	// entry left, is left: an older entry describes the stripe before
+	// the newer write, and replayed without it would put back the parity
+	// of data that write has changed since (its own rows stay as the
+	// crash left them: the write hole, with a member lost with the
+	// crash). A data member failing a read here is unreadable from then
+	// on. A dirty assembly that was not forced is read through once
+	// first, writing nothing, and refused if an entry is left.
 	overlaps := func(l []rowRange, lo, hi uint64) bool {
 		for _, b := range l {
 			if b.lo < hi && lo < b.hi {
@@ -201,7 +189,7 @@ func (a *Array) recoverParityLog(asm *engine.Assembly) (replayed, left int, err 
 	// which the parity of the other members must match (its rebuild
 	// takes it from them).
 	st0 := a.Engine.State()
-	readable0 := func(m int, s uint64) bool {
+	readable := func(m int, s uint64) bool {
 		ms := st0.Members[m]
 		return a.Members[m] != nil && (ms.State == engine.MemberActive || ms.State == engine.MemberRebuilding && ms.RebuildOffset >= stripeEnd(s))
 	}
@@ -219,7 +207,7 @@ func (a *Array) recoverParityLog(asm *engine.Assembly) (replayed, left int, err 
 			skip := overlaps(blocked[e.Stripe], e.RowLo, e.RowHi)
 			for m := range g.Members {
 				slot := sm.Slot[m]
-				if slot >= 0 && e.Logged&(1<<uint(slot)) == 0 && (bad&(1<<uint(m)) != 0 || !readable0(m, e.Stripe)) {
+				if slot >= 0 && e.Logged&(1<<uint(slot)) == 0 && (bad&(1<<uint(m)) != 0 || !readable(m, e.Stripe)) {
 					skip = true
 				}
 			}
@@ -356,40 +344,6 @@ func (a *Array) recoverParityLog(asm *engine.Assembly) (replayed, left int, err 
 		}
 	}
 	return replayed, left, nil
-}
-
-// leftEntries says which of the live entries (oldest first) a recovery
-// must leave: those needing data outside their X that cannot be read
-// (readable), and every older entry of the same stripe whose rows meet a
-// left one's. An older entry describes the stripe before the newer
-// write: replayed without the newer one, it would put back the parity of
-// data the newer write has changed since (the newer write's own rows
-// stay as its crash left them: the write hole, with a member lost with
-// the crash).
-func leftEntries(live []engine.ParityLogEntry, g engine.ParityGeometry, readable func(m int, stripe uint64) bool) []bool {
-	skip := make([]bool, len(live))
-	type rows struct{ lo, hi uint64 }
-	blocked := map[uint64][]rows{}
-	for i := len(live) - 1; i >= 0; i-- {
-		e := live[i]
-		sm := g.Stripe(e.Stripe)
-		for m := range g.Members {
-			slot := sm.Slot[m]
-			if slot >= 0 && e.Logged&(1<<uint(slot)) == 0 && !readable(m, e.Stripe) {
-				skip[i] = true
-				break
-			}
-		}
-		for _, b := range blocked[e.Stripe] {
-			if b.lo < e.RowHi && e.RowLo < b.hi {
-				skip[i] = true
-			}
-		}
-		if skip[i] {
-			blocked[e.Stripe] = append(blocked[e.Stripe], rows{e.RowLo, e.RowHi})
-		}
-	}
-	return skip
 }
 
 // replayPieceSectors bounds the rows a replay computes at a time (memory:
