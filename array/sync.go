@@ -935,8 +935,9 @@ func (a *Array) rebuildProgress(ctx context.Context, targets []int, since []uint
 				a.advanceRebuild(targets, since, reached)
 				a.xbar.Lower()
 			}
+		} else {
+			a.advanceRebuild(targets, since, reached)
 		}
-		a.advanceRebuild(targets, since, reached)
 		st := a.Engine.State()
 		a.mu.Lock()
 		defer a.mu.Unlock()
