@@ -1246,11 +1246,7 @@ func (m *Manager) dropUnheld(s *served) error {
 	}
 	s.entry.Members = keep
 	m.mu.Unlock()
-	err := m.saveState()
-	if err != nil {
-		m.log.Error("state file not written", zap.String("device", DevicePath(s.n)), zap.Error(err))
-	}
-	return err
+	return m.saveStateFor(s)
 }
 
 // listedUnheld is the path among s's state file members that member names
@@ -1323,11 +1319,7 @@ func (m *Manager) dropFromState(s *served, path string) error {
 	}
 	s.entry.Members = keep
 	m.mu.Unlock()
-	err := m.saveState()
-	if err != nil {
-		m.log.Error("state file not written", zap.String("device", DevicePath(s.n)), zap.Error(err))
-	}
-	return err
+	return m.saveStateFor(s)
 }
 
 // AddSpare implements Backend (mdadm --add): members become spares of
@@ -1506,6 +1498,13 @@ func (m *Manager) addToState(s *served, path string) error {
 		s.entry.Members = append(s.entry.Members, path)
 	}
 	m.mu.Unlock()
+	return m.saveStateFor(s)
+}
+
+// saveStateFor writes the state file after a change to s's entry; a
+// failure is logged and returned (the caller tells the user: answer,
+// refusedAfter).
+func (m *Manager) saveStateFor(s *served) error {
 	err := m.saveState()
 	if err != nil {
 		m.log.Error("state file not written", zap.String("device", DevicePath(s.n)), zap.Error(err))
