@@ -2,6 +2,7 @@ package array
 
 import (
 	"math/rand/v2"
+	"strings"
 	"testing"
 
 	"github.com/ublk-raid/ublk-raid/array/memdev"
@@ -22,6 +23,30 @@ type aliasDev struct {
 func (d aliasDev) Props() *ublk.MemberProps { return &d.props }
 func (d aliasDev) Close() error             { return nil }
 
+// aliasOpen is an OpenDevice over a rack of in-memory disks (paths) that
+// also opens "/dev/alias-of-"+base(target) as a second node of the disk
+// at target (opened first, under its own path).
+func aliasOpen(seed uint64, paths []string, target string) OpenDevice {
+	rack := memdev.NewRack(rand.New(rand.NewPCG(seed, seed)))
+	for _, p := range paths {
+		rack.AddDisk(p, 8<<20)
+	}
+	var held *memdev.Dev
+	alias := "/dev/alias-of-" + strings.TrimPrefix(target, "/")
+	return func(p string) (Device, error) {
+		if p == alias {
+			props := *held.Props()
+			props.Path = p
+			return aliasDev{Dev: held, props: props}, nil
+		}
+		d, err := rack.Open(p)
+		if p == target && err == nil {
+			held = d
+		}
+		return d, err
+	}
+}
+
 // A spare the array holds is added again through another node of the
 // same storage: its superblock names it a spare of this array, which
 // checkNewDevice takes for "a spare this array let go" and accepts as
@@ -32,23 +57,7 @@ func (d aliasDev) Close() error             { return nil }
 // a device whose superblock's member UUID is one the array holds is
 // refused (Array.heldAs).
 func TestHeldSpareRefusedUnderAnotherNode(t *testing.T) {
-	rack := memdev.NewRack(rand.New(rand.NewPCG(6, 6)))
-	for _, p := range []string{"/m0", "/m1", "/m2", "/s0"} {
-		rack.AddDisk(p, 8<<20)
-	}
-	var s0 *memdev.Dev
-	open := func(p string) (Device, error) {
-		if p == "/dev/alias-of-s0" {
-			props := *s0.Props()
-			props.Path = p
-			return aliasDev{Dev: s0, props: props}, nil
-		}
-		d, err := rack.Open(p)
-		if p == "/s0" && err == nil {
-			s0 = d
-		}
-		return d, err
-	}
+	open := aliasOpen(6, []string{"/m0", "/m1", "/m2", "/s0"}, "/s0")
 	a, err := Open([]string{"/m0", "/m1", "/m2"}, CreateSpec{Level: engine.Level1, AssumeClean: true, NoBitmap: true,
 		Spares: []string{"/s0"}, OpenDevice: open}, true)
 	if err != nil {
@@ -69,23 +78,7 @@ func TestHeldSpareRefusedUnderAnotherNode(t *testing.T) {
 // array still holds it as a spare (a later failure activates that spare
 // over the member).
 func TestHeldSpareRefusedAsReplacementUnderAnotherNode(t *testing.T) {
-	rack := memdev.NewRack(rand.New(rand.NewPCG(7, 7)))
-	for _, p := range []string{"/m0", "/m1", "/m2", "/s0"} {
-		rack.AddDisk(p, 8<<20)
-	}
-	var s0 *memdev.Dev
-	open := func(p string) (Device, error) {
-		if p == "/dev/alias-of-s0" {
-			props := *s0.Props()
-			props.Path = p
-			return aliasDev{Dev: s0, props: props}, nil
-		}
-		d, err := rack.Open(p)
-		if p == "/s0" && err == nil {
-			s0 = d
-		}
-		return d, err
-	}
+	open := aliasOpen(7, []string{"/m0", "/m1", "/m2", "/s0"}, "/s0")
 	a, err := Open([]string{"/m0", "/m1", "/m2"}, CreateSpec{Level: engine.Level1, AssumeClean: true, NoBitmap: true,
 		Spares: []string{"/s0"}, OpenDevice: open}, true)
 	if err != nil {
@@ -104,23 +97,7 @@ func TestHeldSpareRefusedAsReplacementUnderAnotherNode(t *testing.T) {
 // "was role N: use re-add" refusal mentions), must not be taken as a new
 // device for another role: it would be rebuilt over while it serves.
 func TestHeldMemberRefusedUnderAnotherNodeEvenForced(t *testing.T) {
-	rack := memdev.NewRack(rand.New(rand.NewPCG(8, 8)))
-	for _, p := range []string{"/m0", "/m1", "/m2"} {
-		rack.AddDisk(p, 8<<20)
-	}
-	var m1 *memdev.Dev
-	open := func(p string) (Device, error) {
-		if p == "/dev/alias-of-m1" {
-			props := *m1.Props()
-			props.Path = p
-			return aliasDev{Dev: m1, props: props}, nil
-		}
-		d, err := rack.Open(p)
-		if p == "/m1" && err == nil {
-			m1 = d
-		}
-		return d, err
-	}
+	open := aliasOpen(8, []string{"/m0", "/m1", "/m2"}, "/m1")
 	a, err := Open([]string{"/m0", "/m1", "/m2"}, CreateSpec{Level: engine.Level1, AssumeClean: true, NoBitmap: true, OpenDevice: open}, true)
 	if err != nil {
 		t.Fatal(err)
