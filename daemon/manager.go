@@ -1593,9 +1593,7 @@ func (m *Manager) Grow(n int, sizeBytes uint64) (Array, error) {
 			m.mu.Lock()
 			s.entry.GrowFromSectors = 0
 			m.mu.Unlock()
-			if err := m.saveState(); err != nil {
-				m.log.Error("state file not written", zap.Error(err))
-			}
+			return m.answer(s, m.saveState()), nil
 		}
 		return m.view(s), nil
 	}
@@ -1690,10 +1688,13 @@ func (m *Manager) Grow(n int, sizeBytes uint64) (Array, error) {
 	if err != nil {
 		return pendingAgain("not re-attached", err)
 	}
-	st := a.Status()
+	// The entry keeps what a restart keeps (restore): the paths the
+	// array holds and those of its absent or failed members, which a
+	// later remove drops.
+	held := entryMembers(a, e.Members)
 	m.mu.Lock() // (the spare-activation callback writes ns.entry too)
 	ns.entry = e
-	ns.entry.Members = memberPaths(st)
+	ns.entry.Members = held
 	if gerr != nil {
 		ns.entry.GrowFromSectors = prevFrom // not grown: as before it
 	}
@@ -1709,14 +1710,15 @@ func (m *Manager) Grow(n int, sizeBytes uint64) (Array, error) {
 			m.log.Info("array grown", zap.String("device", dev), zap.Uint64("size_bytes", a.Params().Basic.DevSectors<<9))
 		}
 	}
-	if err := m.saveState(); err != nil {
-		m.log.Error("state file not written", zap.Error(err))
-	}
+	serr := m.saveState()
 	m.changed()
 	if len(errs) > 0 {
+		if serr != nil {
+			errs = append(errs, errors.New(m.stateNotWritten(ns, serr)))
+		}
 		return m.view(ns), errors.Join(errs...)
 	}
-	return m.view(ns), nil
+	return m.answer(ns, serr), nil
 }
 
 // growSpec is how a grow assembles array e again after the hand-over: as

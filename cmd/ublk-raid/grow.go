@@ -42,6 +42,7 @@ func newGrowCmd(socket *string) *cobra.Command {
 				return err
 			}
 			fmt.Fprintf(cmd.OutOrStdout(), "%s is %d bytes (%s)\n", a.Device, a.SizeBytes, humanSize(a.SizeBytes))
+			printWarnings(cmd.ErrOrStderr(), a.Warnings)
 			return nil
 		},
 	}
