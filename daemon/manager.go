@@ -276,10 +276,15 @@ func (m *Manager) restore(e StateEntry) (*served, error) {
 		m.log.Warn("state entry: paths the array no longer holds (removed or replaced) dropped", zap.String("device", DevicePath(e.Number)),
 			zap.Strings("members", held), zap.Strings("dropped", slices.DeleteFunc(slices.Clone(e.Members), func(p string) bool { return slices.Contains(held, p) })))
 		e.Members = held
+		e.pruneWriteMostly()
 	}
 	m.mu.Lock() // (a spare activated since start writes s.entry too)
 	s.entry = e
 	m.mu.Unlock()
+	// A spare activated as the array started holds the role of a
+	// write-mostly member, and its mark (the activation recorded it in
+	// the entry just replaced).
+	m.followWriteMostly(s, a.Status())
 	return s, nil
 }
 
@@ -777,17 +782,25 @@ func (m *Manager) taken(uuid string, n int) error {
 	return nil
 }
 
-// setWriteMostly marks the members at paths write-mostly (before the
-// device starts: queues copy the mask).
+// setWriteMostly marks the roles of the members at paths write-mostly
+// (before the device starts: queues copy the mask): a failed member's
+// role too (Array.FailedRoleOf), which a spare or replacement takes over
+// with the mark. A path it cannot place (absent) is reported and the
+// others are still marked.
 func setWriteMostly(a *array.Array, paths []string) error {
+	var errs []error
 	for _, p := range paths {
 		r := a.RoleOf(p)
 		if r < 0 {
-			return fmt.Errorf("write-mostly %s: not a member of the array", p)
+			r = a.FailedRoleOf(p)
+		}
+		if r < 0 {
+			errs = append(errs, fmt.Errorf("write-mostly %s: not a member of the array", p))
+			continue
 		}
 		a.WriteMostly |= 1 << uint(r)
 	}
-	return nil
+	return errors.Join(errs...)
 }
 
 // firstFree is the lowest device number that is neither a kernel device
@@ -1245,6 +1258,7 @@ func (m *Manager) dropUnheld(s *served) error {
 		}
 	}
 	s.entry.Members = keep
+	s.entry.pruneWriteMostly()
 	m.mu.Unlock()
 	return m.saveStateFor(s)
 }
@@ -1318,6 +1332,7 @@ func (m *Manager) dropFromState(s *served, path string) error {
 		}
 	}
 	s.entry.Members = keep
+	s.entry.pruneWriteMostly()
 	m.mu.Unlock()
 	return m.saveStateFor(s)
 }
@@ -1474,6 +1489,11 @@ func (m *Manager) Replace(n int, member, with string, force bool) (Array, error)
 // to the role: a device put into the role (replace, spare activation)
 // takes it over, in the state file too, so that a restart keeps it.
 // (Saved with the member list by the caller.)
+//
+// A listed write-mostly path the array does not hold (an absent member,
+// or a failed one whose role no device holds) keeps its mark: it is the
+// role's until a device takes the role, and remove drops it with the
+// path (pruneWriteMostly).
 func (m *Manager) followWriteMostly(s *served, st array.Status) {
 	var wm []string
 	for _, mi := range st.Members {
@@ -1481,9 +1501,24 @@ func (m *Manager) followWriteMostly(s *served, st array.Status) {
 			wm = append(wm, mi.Path)
 		}
 	}
+	held := memberPaths(st)
 	m.mu.Lock()
+	for _, p := range s.entry.WriteMostly {
+		if !slices.Contains(held, p) && slices.Contains(s.entry.Members, p) && !slices.Contains(wm, p) {
+			wm = append(wm, p)
+		}
+	}
 	s.entry.WriteMostly = wm
 	m.mu.Unlock()
+}
+
+// pruneWriteMostly drops from e's write-mostly paths those it no longer
+// lists as members.
+func (e *StateEntry) pruneWriteMostly() {
+	e.WriteMostly = slices.DeleteFunc(e.WriteMostly, func(p string) bool { return !slices.Contains(e.Members, p) })
+	if len(e.WriteMostly) == 0 {
+		e.WriteMostly = nil
+	}
 }
 
 // addToState records path among s's members in the state file. It
@@ -1695,10 +1730,12 @@ func (m *Manager) Grow(n int, sizeBytes uint64) (Array, error) {
 	m.mu.Lock() // (the spare-activation callback writes ns.entry too)
 	ns.entry = e
 	ns.entry.Members = held
+	ns.entry.pruneWriteMostly()
 	if gerr != nil {
 		ns.entry.GrowFromSectors = prevFrom // not grown: as before it
 	}
 	m.mu.Unlock()
+	m.followWriteMostly(ns, a.Status()) // (as restore: a spare activated at the start)
 	m.track(ns)
 	if gerr == nil {
 		if err := ns.d.UpdateSize(a.Params().Basic.DevSectors); err != nil {
