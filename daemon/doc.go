@@ -141,7 +141,8 @@
 // atomically: temporary file, fsync, rename, fsync of the directory) lists
 // each array's device number, UUID, member paths, queue settings and sync speed bounds. It is
 // the daemon's equivalent of mdadm.conf's ARRAY lines: add puts an entry
-// in, del takes it out; remove drops the removed member's path, add-spare
+// in (before it creates the device, so that a daemon dying in between
+// leaves no device the file does not name), del takes it out; remove drops the removed member's path, add-spare
 // and replace add the new one (spares are members for the file). Stopping
 // the daemon keeps the entries. An array started from its entry (at serve's
 // start, or a retry) rewrites the entry's member list to what the array

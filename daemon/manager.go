@@ -723,8 +723,29 @@ func (m *Manager) Add(_ context.Context, req AddRequest) (Array, error) {
 		return Array{}, Refused(fmt.Errorf("the members hold a %s array; level %d would create a new one: wipe them first", a.Engine.Level(), spec.Level))
 	}
 	created, warnings := a.Created, a.Warnings
+	// The array is recorded, pending, before its device is created: a
+	// daemon dying between the creation and the state file write after
+	// it left a device no state file named (served by nobody, its number
+	// taken until a reboot) while the members held the array. The next
+	// daemon now recovers that device, or creates it if it never was.
+	// (track, below, makes the entry a served one; a failure drops it.)
+	st := a.Status()
+	m.mu.Lock()
+	m.pending[n] = StateEntry{Number: n, UUID: st.UUID, Name: st.Name, Members: memberPaths(st),
+		Queues: req.Queues, Depth: req.Depth, MaxIOBytes: req.MaxIOBytes, WriteMostly: req.WriteMostly,
+		SyncMinBytes: spec.SyncMinBytes, SyncMaxBytes: spec.SyncMaxBytes}
+	m.mu.Unlock()
+	if err := m.saveState(); err != nil {
+		m.log.Error("state file not written", zap.Error(err)) // (trackAdded's write tells the user)
+	}
 	s, err := m.start(a, n, m.config(n, req.Queues, req.Depth, req.MaxIOBytes), false)
 	if err != nil {
+		m.mu.Lock()
+		delete(m.pending, n)
+		m.mu.Unlock()
+		if serr := m.saveState(); serr != nil {
+			m.log.Error("state file not written", zap.Error(serr))
+		}
 		if created {
 			// The members carry the new array now: say how to serve it.
 			err = fmt.Errorf("%w (the members now hold the new array, marked clean: `ublk-raid add %s` assembles it)",
