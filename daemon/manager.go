@@ -1544,15 +1544,46 @@ func (e *StateEntry) pruneWriteMostly() {
 
 // addToState records path among s's members in the state file. It
 // returns the state file write's error (as dropUnheld).
+//
+// A listed path naming the same device (a failed member the array did
+// not hold, re-added by another path) gives way to path: an entry naming
+// one device twice makes the next start open it twice, and refuse.
 func (m *Manager) addToState(s *served, path string) error {
 	m.mu.Lock()
-	found := false
+	listed := slices.Clone(s.entry.Members)
+	m.mu.Unlock()
+	var alias []string // (resolved outside m.mu: it stats the paths)
+	for _, p := range listed {
+		if p != path && sameDevice(p, path) {
+			alias = append(alias, p)
+		}
+	}
+	m.mu.Lock()
+	var members []string
+	placed := false
 	for _, p := range s.entry.Members {
-		found = found || p == path
+		if p == path || slices.Contains(alias, p) {
+			if !placed {
+				members = append(members, path)
+				placed = true
+			}
+			continue
+		}
+		members = append(members, p)
 	}
-	if !found {
-		s.entry.Members = append(s.entry.Members, path)
+	if !placed {
+		members = append(members, path)
 	}
+	var wm []string
+	for _, w := range s.entry.WriteMostly {
+		if slices.Contains(alias, w) {
+			w = path
+		}
+		if !slices.Contains(wm, w) {
+			wm = append(wm, w)
+		}
+	}
+	s.entry.Members, s.entry.WriteMostly = members, wm
 	m.mu.Unlock()
 	return m.saveStateFor(s)
 }
