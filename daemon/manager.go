@@ -229,7 +229,7 @@ func (m *Manager) restore(e StateEntry) (*served, error) {
 		a.Close()
 		return nil, fmt.Errorf("the members hold array %s, not %s", uuid, e.UUID)
 	}
-	if err := setWriteMostly(a, e.WriteMostly); err != nil {
+	if err := markWriteMostly(a, e); err != nil {
 		m.log.Warn("state entry: write-mostly member not in the array", zap.Error(err))
 	}
 	cfg := m.config(e.Number, e.Queues, e.Depth, e.MaxIOBytes)
@@ -732,7 +732,8 @@ func (m *Manager) Add(_ context.Context, req AddRequest) (Array, error) {
 	st := a.Status()
 	m.mu.Lock()
 	m.pending[n] = StateEntry{Number: n, UUID: st.UUID, Name: st.Name, Members: memberPaths(st),
-		Queues: req.Queues, Depth: req.Depth, MaxIOBytes: req.MaxIOBytes, WriteMostly: req.WriteMostly,
+		Queues: req.Queues, Depth: req.Depth, MaxIOBytes: req.MaxIOBytes,
+		WriteMostly: req.WriteMostly, WriteMostlyRoles: writeMostlyRoles(a.WriteMostly),
 		SyncMinBytes: spec.SyncMinBytes, SyncMaxBytes: spec.SyncMaxBytes}
 	m.mu.Unlock()
 	if err := m.saveState(); err != nil {
@@ -758,6 +759,7 @@ func (m *Manager) Add(_ context.Context, req AddRequest) (Array, error) {
 	}
 	m.mu.Lock() // (as in restore)
 	s.entry.WriteMostly = req.WriteMostly
+	s.entry.WriteMostlyRoles = writeMostlyRoles(a.WriteMostly)
 	s.entry.SyncMinBytes, s.entry.SyncMaxBytes = spec.SyncMinBytes, spec.SyncMaxBytes
 	m.mu.Unlock()
 	if w := m.trackAdded(s); w != "" {
@@ -801,6 +803,35 @@ func (m *Manager) taken(uuid string, n int) error {
 		}
 	}
 	return nil
+}
+
+// markWriteMostly marks the write-mostly roles of entry e in array a,
+// assembled from it: the recorded roles, or in a state file written
+// before they were, the roles of the recorded paths.
+func markWriteMostly(a *array.Array, e StateEntry) error {
+	if len(e.WriteMostlyRoles) == 0 {
+		return setWriteMostly(a, e.WriteMostly)
+	}
+	var errs []error
+	for _, r := range e.WriteMostlyRoles {
+		if r < 0 || r >= a.Engine.MemberCount() {
+			errs = append(errs, fmt.Errorf("write-mostly role %d: the array has roles 0..%d", r, a.Engine.MemberCount()-1))
+			continue
+		}
+		a.WriteMostly |= 1 << uint(r)
+	}
+	return errors.Join(errs...)
+}
+
+// writeMostlyRoles are the roles of mask (Array.WriteMostly).
+func writeMostlyRoles(mask uint64) []int {
+	var roles []int
+	for r := range 64 {
+		if mask&(1<<uint(r)) != 0 {
+			roles = append(roles, r)
+		}
+	}
+	return roles
 }
 
 // setWriteMostly marks the roles of the members at paths write-mostly
@@ -1530,6 +1561,7 @@ func (m *Manager) followWriteMostly(s *served, st array.Status) {
 		}
 	}
 	s.entry.WriteMostly = wm
+	s.entry.WriteMostlyRoles = writeMostlyRoles(s.a.WriteMostly)
 	m.mu.Unlock()
 }
 
@@ -1761,7 +1793,7 @@ func (m *Manager) Grow(n int, sizeBytes uint64) (Array, error) {
 		m.log.Warn("members absent: the array starts without them (its superblocks record them failed, missing or spare)",
 			zap.String("device", dev), zap.String("uuid", e.UUID), zap.Strings("absent", a.Absent))
 	}
-	if err := setWriteMostly(a, e.WriteMostly); err != nil {
+	if err := markWriteMostly(a, e); err != nil {
 		m.log.Warn("write-mostly member not in the array", zap.Error(err))
 	}
 	gerr := errors.New("not grown: the hand-over failed")

@@ -27,6 +27,11 @@ type StateEntry struct {
 	Members []string `json:"members"` // member paths, as given to add
 	// WriteMostly are members read only when no other copy can serve.
 	WriteMostly []string `json:"write_mostly,omitempty"`
+	// WriteMostlyRoles are the roles read write-mostly (the flag belongs
+	// to the role: Manager.followWriteMostly). A start marks these, not
+	// the paths: device names may move between boots, roles do not. The
+	// paths are for the reader, and for state files written before.
+	WriteMostlyRoles []int `json:"write_mostly_roles,omitempty"`
 	// Queue settings the device was created with (a fresh assembly uses
 	// them again; a recovery takes them from the kernel).
 	Queues     int `json:"queues,omitempty"`
