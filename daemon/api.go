@@ -174,6 +174,11 @@ func deviceKeys(path string) []string {
 	return keys
 }
 
+// SameDevice reports whether paths p and q name the same device or file:
+// the same path once symlinks are resolved, the same block device
+// number, or the same file.
+func SameDevice(p, q string) bool { return sameDevice(p, q) }
+
 // sameDevice reports whether paths p and q name the same device or file
 // (as deviceKeys tells).
 func sameDevice(p, q string) bool {
@@ -435,6 +440,9 @@ func (r MemberRequest) check(op string) *FieldError {
 			return fe
 		}
 		for _, q := range r.Members[:i] {
+			if p == q {
+				return fieldErr("members", shown(p), "given twice")
+			}
 			if sameDevice(p, q) {
 				return fieldErr("members", shown(p), "given twice (as %s)", shown(q))
 			}

@@ -233,9 +233,17 @@ func addSpares(o addOptions, c *daemon.Client, stdout, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
-	for _, sp := range spares {
+	for i, sp := range spares {
 		if err := textArg(sp); err != nil {
 			return err
+		}
+		for _, q := range spares[:i] {
+			if daemon.SameDevice(sp, q) {
+				if sp == q {
+					return usagef("--spare %s: given twice", sp)
+				}
+				return usagef("--spare %s: given twice (as %s)", sp, q)
+			}
 		}
 	}
 	// One request: the daemon checks every device before it adds any, so
