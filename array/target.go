@@ -302,8 +302,11 @@ type queue struct {
 	// matched at its last syncFiles; closed is set when the queue stops.
 	filesSeen atomic.Uint64
 	closed    atomic.Bool
-	requests  atomic.Uint64 // requests handled (the syncer's busy detector)
-	inflight  atomic.Int64  // requests being served (metrics)
+	// ringFailed is set (queue thread) when the ring refused a member
+	// operation and the queue was failed: see OnTick.
+	ringFailed bool
+	requests   atomic.Uint64 // requests handled (the syncer's busy detector)
+	inflight   atomic.Int64  // requests being served (metrics)
 	// bitmapWrites counts write-type requests that went through the
 	// bitmap (metrics).
 	bitmapWrites atomic.Uint64
@@ -459,6 +462,7 @@ func (h *queue) Submit(tag uint16, op engine.OpID, io engine.MemberIO, data []by
 		// device waits for a recovery (ublk.Device.Failed), which
 		// reissues the request; it is never completed here.
 		h.q.Fail(fmt.Errorf("member %d I/O: %w", io.Member, err))
+		h.ringFailed = true
 	}
 }
 
@@ -635,7 +639,18 @@ func (h *queue) Stale(tag uint16, op engine.OpID) {
 }
 
 // OnTick implements ublk.Ticker: give up member I/O that hangs.
+//
+// A queue whose ring refused a member operation gives nothing up any
+// more: the refused operations were never issued, yet the executor counts
+// them in flight since their submission, and the drain of the failed
+// queue outlasts the member timeout. Given up, they failed healthy
+// members durably, counted late I/O that never returns (refusing rebuild
+// and re-add of those devices), and completed the request with EIO where
+// the next server was to reissue it.
 func (h *queue) OnTick() {
+	if h.ringFailed {
+		return
+	}
 	h.exec.Tick()
 	h.syncFiles()
 }

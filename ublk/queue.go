@@ -456,7 +456,9 @@ func (q *Queue) armTick() {
 }
 
 func (q *Queue) onTick() {
-	if q.live == 0 {
+	if q.live == 0 || q.err != nil {
+		// (A failed queue only drains its member I/O for the next
+		// server: its handler gives nothing up meanwhile.)
 		return
 	}
 	q.armTick()
