@@ -1020,6 +1020,22 @@ func (a *Array) writeSuperblocks(st *engine.ArrayState, clean bool) error {
 		roles = append(roles, r)
 	}
 	members := append([]*Member(nil), a.Members...)
+	if len(roles) > 0 && (sbs[roles[0]].Clean || sbs[roles[0]].ResyncOffset != 0) {
+		// A clean mark (or a resync position: the copies in sync below
+		// it) vouches for the data the members took: without a bitmap
+		// it alone spares the next start a full resync. Every member's
+		// cache is flushed, and all must succeed, before any superblock
+		// says so (md writes its superblocks with PREFLUSH): otherwise a
+		// clean mark may reach the media ahead of cached data, or reach
+		// one member whose flush made its data durable while the power
+		// cut takes another's.
+		errs := writeAll(members, roles, a.MemberTimeout, func(r int) error { return memberSync(members[r]) })
+		for _, r := range roles {
+			if errs[r] != nil {
+				return fmt.Errorf("not marked clean: flushing role %d: %w; nothing written (the next start resyncs)", r, errs[r])
+			}
+		}
+	}
 	write := func(r int, b []byte) error {
 		m := members[r]
 		if !m.sbWriting.CompareAndSwap(false, true) {
