@@ -415,6 +415,7 @@ func (h *queue) Handle(req *ublk.Request) {
 	case ublk.IOOpWriteZeroes:
 		op = engine.ReqWriteZeroes
 	default:
+		h.inflight.Store(h.inflight.Load() - 1) // (not Complete: no buffer of it to give back)
 		h.q.Complete(req.Tag, unix.EOPNOTSUPP)
 		return
 	}

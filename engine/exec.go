@@ -280,6 +280,12 @@ func (e *Executor) Start(tag uint16, op ReqOp, sector uint64, sectors uint32, fu
 		e.finish(tag, fmt.Errorf("request beyond the end of the array: %w", errBeyondEnd))
 		return
 	}
+	if op != ReqFlush && sectors == 0 {
+		// Nothing to read or write (the block layer sends none; a
+		// request that plans no member operation would wait for good).
+		e.finish(tag, nil)
+		return
+	}
 	if op == ReqWrite || op == ReqDiscard || op == ReqWriteZeroes {
 		e.admit(tag)
 		return
