@@ -172,7 +172,9 @@ func arrayDesc(sb *Superblock) string {
 //     the one the freshest table names gets StalePath and the other is
 //     only Stale. A role the freshest table marks faulty stays faulty.
 //   - Inputs the freshest table does not name are spares if their own
-//     superblock says so, otherwise stale (replaced since).
+//     superblock says so, otherwise stale (replaced since). So is one it
+//     names as rebuilding whose own superblock still says spare (its
+//     activation was torn): its role is missing.
 //   - A member at most EventSlack generations behind that the freshest
 //     table names, in the role its own superblock holds, as active or
 //     rebuilding is current (a torn superblock update), not stale.
@@ -380,6 +382,17 @@ func AssembleWith(ms []MemberSB, opt AssembleOptions) (*Assembly, error) {
 			}
 		case m == nil:
 			ra.State = RoleMissing
+		case !trusted && m.SB.Role == SpareRole && e.State == RoleRebuilding && !refuted[m.Path]:
+			// A spare whose activation was torn: the table puts it in
+			// the role, its own superblock never took that (nor any
+			// update since: one it failed would have failed it). Its
+			// data is not trusted; it is a spare again (as mdadm takes
+			// a device's own superblock's role), and the role missing
+			// is rebuilt onto it afresh, with no operator needed. (A
+			// spare's own superblock is not rewritten by updates, so
+			// its generation tells nothing.)
+			ra.State = RoleMissing
+			delete(holds, m.Path)
 		case !trusted:
 			ra.State = RoleMissing
 			ra.StalePath = m.Path

@@ -386,9 +386,27 @@ func TestAssembleSparesAndRebuild(t *testing.T) {
 	if !slices.Equal(a.Stale, []string{"/dev/vdc"}) {
 		t.Errorf("stale %q", a.Stale)
 	}
-	// The promoted spare missed generation 2: the table names it, but its
-	// data is not trusted.
+	// The promoted spare missed generation 2 (its activation was torn):
+	// the table names it, but its data is not trusted, and its own
+	// superblock says spare. It is a spare again, to be activated anew
+	// (it used to be stale, left closed for an operator to add again).
 	a = mustAssemble(t, asmInputs(t, gen2[0], sbs[2]))
+	asmWantRoles(t, a, "active /dev/vda", "missing")
+	if len(a.Stale) != 0 || !slices.Equal(a.Spares, []string{"/dev/vdb"}) {
+		t.Errorf("stale %q, spares %q", a.Stale, a.Spares)
+	}
+	// Updates after it change nothing (a spare's own superblock is not
+	// rewritten by them).
+	gen3 := asmNext(asmNext(gen2, nil), nil)
+	a = mustAssemble(t, asmInputs(t, gen3[0], sbs[2]))
+	asmWantRoles(t, a, "active /dev/vda", "missing")
+	if len(a.Stale) != 0 || !slices.Equal(a.Spares, []string{"/dev/vdb"}) {
+		t.Errorf("stale %q, spares %q", a.Stale, a.Spares)
+	}
+	// Once the table says the rebuild ended, a device whose own
+	// superblock still says spare took no update of it: stale.
+	done := asmNext(gen2, func(sb *Superblock) { sb.Roles[1].State, sb.Roles[1].RecoveryOffset = RoleActive, 0 })
+	a = mustAssemble(t, asmInputs(t, done[0], sbs[2]))
 	asmWantRoles(t, a, "active /dev/vda", "missing ~/dev/vdb")
 	if !slices.Equal(a.Stale, []string{"/dev/vdb"}) || len(a.Spares) != 0 {
 		t.Errorf("stale %q, spares %q", a.Stale, a.Spares)
