@@ -131,3 +131,31 @@ func TestArrayCheckDevice(t *testing.T) {
 		}
 	}
 }
+
+// Found by review. A discard or write-zeroes is planned as one member
+// operation per chunk piece and copy; the device advertises no request
+// whose plan would have more than the executor tells apart (it used to
+// advertise 1 GiB whatever the chunk: with 4 KiB chunks that request
+// never completed).
+func TestParamsDiscardPlanBounded(t *testing.T) {
+	for _, c := range []struct {
+		level  engine.Level
+		layout engine.Layout
+	}{{engine.Level0, engine.Layout{}}, {engine.Level10, engine.LayoutN2}} {
+		a, err := Open(memberFiles(t, 2, 16<<20), CreateSpec{Level: c.level, Layout: c.layout, ChunkSectors: 8}, true)
+		if err != nil {
+			t.Fatal(err)
+		}
+		p := a.Params()
+		a.Close()
+		most := a.Engine.Geo.MaxPlanSectors()
+		if most >= 1<<21 {
+			t.Fatalf("%v: MaxPlanSectors %d: the test no longer covers a bound below 1 GiB", c.level, most)
+		}
+		for name, v := range map[string]uint32{"discard": p.Discard.MaxDiscardSectors, "write-zeroes": p.Discard.MaxWriteZeroesSectors} {
+			if uint64(v) > most {
+				t.Errorf("%v, 4 KiB chunks: %s of up to %d sectors advertised; plans stay within %d", c.level, name, v, most)
+			}
+		}
+	}
+}

@@ -63,11 +63,16 @@ func (a *Array) Params() ublk.Params {
 	b.Attrs |= ublk.AttrVolatileCache | ublk.AttrFUA
 	d := &p.Discard
 	d.DiscardGranularity = uint32(max(pbs, 4096))
+	// 1 GiB, or less with small chunks: the request's plan, one member
+	// operation per chunk piece and copy, must stay within what the
+	// executor tells apart (the kernel does not split a discard at the
+	// chunk size).
+	most := uint32(min(1<<21, g.MaxPlanSectors()))
 	if zeroes {
-		d.MaxWriteZeroesSectors = 1 << 21
+		d.MaxWriteZeroesSectors = most
 	}
 	if discard {
-		d.MaxDiscardSectors = 1 << 21
+		d.MaxDiscardSectors = most
 		d.MaxDiscardSegments = 1
 	}
 	return p

@@ -475,6 +475,12 @@ func (e *Executor) plan(tag uint16) {
 	default:
 		err = errUnsupported
 	}
+	if err == nil && len(r.ios) > MaxRequestOps {
+		// (Geometry.MaxPlanSectors bounds the device's requests below
+		// this: a result past the index's 16 bits would be taken for
+		// another operation's, and the request never end.)
+		err = fmt.Errorf("%d sectors need %d member operations, more than %d: %w", sectors, len(r.ios), MaxRequestOps, errUnsupported)
+	}
 	if err != nil {
 		e.finish(tag, err)
 		return

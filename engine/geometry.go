@@ -3,6 +3,7 @@ package engine
 import (
 	"errors"
 	"fmt"
+	"math"
 	"math/bits"
 	"strconv"
 )
@@ -265,6 +266,22 @@ func sectorsString(n uint64) string {
 		v /= 1024
 	}
 	panic("unreachable")
+}
+
+// MaxRequestOps is the most member operations one request's plan may
+// have: an operation's ID tells its index in 16 bits (opID).
+const MaxRequestOps = 1 << 16
+
+// MaxPlanSectors is the largest request (DISCARD or WRITE_ZEROES: reads
+// and writes are bounded by the queue's buffers far below) whose plan
+// stays within MaxRequestOps: one operation per chunk piece and copy, a
+// request covering at most sectors/chunk + 2 pieces. Unbounded for raid1
+// (one operation per copy).
+func (g Geometry) MaxPlanSectors() uint64 {
+	if g.Level == Level1 {
+		return math.MaxUint64
+	}
+	return uint64(MaxRequestOps/g.Copies()-2) * g.ChunkSectors
 }
 
 // Copies returns how many copies of each array sector there are: 1 for
