@@ -2,6 +2,7 @@ package array
 
 import (
 	"context"
+	"slices"
 	"time"
 
 	"golang.org/x/sys/unix"
@@ -127,6 +128,12 @@ func (a *Array) repair(ctx context.Context, r repairReq, buf []byte, io memberIO
 		}
 		st := a.Engine.State()
 		ls := g.Locate(s, locs[:0])
+		// The source is the lowest-numbered good copy: what a read of a
+		// range awaiting resync answered (engine.LowestMember, retried
+		// past the failed copy), and what resync copies from. (Slot order
+		// is not member order with three raid10 copies.) In sync, every
+		// good copy holds the same.
+		slices.SortFunc(ls, func(x, y engine.Location) int { return int(x.Member) - int(y.Member) })
 		p := buf[:n<<9]
 		got := false
 		for _, l := range ls {
