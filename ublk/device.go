@@ -325,6 +325,21 @@ func checkRecover(ctrl *Control, id uint32, target Target) (DevInfo, error) {
 	if info.Served() {
 		return DevInfo{}, fmt.Errorf("ublk device %d is live, served by pid %d", id, info.UblksrvPid)
 	}
+	if info.State == StateDead {
+		// Stopped, not deleted (a server killed between STOP_DEV and
+		// DEL_DEV, or before START_DEV): START_USER_RECOVERY refuses it
+		// for good.
+		return DevInfo{}, fmt.Errorf("ublk device %d is stopped (dead): nothing to re-attach to; delete it", id)
+	}
+	if other := info.Flags &^ flagsRecoverable; other != 0 {
+		// Made by another server, or a later version: a queue protocol
+		// this one does not speak (user copy, GET_DATA, other
+		// descriptor sizes...) would be served wrongly.
+		return DevInfo{}, fmt.Errorf("ublk device %d has features this server does not serve: %v", id, FlagNames(other))
+	}
+	if info.Flags&FlagIODescSize != 0 && info.Pad0 != ioDescSize {
+		return DevInfo{}, fmt.Errorf("ublk device %d has %d-byte I/O descriptors; this server reads %d-byte ones", id, info.Pad0, ioDescSize)
+	}
 	if info.Flags&FlagAutoBufReg != 0 && zeroCopyFlags(target, Config{}) == 0 {
 		// The kernel decides: a device made zero copy stays so, and only
 		// a target that moves data with buffer slots can serve it.

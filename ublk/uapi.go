@@ -376,6 +376,13 @@ const (
 	// UpdateSize: `grow` tells the kernel the array's new size
 	// (UBLK_U_CMD_UPDATE_SIZE); a device created without it cannot grow.
 	flagsUsedWherePresent = FlagNoAutoPartScan | FlagUpdateSize
+	// flagsRecoverable are the flags of a device Recover can serve: what
+	// Create may ask for, the protocol-neutral ones a driver adds by
+	// itself or another server may have asked for, and IODescSize when
+	// the size is this server's. The others change the queue protocol.
+	flagsRecoverable = flagsRequiredByThisDaemon | flagsUsedWherePresent | FlagAutoBufReg | FlagBatchIO |
+		FlagURingCmdCompInTask | FlagPerIODaemon | FlagBufRegOffDaemon | FlagSafeStopDev | FlagQuiesce |
+		FlagUserRecoveryFailIO | FlagIODescSize
 )
 
 // flagNames are the UBLK_F_* names, lower case without the prefix, by bit.

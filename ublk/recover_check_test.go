@@ -1,0 +1,121 @@
+package ublk
+
+import (
+	"os"
+	"testing"
+	"time"
+	"unsafe"
+
+	"golang.org/x/sys/unix"
+)
+
+// fakeControl is a Control whose commands never reach a ublk driver (the
+// host has none): each control SQE is answered here, GET_DEV_INFO with
+// info and GET_PARAMS with params written into the command buffer, and
+// then goes to the real io_uring as a NOP carrying the same user data,
+// so Control.do runs unchanged.
+func fakeControl(t *testing.T, info DevInfo, params Params) *Control {
+	t.Helper()
+	f, err := os.Open(os.DevNull)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := &Control{f: f, Timeout: 5 * time.Second}
+	t.Cleanup(func() { c.Close() })
+	cr, err := c.getRing()
+	if err != nil {
+		t.Fatal(err)
+	}
+	r, real := cr.r, cr.r.sysEnter
+	r.sysEnter = func(fd int, toSubmit, minComplete, flags uint32, arg unsafe.Pointer, argSize uintptr) (int, unix.Errno) {
+		for i := r.sqHead.Load(); i != r.sqTail.Load(); i++ {
+			s := &r.sqes[(i&r.sqMask)<<r.sqeShift]
+			if s.Opcode != OpURingCmd {
+				continue
+			}
+			switch op := uint32(s.Off); op {
+			case cmdGetDevInfo:
+				copy(cr.buf, asBytes(&info))
+			case cmdGetParams:
+				copy(cr.buf, asBytes(&params))
+			default:
+				t.Errorf("unexpected control command %#x", op)
+			}
+			ud := s.UserData
+			*s = SQE{}
+			PrepNop(s, ud)
+		}
+		return real(fd, toSubmit, minComplete, flags, arg, argSize)
+	}
+	c.putRing(cr)
+	return c
+}
+
+type nopTarget struct{}
+
+func (nopTarget) Files() []int                          { return nil }
+func (nopTarget) NewQueue(*Queue) (QueueHandler, error) { return &hungHandler{}, nil }
+
+// deadServerDevice is a device whose server died: quiesced, waiting for
+// a new one, with the flags this package creates devices with and the
+// ones the kernel adds by itself (6.16+, 7.0+).
+func deadServerDevice() DevInfo {
+	return DevInfo{NrHwQueues: 1, QueueDepth: 64, State: StateQuiesced, MaxIOBufBytes: 512 << 10, DevID: 7,
+		UblksrvPid: -1, Pad0: ioDescSize,
+		Flags: flagsRequiredByThisDaemon | FlagURingCmdCompInTask | FlagPerIODaemon | FlagBufRegOffDaemon | FlagSafeStopDev}
+}
+
+// The harness itself: a device as this package makes it is accepted.
+func TestCheckRecoverAcceptsOwnDevice(t *testing.T) {
+	if err := CheckRecover(fakeControl(t, deadServerDevice(), Params{}), 7, nopTarget{}); err != nil {
+		t.Fatalf("CheckRecover of a device as Create makes it: %v", err)
+	}
+}
+
+// Found by review. A device found with a feature that changes the queue protocol in a way
+// this server does not speak (made by another ublk server, or by a later
+// version) cannot be served: Recover must refuse it before anything is
+// written, as it refuses a zero-copy device for a copy-only target.
+// Serving it anyway reads every descriptor but tag 0's at the wrong place
+// (IO_DESC_SIZE: member I/O at wrong sectors), gets FETCHes refused
+// with EINVAL and END_USER_RECOVERY waiting for queues that never get
+// ready (USER_COPY, SUPPORT_ZERO_COPY: the FETCH must carry no buffer),
+// or fails the queue at the first write (NEED_GET_DATA's res 1).
+func TestCheckRecoverRefusesFeaturesThisServerCannotServe(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		flag uint64
+		desc uint16
+	}{
+		{"io_desc_size", FlagIODescSize, 64},
+		{"need_get_data", FlagNeedGetData, ioDescSize},
+		{"user_copy", FlagUserCopy, ioDescSize},
+		{"support_zero_copy", FlagSupportZeroCopy, ioDescSize},
+		{"zoned", FlagZoned | FlagUserCopy, ioDescSize},
+		{"integrity", FlagIntegrity | FlagUserCopy, ioDescSize},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			info := deadServerDevice()
+			info.Flags |= tc.flag
+			info.Pad0 = tc.desc // io_desc_size in 7.3
+			if err := CheckRecover(fakeControl(t, info, Params{}), 7, nopTarget{}); err == nil {
+				t.Fatalf("CheckRecover accepts a device with %v (io_desc_size %d): Recover would serve it with the plain protocol",
+					FlagNames(tc.flag), tc.desc)
+			}
+		})
+	}
+}
+
+// Found by review. A stopped device (STOP_DEV done, DEL_DEV not: a server killed between
+// the two, or before START_DEV) is dead, not waiting for a server: the
+// kernel answers START_USER_RECOVERY with EBUSY for good, so Recover
+// retries for RecoveryWait and then fails "device or resource busy",
+// after the caller, told by CheckRecover that all is well, has already
+// marked the array dirty.
+func TestCheckRecoverRefusesStoppedDevice(t *testing.T) {
+	info := deadServerDevice()
+	info.State = StateDead
+	if err := CheckRecover(fakeControl(t, info, Params{}), 7, nopTarget{}); err == nil {
+		t.Fatal("CheckRecover accepts a stopped (DEAD) device, which START_USER_RECOVERY refuses with EBUSY")
+	}
+}
