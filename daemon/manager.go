@@ -1554,14 +1554,22 @@ func (m *Manager) followWriteMostly(s *served, st array.Status) {
 		}
 	}
 	held := memberPaths(st)
+	roles := writeMostlyRoles(s.a.WriteMostly)
 	m.mu.Lock()
 	for _, p := range s.entry.WriteMostly {
 		if !slices.Contains(held, p) && slices.Contains(s.entry.Members, p) && !slices.Contains(wm, p) {
 			wm = append(wm, p)
+			if len(s.entry.WriteMostlyRoles) == 0 {
+				// An entry written before roles were recorded: this
+				// path (absent) may hold a role the mask does not
+				// know. Its roles are not recorded until it is placed:
+				// the next start reads the paths, as before.
+				roles = nil
+			}
 		}
 	}
 	s.entry.WriteMostly = wm
-	s.entry.WriteMostlyRoles = writeMostlyRoles(s.a.WriteMostly)
+	s.entry.WriteMostlyRoles = roles
 	m.mu.Unlock()
 }
 
