@@ -509,7 +509,7 @@ func (m *Manager) ended(s *served) {
 	// As Delete: after the member operation under way, which would
 	// otherwise write superblocks beside the clean mark and the close.
 	s.opMu.Lock()
-	err := m.stop(s, false)
+	_, err := m.stop(s, false)
 	s.opMu.Unlock()
 	if err != nil {
 		m.log.Error("closing the array", zap.String("device", s.d.BlockPath()), zap.Error(err))
@@ -575,10 +575,10 @@ func (m *Manager) recoverFailed(s *served) {
 
 // stop ends s: deletes (or, when the device is already going, stops) the
 // device, marks the array clean and closes its members.
-func (m *Manager) stop(s *served, del bool) error {
-	var err error
+func (m *Manager) stop(s *served, del bool) (deleted bool, err error) {
 	if del {
 		err = s.d.Delete()
+		deleted = err == nil
 	} else if err = s.d.Stop(); errors.Is(err, unix.ENODEV) {
 		err = nil
 	}
@@ -591,7 +591,7 @@ func (m *Manager) stop(s *served, del bool) error {
 	if err == nil {
 		m.log.Info("array stopped cleanly", zap.String("device", s.d.BlockPath()))
 	}
-	return err
+	return deleted, err
 }
 
 // releaseMemory returns the memory of arrays that stopped to the OS a
@@ -983,15 +983,25 @@ func (m *Manager) Delete(n int) (DeleteResult, error) {
 	} else if !errors.Is(err, ublk.ErrNoSafeStop) {
 		stopErr = err // stopped; m.stop deletes it
 	}
-	err := errors.Join(stopErr, m.stop(s, true))
+	deleted, err := m.stop(s, true)
+	err = errors.Join(stopErr, err)
 	if serr := m.saveState(); serr != nil {
 		err = errors.Join(err, serr)
 	}
 	m.changed()
-	if err != nil {
-		return DeleteResult{}, fmt.Errorf("deleting %s: %w", DevicePath(n), err)
+	res := DeleteResult{}
+	if deleted {
+		// (The device is gone even if marking the array clean failed:
+		// del --all lists it.)
+		res.Deleted = []string{DevicePath(n)}
 	}
-	return DeleteResult{Deleted: []string{DevicePath(n)}}, nil
+	switch {
+	case err != nil && deleted:
+		return res, fmt.Errorf("%s deleted, but: %w", DevicePath(n), err)
+	case err != nil:
+		return res, fmt.Errorf("deleting %s: %w", DevicePath(n), err)
+	}
+	return res, nil
 }
 
 // forgetPending drops the pending entry n and deletes the device a dead
@@ -1918,7 +1928,8 @@ func (m *Manager) Shutdown(keep bool) {
 			if errors.Is(err, ublk.ErrNoSafeStop) {
 				err = nil
 			}
-			if err = errors.Join(err, m.stop(s, true)); err != nil {
+			_, serr := m.stop(s, true)
+			if err = errors.Join(err, serr); err != nil {
 				m.log.Error("deleting the device", zap.String("device", s.d.BlockPath()), zap.Error(err))
 			}
 		}
