@@ -905,9 +905,40 @@ func geometryCovered(ea *engine.Array) bool {
 // SetClean records in every member's superblock whether the array is
 // stopped cleanly (true) or in use (false).
 func (a *Array) SetClean(clean bool) error {
+	if clean {
+		a.failUnflushed()
+	}
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	return a.writeSuperblocks(a.Engine.State(), clean)
+}
+
+// failUnflushed flushes every member in use before a clean mark and
+// fails each whose flush fails, as md fails a member whose superblock
+// write's PREFLUSH fails: it may have lost writes it acknowledged, so its
+// copy is not in sync, and the others are marked clean without it. Never
+// the last copy of something (FailRedundantIf): then writeSuperblocks,
+// which flushes again, refuses the mark.
+func (a *Array) failUnflushed() {
+	a.mu.Lock()
+	st := a.Engine.State()
+	members := append([]*Member(nil), a.Members...)
+	var roles []int
+	for r, m := range members {
+		if m != nil && writable(st.Members[r]) {
+			roles = append(roles, r)
+		}
+	}
+	a.mu.Unlock()
+	errs := writeAll(members, roles, a.MemberTimeout, func(r int) error { return memberSync(members[r]) })
+	for _, r := range roles {
+		if errs[r] == nil {
+			continue
+		}
+		if nst, changed, _, _ := a.Engine.FailRedundantIf(r, st.Members[r].Since); changed {
+			a.persist(nst)
+		}
+	}
 }
 
 // persist makes engine state st durable (Backend.Persist): called from

@@ -180,9 +180,11 @@ func TestTornCleanStopResyncs(t *testing.T) {
 	}
 }
 
-// A member whose flush fails may have lost data it acknowledged: the
-// stop is then not marked clean on any member (the next start resyncs).
-func TestCleanMarkNotWrittenWhenAFlushFails(t *testing.T) {
+// A member whose flush fails may have lost data it acknowledged: as md
+// fails a member whose superblock PREFLUSH fails, it is failed (never the
+// last copy) and the others are marked clean without it. The last copy's
+// failed flush refuses the mark on every member (the next start resyncs).
+func TestCleanMarkFailsMemberWhoseFlushFails(t *testing.T) {
 	rack := memdev.NewRack(rand.New(dropAll{}))
 	paths := []string{"/m0", "/m1"}
 	for _, p := range paths {
@@ -201,19 +203,36 @@ func TestCleanMarkNotWrittenWhenAFlushFails(t *testing.T) {
 	}
 	orig := memberSync
 	t.Cleanup(func() { memberSync = orig })
+	failing := paths[1]
 	memberSync = func(m *Member) error {
-		if m.Path == paths[1] {
+		if m.Path == failing {
 			return errors.New("flush: I/O error")
 		}
 		return orig(m)
 	}
-	if err := a.SetClean(true); err == nil {
-		t.Fatal("marked clean with a member's flush failed")
+	if err := a.SetClean(true); err != nil {
+		t.Fatalf("clean mark with a redundant member's flush failed: %v", err)
 	}
-	for _, p := range paths {
+	sb := func(p string) *engine.Superblock {
 		sb, err := engine.ParseSuperblock(rack.Stable(rack.Disk(p), engine.SuperblockOffset, engine.SuperblockSize))
-		if err != nil || sb.Clean {
-			t.Errorf("%s superblock: clean %v, %v; want in use", p, sb.Clean, err)
+		if err != nil {
+			t.Fatal(err)
 		}
+		return sb
+	}
+	if s0 := sb(paths[0]); !s0.Clean || s0.Roles[1].State != engine.RoleFaulty {
+		t.Fatalf("%s after the stop: clean %v, role 1 %v; want clean, role 1 faulty", paths[0], s0.Clean, s0.Roles[1].State)
+	}
+
+	// Now the last copy's flush fails: no clean mark anywhere.
+	if err := a.SetClean(false); err != nil {
+		t.Fatal(err)
+	}
+	failing = paths[0]
+	if err := a.SetClean(true); err == nil {
+		t.Fatal("marked clean with the last copy's flush failed")
+	}
+	if s0 := sb(paths[0]); s0.Clean {
+		t.Fatalf("%s: clean after its own flush failed", paths[0])
 	}
 }
