@@ -337,6 +337,13 @@ func checkRecover(ctrl *Control, id uint32, target Target) (DevInfo, error) {
 		// descriptor sizes...) would be served wrongly.
 		return DevInfo{}, fmt.Errorf("ublk device %d has features this server does not serve: %v", id, FlagNames(other))
 	}
+	if info.NrHwQueues == 0 || int(info.NrHwQueues) > maxNrQueues || info.QueueDepth == 0 || int(info.QueueDepth) > maxQueueDepth ||
+		info.MaxIOBufBytes == 0 || info.MaxIOBufBytes%4096 != 0 || info.MaxIOBufBytes > 32<<20 {
+		// The queues are set up from these: bounded as Config.Validate
+		// bounds a new device's.
+		return DevInfo{}, fmt.Errorf("ublk device %d has %d queues of depth %d and %d-byte I/O buffers: beyond what this server serves (%d queues, depth %d, 32 MiB)",
+			id, info.NrHwQueues, info.QueueDepth, info.MaxIOBufBytes, maxNrQueues, maxQueueDepth)
+	}
 	if info.Flags&FlagIODescSize != 0 && info.Pad0 != ioDescSize {
 		return DevInfo{}, fmt.Errorf("ublk device %d has %d-byte I/O descriptors; this server reads %d-byte ones", id, info.Pad0, ioDescSize)
 	}

@@ -119,3 +119,23 @@ func TestCheckRecoverRefusesStoppedDevice(t *testing.T) {
 		t.Fatal("CheckRecover accepts a stopped (DEAD) device, which START_USER_RECOVERY refuses with EBUSY")
 	}
 }
+
+// The queues of a recovered device are set up from its info (queues,
+// depth, I/O buffer size): values past what Config.Validate lets a new
+// device have (a foreign device, or a corrupt answer) are refused rather
+// than mapped (a huge buffer per tag).
+func TestCheckRecoverBoundsDeviceShape(t *testing.T) {
+	for name, change := range map[string]func(*DevInfo){
+		"no queues":       func(i *DevInfo) { i.NrHwQueues = 0 },
+		"deep queues":     func(i *DevInfo) { i.QueueDepth = maxQueueDepth + 1 },
+		"huge buffers":    func(i *DevInfo) { i.MaxIOBufBytes = 1 << 30 },
+		"odd buffers":     func(i *DevInfo) { i.MaxIOBufBytes = 4096 + 512 },
+		"too many queues": func(i *DevInfo) { i.NrHwQueues = maxNrQueues + 1 },
+	} {
+		info := deadServerDevice()
+		change(&info)
+		if err := CheckRecover(fakeControl(t, info, Params{}), 7, nopTarget{}); err == nil {
+			t.Errorf("%s: CheckRecover accepts %d queues of depth %d, %d-byte buffers", name, info.NrHwQueues, info.QueueDepth, info.MaxIOBufBytes)
+		}
+	}
+}
