@@ -332,6 +332,12 @@ func (q *Queue) onBatchCQE(ud uint64, res int32, flags uint32) {
 	case batchFetch:
 		if flags&cqeFBuffer != 0 {
 			bid := uint16(flags >> cqeBufferShift)
+			if int(bid) >= len(b.pbufs) || int(res) > b.tagBuf {
+				// (Bounded as everything the kernel gives: never read
+				// outside the buffer ring or a tag buffer.)
+				q.fail(fmt.Errorf("queue %d: FETCH_IO_CMDS gave buffer %d of %d with %d bytes (at most %d)", q.id, bid, len(b.pbufs), res, b.tagBuf))
+				return
+			}
 			if res > 0 {
 				tags := unsafe.Slice((*uint16)(unsafe.Pointer(&b.tagMem[int(bid)*b.tagBuf])), int(res)/2)
 				for _, tag := range tags {

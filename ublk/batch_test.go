@@ -74,3 +74,27 @@ func TestBatchBufferRing(t *testing.T) {
 		t.Fatalf("after giving back buffer 2 the read took %d", bid)
 	}
 }
+
+// A fetch completion is bounded before its tags are read: a buffer id
+// past the buffer ring, or more bytes than a tag buffer holds, fails the
+// queue (a protocol error) instead of reading outside the buffers.
+func TestBatchFetchCQEBounded(t *testing.T) {
+	for name, c := range map[string]struct {
+		bid uint16
+		res int32
+	}{"buffer id past the ring": {bid: 4, res: 2}, "more bytes than a tag buffer": {bid: 0, res: 2*4 + 2}} {
+		r := newTestRing(t, 16, RingOptions{})
+		const depth = 4
+		q := &Queue{depth: depth, ring: r, zeroCopy: true, state: []uint8{tagFetched, tagFetched, tagFetched, tagFetched}}
+		b, err := newBatchQueue(q)
+		if err != nil {
+			t.Skipf("provided-buffer rings unavailable on this host: %v", err)
+		}
+		q.batch = b
+		q.onBatchCQE(batchFetch, c.res, cqeFBuffer|uint32(c.bid)<<cqeBufferShift|cqeFMore)
+		b.close()
+		if q.err == nil {
+			t.Errorf("%s (buffer %d, %d bytes): taken", name, c.bid, c.res)
+		}
+	}
+}
