@@ -231,6 +231,7 @@ type Array struct {
 	// yet in Members).
 	activating *Member
 	closing    bool       // Close has begun: no spare is activated
+	stopped    bool       // marked clean (SetClean(true)), until SetClean(false): no spare is activated
 	closed     bool       // Close took the flusher: no superblock write any more
 	spareMu    sync.Mutex // serialises spare activations
 }
@@ -904,12 +905,24 @@ func geometryCovered(ea *engine.Array) bool {
 
 // SetClean records in every member's superblock whether the array is
 // stopped cleanly (true) or in use (false).
+//
+// Marked clean, the array activates no spare until it is marked in use
+// again: an activation (a member failed by the stop's flush, below, or
+// one under way) would write a generation in use over the clean mark.
 func (a *Array) SetClean(clean bool) error {
 	if clean {
+		a.mu.Lock()
+		a.stopped = true
+		a.mu.Unlock()
+		a.spareMu.Lock() // an activation under way finishes first
+		a.spareMu.Unlock()
 		a.failUnflushed()
 	}
 	a.mu.Lock()
 	defer a.mu.Unlock()
+	if !clean {
+		a.stopped = false
+	}
 	return a.writeSuperblocks(a.Engine.State(), clean)
 }
 

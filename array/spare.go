@@ -227,7 +227,7 @@ func (a *Array) activateSpare() {
 		}
 	}
 	a.mu.Lock()
-	if role < 0 || len(a.spares) == 0 || a.closing {
+	if role < 0 || len(a.spares) == 0 || a.closing || a.stopped {
 		a.mu.Unlock()
 		return
 	}
@@ -256,7 +256,7 @@ func (a *Array) activateSpare() {
 	}()
 	for range tries {
 		a.mu.Lock()
-		if len(a.spares) == 0 || a.closing {
+		if len(a.spares) == 0 || a.closing || a.stopped {
 			a.mu.Unlock()
 			return
 		}
