@@ -579,6 +579,13 @@ func (m *Manager) stop(s *served, del bool) (deleted bool, err error) {
 	if del {
 		err = s.d.Delete()
 		deleted = err == nil
+		if err != nil && m.ctrl != nil {
+			// A stop that failed (a queue's error) before DEL_DEV
+			// succeeded: gone all the same.
+			if exists, xerr := m.ctrl.Exists(uint32(s.n)); xerr == nil && !exists {
+				deleted = true
+			}
+		}
 	} else if err = s.d.Stop(); errors.Is(err, unix.ENODEV) {
 		err = nil
 	}
