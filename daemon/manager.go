@@ -13,6 +13,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"go.uber.org/zap"
@@ -340,6 +341,9 @@ func (m *Manager) config(n, queues, depth, maxIO int) ublk.Config {
 func (m *Manager) start(a *array.Array, n int, cfg ublk.Config, recover bool) (*served, error) {
 	dev := DevicePath(n)
 	st := a.Status()
+	// The served array, once made (below): a spare may be activated
+	// before, as soon as the dirty mark records a failed role.
+	var sp atomic.Pointer[served]
 	a.Configure(func() {
 		a.OnMemberFailed = func(role int, path string) {
 			// Called under the array's lock: log only (no Status call).
@@ -347,6 +351,29 @@ func (m *Manager) start(a *array.Array, n int, cfg ublk.Config, recover bool) (*
 				zap.Int("role", role), zap.String("member", path), zap.Bool("degraded", true))
 		}
 		a.MemberTimeout = m.opts.Queue.MemberTimeout
+		a.OnSpareActivated = func(role int, path string, err error) {
+			if err != nil {
+				m.log.Error("spare not activated", zap.String("device", dev), zap.Int("role", role), zap.String("spare", path), zap.Error(err))
+				return
+			}
+			m.log.Warn("spare activated", zap.String("device", dev), zap.Int("role", role), zap.String("member", path))
+			if s := sp.Load(); s != nil {
+				// The status taken under m.mu: an add-spare recording
+				// its device meanwhile (addToState, after the array
+				// took it) is in it or comes after, never overwritten
+				// by an older list.
+				m.mu.Lock()
+				st := a.Status()
+				s.entry.Members = memberPaths(st)
+				m.mu.Unlock()
+				m.followWriteMostly(s, st)
+			}
+			// (Not served yet: its entry is made from the array as it
+			// is then; this write keeps the state file's entries.)
+			if err := m.saveState(); err != nil {
+				m.log.Error("state file not written", zap.Error(err))
+			}
+		}
 	})
 	if recover {
 		// Refused before the dirty mark is written: a device this array
@@ -379,28 +406,14 @@ func (m *Manager) start(a *array.Array, n int, cfg ublk.Config, recover bool) (*
 	s := &served{n: int(d.ID()), a: a, d: d, created: a.Created, recovered: recover, since: time.Now(),
 		entry: StateEntry{Number: int(d.ID()), UUID: st.UUID, Name: st.Name, Queues: int(info.NrHwQueues),
 			Depth: int(info.QueueDepth), MaxIOBytes: int(info.MaxIOBufBytes)}}
-	s.entry.Members = memberPaths(st)
-	a.OnSpareActivated = func(role int, path string, err error) {
-		if err != nil {
-			m.log.Error("spare not activated", zap.String("device", dev), zap.Int("role", role), zap.String("spare", path), zap.Error(err))
-			return
-		}
-		m.log.Warn("spare activated", zap.String("device", dev), zap.Int("role", role), zap.String("member", path))
-		// The status taken under m.mu: an add-spare recording its device
-		// meanwhile (addToState, after the array took it) is in it or
-		// comes after, never overwritten by an older list.
-		m.mu.Lock()
-		st := a.Status()
-		s.entry.Members = memberPaths(st)
-		m.mu.Unlock()
-		m.followWriteMostly(s, st)
-		if err := m.saveState(); err != nil {
-			m.log.Error("state file not written", zap.Error(err))
-		}
-	}
+	members := memberPaths(a.Status())
+	m.mu.Lock() // (as the activation does)
+	s.entry.Members = members
+	m.mu.Unlock()
+	sp.Store(s)
 	m.log.Info("array live", zap.String("device", d.BlockPath()), zap.String("array", st.Name), zap.String("uuid", st.UUID),
 		zap.String("level", st.Level), zap.String("layout", st.Layout), zap.Uint64("size_bytes", st.SizeBytes),
-		zap.Strings("members", s.entry.Members), zap.Bool("created", a.Created), zap.Bool("recovered", recover),
+		zap.Strings("members", members), zap.Bool("created", a.Created), zap.Bool("recovered", recover),
 		zap.Bool("degraded", st.Degraded), zap.Int("queues", int(info.NrHwQueues)))
 	if bm := a.Bitmap; bm != nil {
 		g := bm.Geometry()
