@@ -22,13 +22,7 @@ func TestReAddByAnotherPathListsDeviceOnce(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := a.Fail(1); err != nil {
-		t.Fatal(err)
-	}
-	if err := a.SetClean(true); err != nil {
-		t.Fatal(err)
-	}
-	a.Close()
+	failAndStop(t, a, 1)
 	a, err = array.Open(paths, array.CreateSpec{}, false)
 	if err != nil {
 		t.Fatal(err)

@@ -36,6 +36,19 @@ func removedBeforeStateWrite(t *testing.T) ([]string, string) {
 	return paths, uuid
 }
 
+// failAndStop fails a's member role, recorded in the others'
+// superblocks, and stops a cleanly.
+func failAndStop(t *testing.T, a *array.Array, role int) {
+	t.Helper()
+	if err := a.Fail(role); err != nil {
+		t.Fatal(err)
+	}
+	if err := a.SetClean(true); err != nil {
+		t.Fatal(err)
+	}
+	a.Close()
+}
+
 // fakeDevices makes Manager.start create no kernel device (tests without
 // a driver).
 func fakeDevices(t *testing.T) {
@@ -140,13 +153,7 @@ func TestRestoreKeepsFailedMemberInEntry(t *testing.T) {
 		t.Fatal(err)
 	}
 	uuid := a.Status().UUID
-	if err := a.Fail(1); err != nil {
-		t.Fatal(err)
-	}
-	if err := a.SetClean(true); err != nil {
-		t.Fatal(err)
-	}
-	a.Close()
+	failAndStop(t, a, 1)
 	fakeDevices(t)
 	state := filepath.Join(t.TempDir(), "arrays.json")
 	if err := SaveState(state, State{Arrays: []StateEntry{{Number: 0, UUID: uuid, Members: slices.Clone(paths)}}}); err != nil {

@@ -42,13 +42,7 @@ func TestRestoreStateFileWritesKeepEveryEntry(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := x.Fail(1); err != nil {
-		t.Fatal(err)
-	}
-	if err := x.SetClean(true); err != nil {
-		t.Fatal(err)
-	}
-	x.Close()
+	failAndStop(t, x, 1)
 
 	// Entry 1 comes after X in the file; its members are not there (yet),
 	// so it stays pending: it must be in the state file all along too.

@@ -8,7 +8,6 @@ import (
 
 	"github.com/ublk-raid/ublk-raid/array"
 	"github.com/ublk-raid/ublk-raid/engine"
-	"github.com/ublk-raid/ublk-raid/ublk"
 )
 
 // Found by review. A state file written before write-mostly roles were
@@ -30,21 +29,13 @@ func TestRestoreKeepsWriteMostlyOfAMemberOnceAbsent(t *testing.T) {
 		t.Fatal(err)
 	}
 	uuid := a.Status().UUID
-	if err := a.Fail(2); err != nil {
-		t.Fatal(err)
-	}
-	if err := a.SetClean(true); err != nil {
-		t.Fatal(err)
-	}
-	a.Close()
+	failAndStop(t, a, 2)
 
 	state := filepath.Join(t.TempDir(), "arrays.json")
 	if err := SaveState(state, State{Arrays: []StateEntry{{Number: 0, UUID: uuid, Members: slices.Clone(paths), WriteMostly: []string{paths[1], paths[2]}}}}); err != nil {
 		t.Fatal(err)
 	}
-	saved := createDevice
-	t.Cleanup(func() { createDevice = saved })
-	createDevice = func(*ublk.Control, ublk.Target, ublk.Config) (*ublk.Device, error) { return &ublk.Device{}, nil }
+	fakeDevices(t)
 
 	// A restart with the failed member's disk absent.
 	away := paths[2] + ".away"

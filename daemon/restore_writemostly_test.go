@@ -8,7 +8,6 @@ import (
 
 	"github.com/ublk-raid/ublk-raid/array"
 	"github.com/ublk-raid/ublk-raid/engine"
-	"github.com/ublk-raid/ublk-raid/ublk"
 )
 
 // Write-mostly belongs to the role (followWriteMostly): a spare that takes
@@ -33,23 +32,13 @@ func TestRestoreSpareActivationKeepsWriteMostly(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := x.Fail(1); err != nil {
-		t.Fatal(err)
-	}
-	if err := x.SetClean(true); err != nil {
-		t.Fatal(err)
-	}
-	x.Close()
+	failAndStop(t, x, 1)
 
 	state := filepath.Join(t.TempDir(), "arrays.json")
 	if err := SaveState(state, State{Arrays: []StateEntry{{Number: 0, UUID: uuid, Members: slices.Clone(px), WriteMostly: []string{px[1]}}}}); err != nil {
 		t.Fatal(err)
 	}
-	saved := createDevice
-	t.Cleanup(func() { createDevice = saved })
-	createDevice = func(_ *ublk.Control, _ ublk.Target, cfg ublk.Config) (*ublk.Device, error) {
-		return &ublk.Device{}, nil
-	}
+	fakeDevices(t)
 	m := NewManager(nil, ManagerOptions{StateFile: state})
 	if _, _, err := m.Restore(); err != nil {
 		t.Fatal(err)
@@ -85,21 +74,13 @@ func TestRestoreKeepsWriteMostlyAfterAnUnheldOne(t *testing.T) {
 		t.Fatal(err)
 	}
 	uuid := a.Status().UUID
-	if err := a.Fail(1); err != nil {
-		t.Fatal(err)
-	}
-	if err := a.SetClean(true); err != nil {
-		t.Fatal(err)
-	}
-	a.Close()
+	failAndStop(t, a, 1)
 
 	state := filepath.Join(t.TempDir(), "arrays.json")
 	if err := SaveState(state, State{Arrays: []StateEntry{{Number: 0, UUID: uuid, Members: paths, WriteMostly: []string{paths[1], paths[2]}}}}); err != nil {
 		t.Fatal(err)
 	}
-	saved := createDevice
-	t.Cleanup(func() { createDevice = saved })
-	createDevice = func(*ublk.Control, ublk.Target, ublk.Config) (*ublk.Device, error) { return &ublk.Device{}, nil }
+	fakeDevices(t)
 
 	m := NewManager(nil, ManagerOptions{StateFile: state})
 	if started, failed, err := m.Restore(); err != nil || started != 1 {
@@ -124,9 +105,7 @@ func TestRestoreKeepsWriteMostlyAfterAnUnheldOne(t *testing.T) {
 func TestRestoreWriteMostlyFollowsTheRoleWhenPathsMoved(t *testing.T) {
 	paths := files(t, 2, 8<<20)
 	state := filepath.Join(t.TempDir(), "arrays.json")
-	saved := createDevice
-	t.Cleanup(func() { createDevice = saved })
-	createDevice = func(*ublk.Control, ublk.Target, ublk.Config) (*ublk.Device, error) { return &ublk.Device{}, nil }
+	fakeDevices(t)
 	m := NewManager(nil, ManagerOptions{StateFile: state})
 	zero := 0
 	if _, err := m.Add(t.Context(), AddRequest{Members: paths, Level: "1", Number: &zero, NoBitmap: true, WriteMostly: paths[1:]}); err != nil {
