@@ -17,6 +17,29 @@ type dropAll struct{}
 
 func (dropAll) Uint64() uint64 { return ^uint64(0) }
 
+// servedMirror is a raid1 without a bitmap on two memdev disks of a rack
+// that keeps nothing of their caches at a power cut, marked in use as the
+// daemon serves it; spec assembles it again.
+func servedMirror(t *testing.T) (*memdev.Rack, []string, CreateSpec, *Array) {
+	t.Helper()
+	rack := memdev.NewRack(rand.New(dropAll{}))
+	paths := []string{"/m0", "/m1"}
+	for _, p := range paths {
+		rack.AddDisk(p, 16<<20)
+	}
+	spec := CreateSpec{OpenDevice: func(p string) (Device, error) { return rack.Open(p) }}
+	create := spec
+	create.Level, create.AssumeClean, create.NoBitmap = engine.Level1, true, true
+	a, err := Open(paths, create, true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := a.SetClean(false); err != nil {
+		t.Fatal(err)
+	}
+	return rack, paths, spec, a
+}
+
 // Found by review. TestCleanMarkNotDurableBeforeCachedData: an array without a bitmap is
 // resynced after a stop only if its superblocks say it was not stopped
 // cleanly, so the clean mark must not become durable on a member before
@@ -30,21 +53,7 @@ func (dropAll) Uint64() uint64 { return ^uint64(0) }
 // member is flushed before any clean mark is written: the copies are the
 // same after the cut.)
 func TestCleanMarkNotDurableBeforeCachedData(t *testing.T) {
-	rack := memdev.NewRack(rand.New(dropAll{}))
-	paths := []string{"/m0", "/m1"}
-	for _, p := range paths {
-		rack.AddDisk(p, 16<<20)
-	}
-	spec := CreateSpec{OpenDevice: func(p string) (Device, error) { return rack.Open(p) }}
-	create := spec
-	create.Level, create.AssumeClean, create.NoBitmap = engine.Level1, true, true
-	a, err := Open(paths, create, true)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := a.SetClean(false); err != nil { // served, as the daemon does
-		t.Fatal(err)
-	}
+	rack, paths, spec, a := servedMirror(t)
 	// A user write, acknowledged without FUA or FLUSH: in both members'
 	// caches.
 	off := int64(a.dataOffset)
@@ -113,21 +122,7 @@ func TestCleanMarkNotDurableBeforeCachedData(t *testing.T) {
 // the freshest; flushing every member before any clean superblock is
 // written would do as well.)
 func TestTornCleanStopResyncs(t *testing.T) {
-	rack := memdev.NewRack(rand.New(dropAll{}))
-	paths := []string{"/m0", "/m1"}
-	for _, p := range paths {
-		rack.AddDisk(p, 16<<20)
-	}
-	spec := CreateSpec{OpenDevice: func(p string) (Device, error) { return rack.Open(p) }}
-	create := spec
-	create.Level, create.AssumeClean, create.NoBitmap = engine.Level1, true, true
-	a, err := Open(paths, create, true)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := a.SetClean(false); err != nil { // served, as the daemon does
-		t.Fatal(err)
-	}
+	rack, paths, spec, a := servedMirror(t)
 	off := int64(a.dataOffset)
 	data := bytes.Repeat([]byte{0x5a}, 4096)
 	for _, m := range a.Members {
@@ -185,22 +180,8 @@ func TestTornCleanStopResyncs(t *testing.T) {
 // last copy) and the others are marked clean without it. The last copy's
 // failed flush refuses the mark on every member (the next start resyncs).
 func TestCleanMarkFailsMemberWhoseFlushFails(t *testing.T) {
-	rack := memdev.NewRack(rand.New(dropAll{}))
-	paths := []string{"/m0", "/m1"}
-	for _, p := range paths {
-		rack.AddDisk(p, 16<<20)
-	}
-	spec := CreateSpec{OpenDevice: func(p string) (Device, error) { return rack.Open(p) }}
-	create := spec
-	create.Level, create.AssumeClean, create.NoBitmap = engine.Level1, true, true
-	a, err := Open(paths, create, true)
-	if err != nil {
-		t.Fatal(err)
-	}
+	rack, paths, _, a := servedMirror(t)
 	defer a.Close()
-	if err := a.SetClean(false); err != nil {
-		t.Fatal(err)
-	}
 	orig := memberSync
 	t.Cleanup(func() { memberSync = orig })
 	failing := paths[1]
