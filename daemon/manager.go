@@ -135,7 +135,7 @@ func (m *Manager) Restore() (started, failed int, err error) {
 	}
 	m.mu.Unlock()
 	for _, e := range st.Arrays {
-		s, err := m.restore(e)
+		s, err := m.restore(e, openRetry)
 		if err != nil {
 			failed++
 			m.log.Error("array not started", zap.String("device", DevicePath(e.Number)), zap.String("uuid", e.UUID),
@@ -156,7 +156,10 @@ func (m *Manager) Restore() (started, failed int, err error) {
 // RetryPending tries again to start the pending entries (members may
 // appear after the daemon starts, as udev coldplugs them). It returns the
 // number still pending. Failures are logged at debug level: Restore has
-// logged the first one.
+// logged the first one. Each entry gets one assembly attempt: a member
+// held elsewhere (EBUSY) is not waited for as Restore waits (openRetry),
+// since this runs under addMu every pendingRetryEvery, and waiting would
+// hold every add, del and the daemon's shutdown up to 10 s per entry.
 func (m *Manager) RetryPending() int {
 	m.addMu.Lock()
 	if m.closed {
@@ -173,7 +176,7 @@ func (m *Manager) RetryPending() int {
 	m.mu.Unlock()
 	started := 0
 	for _, e := range es {
-		s, err := m.restore(e)
+		s, err := m.restore(e, openOnce)
 		if err != nil {
 			m.log.Debug("array still not started", zap.String("device", DevicePath(e.Number)), zap.Error(err))
 			continue
@@ -194,7 +197,8 @@ func (m *Manager) RetryPending() int {
 	return left
 }
 
-func (m *Manager) restore(e StateEntry) (*served, error) {
+// restore starts the array of state entry e, assembled by open.
+func (m *Manager) restore(e StateEntry, open func([]string, array.CreateSpec) (*array.Array, error)) (*served, error) {
 	if e.Number < 0 || len(e.Members) == 0 {
 		return nil, fmt.Errorf("state entry %d: invalid", e.Number)
 	}
@@ -218,7 +222,7 @@ func (m *Manager) restore(e StateEntry) (*served, error) {
 	// left out when the superblocks present record them failed, missing
 	// or spare (array.CreateSpec.SkipAbsent): md starts such an array
 	// without them; an absent active member keeps the array pending.
-	a, err := openRetry(e.Members, m.restoreSpec(e))
+	a, err := open(e.Members, m.restoreSpec(e))
 	if err == nil && len(a.Absent) > 0 {
 		m.log.Warn("members absent: the array starts without them (its superblocks record them failed, missing or spare)",
 			zap.String("device", DevicePath(e.Number)), zap.String("uuid", e.UUID), zap.Strings("absent", a.Absent))
@@ -317,12 +321,18 @@ func (m *Manager) restoreSpec(e StateEntry) array.CreateSpec {
 		Taken: func(uuid string) error { return m.taken(uuid, e.Number) }}
 }
 
+// openOnce assembles the array of members (a variable: tests count the
+// attempts).
+var openOnce = func(members []string, spec array.CreateSpec) (*array.Array, error) {
+	return array.Open(members, spec, false)
+}
+
 // openRetry assembles the array of members, waiting a little while a
 // member is still held by a server that is exiting.
 func openRetry(members []string, spec array.CreateSpec) (*array.Array, error) {
 	deadline := time.Now().Add(10 * time.Second)
 	for {
-		a, err := array.Open(members, spec, false)
+		a, err := openOnce(members, spec)
 		if err == nil || !errors.Is(err, unix.EBUSY) || time.Now().After(deadline) {
 			return a, err
 		}
