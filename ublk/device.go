@@ -547,9 +547,20 @@ func queueAffinity(policy QueueCPUs, set *unix.CPUSet) *unix.CPUSet {
 			return nil // one CPU: nowhere else to go
 		}
 	default:
-		c := firstCPU(set)
-		if c < 0 {
+		// The first of the queue's CPUs this process may run on: the
+		// kernel's map covers every possible CPU, including ones offline
+		// or outside the daemon's cpuset, where pinning fails (and with
+		// it the queue's setup).
+		var allowed unix.CPUSet
+		if err := unix.SchedGetaffinity(0, &allowed); err != nil {
 			return nil
+		}
+		for i := range allowed {
+			allowed[i] &= set[i]
+		}
+		c := firstCPU(&allowed)
+		if c < 0 {
+			return nil // none of them: unpinned
 		}
 		out.Set(c)
 	}
