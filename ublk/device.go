@@ -322,6 +322,13 @@ func checkRecover(ctrl *Control, id uint32, target Target) (DevInfo, error) {
 	if info.Flags&FlagUserRecovery == 0 {
 		return DevInfo{}, fmt.Errorf("ublk device %d was not created with user recovery", id)
 	}
+	if info.Flags&FlagUserRecoveryReissue == 0 {
+		// Made by another server: the kernel fails a request in flight
+		// when its server leaves, so this server's hand-overs (a restart
+		// keeping the device, a grow, a failed queue) would fail its
+		// users' I/O. Create makes devices with REISSUE only.
+		return DevInfo{}, fmt.Errorf("ublk device %d was created without user_recovery_reissue: its I/O in flight would fail at every hand-over", id)
+	}
 	if info.Served() {
 		return DevInfo{}, fmt.Errorf("ublk device %d is live, served by pid %d", id, info.UblksrvPid)
 	}
@@ -360,8 +367,28 @@ func checkRecover(ctrl *Control, id uint32, target Target) (DevInfo, error) {
 		if err := c.CheckDevice(p); err != nil {
 			return DevInfo{}, fmt.Errorf("ublk device %d: %w", id, err)
 		}
+		if pt, ok := target.(interface{ Params() Params }); ok && info.Flags&FlagAutoBufReg != 0 {
+			// Zero copy: member I/O moves the users' pages with O_DIRECT,
+			// which the members refuse (EINVAL, a failed member on a
+			// write) unless the device makes users align them as the
+			// members need. A device made before DMA_ALIGN was asked for
+			// lets them be 4-byte aligned.
+			own := pt.Params()
+			if own.Types&ParamTypeDMAAlign != 0 && (p.Types&ParamTypeDMAAlign == 0 || p.DMA.Alignment < own.DMA.Alignment) {
+				return DevInfo{}, fmt.Errorf("ublk device %d is zero copy and aligns user buffers to %d bytes; the members need %d", id, dmaAlignment(p), own.DMA.Alignment+1)
+			}
+		}
 	}
 	return info, nil
+}
+
+// dmaAlignment is the user buffer alignment device parameters p ask for
+// (the driver's default without DMA_ALIGN: 4 bytes).
+func dmaAlignment(p Params) uint32 {
+	if p.Types&ParamTypeDMAAlign == 0 {
+		return 4
+	}
+	return p.DMA.Alignment + 1
 }
 
 // Recover re-attaches this process to device id, whose previous server

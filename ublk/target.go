@@ -141,8 +141,9 @@ type DeviceChecker interface {
 // parameters are own can serve device dev if it holds all of dev's
 // sectors (a smaller target would fail the requests past its end, or a
 // file grow under them) and takes dev's logical blocks (smaller ones
-// than its members' would fail member I/O with EINVAL). A device smaller
-// than the target is served (its end stays unused).
+// than its members' would fail member I/O with EINVAL), and gets FLUSH
+// if the target needs it (VOLATILE_CACHE). A device smaller than the
+// target is served (its end stays unused).
 func ServesDevice(dev, own Params) error {
 	d, o := dev.Basic, own.Basic
 	switch {
@@ -150,6 +151,13 @@ func ServesDevice(dev, own Params) error {
 		return fmt.Errorf("it has %d sectors, more than the %d served here", d.DevSectors, o.DevSectors)
 	case d.LogicalBSShift < o.LogicalBSShift:
 		return fmt.Errorf("it has %d-byte logical blocks, smaller than the %d-byte ones served here", 1<<d.LogicalBSShift, 1<<o.LogicalBSShift)
+	case o.Attrs&AttrVolatileCache != 0 && d.Attrs&AttrVolatileCache == 0:
+		// The block layer sends FLUSH (and FUA) only to a device that
+		// says it has a volatile cache, and the parameters of a live
+		// device do not change: an fsync would return with data in a
+		// member's write-back cache. (Made by an older version; del and
+		// add make the device anew.)
+		return fmt.Errorf("it was made without a volatile write cache, so no FLUSH would reach members that have one; delete it and add the array again")
 	}
 	return nil
 }
