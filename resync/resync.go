@@ -265,6 +265,9 @@ type run struct {
 	g       engine.Geometry
 	bufs    [][]byte // one per copy (check, repair); bufs[0] otherwise
 	unitBuf []byte   // one retry unit (readOne)
+	// bad marks, per copy of a check or repair step (by its place in
+	// member order), the sectors whose read failed when narrowed.
+	bad     [engine.MaxCopies][StepSectors / 64]uint64
 	locs    [engine.MaxCopies]engine.Location
 	par     *parityRun // raid5/6 (parity.go); nil for copies
 	written uint64     // members written since the last flush
@@ -604,7 +607,7 @@ func (r *run) rebuildRange(a, n, ms uint64, group uint64) error {
 			}
 		}
 	}
-	return r.rewriteFailed(st, locs, failed, buf)
+	return r.rewriteFailed(st, locs, failed, buf, 0)
 }
 
 // readOne reads the range into buf from the chosen copy: the first
@@ -696,13 +699,14 @@ func (r *run) arrSector(locs []engine.Location) uint64 {
 // rewriteFailed writes good data over the copies that failed reading it,
 // and reads each rewrite back (md's fix_read_error): a bad sector the
 // rewrite did not cure is a member error, as a failed write is.
-func (r *run) rewriteFailed(st *engine.ArrayState, locs []engine.Location, failed uint32, buf []byte) error {
+// buf is the data at off sectors into the range.
+func (r *run) rewriteFailed(st *engine.ArrayState, locs []engine.Location, failed uint32, buf []byte, off uint64) error {
 	for i, l := range locs {
 		if failed&(1<<uint(i)) != 0 && writable(st, l.Member) {
-			if err := r.write(l.Member, buf, l.Sector); err != nil {
+			if err := r.write(l.Member, buf, l.Sector+off); err != nil {
 				return err
 			}
-			if err := r.readBack(l.Member, len(buf), l.Sector); err != nil {
+			if err := r.readBack(l.Member, len(buf), l.Sector+off); err != nil {
 				return err
 			}
 		}
@@ -806,11 +810,16 @@ func (r *run) resyncRange(st *engine.ArrayState, locs []engine.Location, n uint6
 }
 
 // checkRange reads every readable copy, counts the 4 KiB blocks that
-// differ from the chosen copy and, for Repair, rewrites them.
+// differ from the chosen copy and, for Repair, rewrites them. A copy
+// whose read of the step fails is read again a retry unit at a time (md
+// works per page): it still takes part wherever it reads, only its
+// blocks that failed are left out of the comparison, and only those are
+// rewritten (read repair), from the chosen copy or, where that one failed
+// too, the next copy that read them.
 func (r *run) checkRange(st *engine.ArrayState, locs []engine.Location, n uint64) error {
 	order := r.byMember(locs)
 	bytesN := int(n << 9)
-	var ok, failed uint32 // by index into locs
+	var ok, failed, partial uint32 // by index into locs
 	var lastErr error
 	src := -1
 	for k, i := range order {
@@ -822,9 +831,13 @@ func (r *run) checkRange(st *engine.ArrayState, locs []engine.Location, n uint64
 		if err := r.members.ReadAt(l.Member, buf, l.Sector); err != nil {
 			failed |= 1 << uint(i)
 			lastErr = &MemberError{Role: l.Member, Op: "read", Sector: l.Sector, Err: err}
-			continue
+			if !r.readUnits(k, l, n, buf, &lastErr) {
+				continue // nothing of it read
+			}
+			partial |= 1 << uint(k)
 		}
 		if !r.unchanged(st, l.Member) {
+			partial &^= 1 << uint(k)
 			continue // replaced during the read: not this copy's data
 		}
 		ok |= 1 << uint(i)
@@ -837,6 +850,37 @@ func (r *run) checkRange(st *engine.ArrayState, locs []engine.Location, n uint64
 	}
 	r.res.ReadErrors += uint64(bits.OnesCount32(failed))
 	good := r.bufs[src][:bytesN]
+	if partial != 0 {
+		// Blocks a copy could not read: the chosen copy's come from the
+		// next copy that read them (as a user read of them would), and
+		// every failed copy's hold the good data, so that they compare
+		// equal and only a rewrite (rewriteFailed) touches them.
+		for k, i := range order {
+			if partial&(1<<uint(k)) == 0 || ok&(1<<uint(i)) == 0 {
+				continue
+			}
+			for sec := uint64(0); sec < n; sec++ {
+				if !r.isBad(k, sec) {
+					continue
+				}
+				if k == src {
+					from := -1
+					for k2, i2 := range order {
+						if k2 != src && ok&(1<<uint(i2)) != 0 && !r.isBad(k2, sec) {
+							from = k2
+							break
+						}
+					}
+					if from < 0 {
+						return r.unreadable(locs, failed, n, lastErr)
+					}
+					copy(good[sec<<9:(sec+1)<<9], r.bufs[from][sec<<9:])
+					continue
+				}
+				copy(r.bufs[k][sec<<9:(sec+1)<<9], good[sec<<9:])
+			}
+		}
+	}
 	const blk = BlockSectors << 9
 	for off := 0; off < bytesN; off += blk {
 		end := min(off+blk, bytesN)
@@ -857,9 +901,66 @@ func (r *run) checkRange(st *engine.ArrayState, locs []engine.Location, n uint64
 			}
 		}
 	}
-	// A copy that failed reading gets the chosen data back (read repair).
-	return r.rewriteFailed(st, locs, failed, good)
+	// A copy that failed reading gets the chosen data back (read repair):
+	// only its blocks that failed, where it read the rest.
+	for k, i := range order {
+		if failed&(1<<uint(i)) == 0 {
+			continue
+		}
+		if partial&(1<<uint(k)) == 0 {
+			if err := r.rewriteFailed(st, locs, 1<<uint(i), good, 0); err != nil {
+				return err
+			}
+			continue
+		}
+		if !writable(st, locs[i].Member) {
+			continue
+		}
+		for sec := uint64(0); sec < n; {
+			if !r.isBad(k, sec) {
+				sec++
+				continue
+			}
+			end := sec
+			for end < n && r.isBad(k, end) {
+				end++
+			}
+			if err := r.rewriteFailed(st, locs, 1<<uint(i), good[sec<<9:end<<9], sec); err != nil {
+				return err
+			}
+			sec = end
+		}
+	}
+	return nil
 }
+
+// readUnits reads copy l (the k-th in member order) of the step again a
+// retry unit at a time into buf, marking the sectors of the units that
+// fail in r.bad[k]; it reports whether any unit read.
+func (r *run) readUnits(k int, l engine.Location, n uint64, buf []byte, lastErr *error) bool {
+	clear(r.bad[k][:])
+	unit := uint64(r.cfg.RetryUnit)
+	read := false
+	for off := uint64(0); off < n; {
+		u := min(unit-(l.Sector+off)%unit, n-off)
+		p := r.unitBuf[:u<<9]
+		if err := r.members.ReadAt(l.Member, p, l.Sector+off); err != nil {
+			*lastErr = &MemberError{Role: l.Member, Op: "read", Sector: l.Sector + off, Err: err}
+			for sec := off; sec < off+u; sec++ {
+				r.bad[k][sec/64] |= 1 << (sec % 64)
+			}
+		} else {
+			copy(buf[off<<9:], p)
+			read = true
+		}
+		off += u
+	}
+	return read
+}
+
+// isBad reports whether sector sec of the step failed to read on the
+// k-th copy (readUnits).
+func (r *run) isBad(k int, sec uint64) bool { return r.bad[k][sec/64]&(1<<(sec%64)) != 0 }
 
 // repairCopy rewrites the runs of 4 KiB blocks in which have differs from
 // good on copy l.
