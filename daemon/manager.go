@@ -454,7 +454,9 @@ func SyncLog(log *zap.Logger) func(msg string, r array.SyncReport, err error) {
 			f = append(f, zap.Int("regions_to_recover", r.Regions))
 		}
 		if r.Kind == "check" || r.Kind == "repair" {
-			f = append(f, zap.Uint64("mismatch_cnt", r.Mismatches))
+			// md's unit, 512-byte sectors, as detail and the metric
+			// (SyncReport counts 4 KiB blocks).
+			f = append(f, zap.Uint64("mismatch_cnt", r.Mismatches*(4096/512)))
 		}
 		if r.ReadErrorsRewritten > 0 {
 			f = append(f, zap.Uint64("read_errors_rewritten", r.ReadErrorsRewritten))
