@@ -143,7 +143,11 @@
 // the daemon's equivalent of mdadm.conf's ARRAY lines: add puts an entry
 // in (before it creates the device, so that a daemon dying in between
 // leaves no device the file does not name), del takes it out; remove drops the removed member's path, add-spare
-// and replace add the new one (spares are members for the file). Stopping
+// and replace add the new one (spares are members for the file). add-spare,
+// re-add and replace first record the device as joining, before any
+// superblock names it: a daemon dying before the member list names it
+// leaves it there, and the next start assembles with it if its superblock
+// names the array (a replacement resumes), else forgets it. Stopping
 // the daemon keeps the entries. An array started from its entry (at serve's
 // start, or a retry) rewrites the entry's member list to what the array
 // holds: its members, spares, failed members left closed and absent paths;

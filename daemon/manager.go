@@ -20,6 +20,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/ublk-raid/ublk-raid/array"
+	"github.com/ublk-raid/ublk-raid/engine"
 	"github.com/ublk-raid/ublk-raid/metrics"
 	"github.com/ublk-raid/ublk-raid/ublk"
 )
@@ -218,6 +219,18 @@ func (m *Manager) restore(e StateEntry, open func([]string, array.CreateSpec) (*
 		}
 		exists = false
 	}
+	// Devices a member operation was putting in when the daemon died:
+	// those its superblock write reached are members.
+	if len(e.Joining) > 0 {
+		for _, p := range e.Joining {
+			if !slices.Contains(e.Members, p) && holdsArray(p, e.UUID) {
+				m.log.Warn("state entry: a device a member operation was adding when the daemon stopped is the array's: assembled with it",
+					zap.String("device", DevicePath(e.Number)), zap.String("member", p))
+				e.Members = append(slices.Clone(e.Members), p)
+			}
+		}
+		e.Joining = nil // (the caller saves the entry)
+	}
 	// Members absent (a failed disk pulled before it was removed) are
 	// left out when the superblocks present record them failed, missing
 	// or spare (array.CreateSpec.SkipAbsent): md starts such an array
@@ -309,6 +322,46 @@ func entryMembers(a *array.Array, listed []string) []string {
 		}
 	}
 	return keep
+}
+
+// holdsArray reports whether the device at path carries a superblock of
+// the array whose UUID is uuid (read only; an empty uuid, from an old
+// state file, matches nothing).
+func holdsArray(path, uuid string) bool {
+	if uuid == "" {
+		return false
+	}
+	d, err := ublk.OpenMemberReadOnly(path)
+	if err != nil {
+		return false
+	}
+	defer d.Close()
+	b, err := d.ReadBlock(engine.SuperblockOffset, engine.SuperblockSize)
+	if err != nil {
+		return false
+	}
+	sb, err := engine.ParseSuperblock(b)
+	return err == nil && engine.UUIDString(sb.ArrayUUID) == uuid
+}
+
+// joining records paths as devices a member operation on s is putting
+// into the array (StateEntry.Joining), before it writes their
+// superblocks; endJoining forgets them (saved with the operation's own
+// state file write, or by the caller). A failed write is logged only:
+// the operation's own write tells the user.
+func (m *Manager) joining(s *served, paths []string) {
+	m.mu.Lock()
+	s.entry.Joining = slices.Clone(paths)
+	m.mu.Unlock()
+	if err := m.saveState(); err != nil {
+		m.log.Error("state file not written", zap.String("device", DevicePath(s.n)), zap.Error(err))
+	}
+}
+
+func (m *Manager) endJoining(s *served) {
+	m.mu.Lock()
+	s.entry.Joining = nil
+	m.mu.Unlock()
 }
 
 // restoreSpec is how the array of state entry e is assembled at a
@@ -1453,15 +1506,23 @@ func (m *Manager) AddSpare(n int, members []string, force bool) (Array, error) {
 	for i, p := range members {
 		paths[i] = known(s, p)
 	}
-	if err := s.a.AddSpares(paths, force); err != nil {
+	m.joining(s, paths)
+	err = s.a.AddSpares(paths, force)
+	m.endJoining(s)
+	if err != nil {
 		// An error after every check passed (a write error) may leave
 		// the devices before it added: the state file lists those, as
 		// the array holds them, so that a restart opens them again.
 		var serr error
+		added := false
 		for _, p := range paths {
 			if slices.Contains(s.a.Spares(), p) || s.a.RoleOf(p) >= 0 {
 				serr = cmp.Or(serr, m.addToState(s, p))
+				added = true
 			}
+		}
+		if !added {
+			m.saveStateFor(s) // (Joining gone; a failure is only logged: nothing changed)
 		}
 		what := "add spare " + members[0]
 		if len(members) > 1 {
@@ -1500,7 +1561,11 @@ func (m *Manager) ReAdd(n int, member string) (Array, error) {
 		}
 	}
 	path = known(s, path)
-	if err := s.a.ReAdd(path); err != nil {
+	m.joining(s, []string{path})
+	err = s.a.ReAdd(path)
+	m.endJoining(s)
+	if err != nil {
+		m.saveStateFor(s) // (Joining gone; a failure is only logged)
 		return Array{}, Refused(fmt.Errorf("re-add %s: %w", member, err))
 	}
 	m.log.Info("member re-added", zap.String("device", DevicePath(n)), zap.String("member", path))
@@ -1531,7 +1596,10 @@ func (m *Manager) Replace(n int, member, with string, force bool) (Array, error)
 	}
 	old := s.a.Status().Members[r]
 	held := s.a.RoleOf(with) // (a refusal may name a member: not the new one)
-	if err := s.a.ReplaceMember(r, with, force); err != nil {
+	m.joining(s, []string{with})
+	err = s.a.ReplaceMember(r, with, force)
+	m.endJoining(s)
+	if err != nil {
 		// An error after the array began to change (a write error) may
 		// have let the old member go and put the new one in: the state
 		// file follows what the array holds. A refusal changed nothing,
@@ -1554,6 +1622,9 @@ func (m *Manager) Replace(n int, member, with string, force bool) (Array, error)
 		}
 		if gone {
 			serr = cmp.Or(serr, m.dropFromState(s, old.Path))
+		}
+		if !took && !gone {
+			m.saveStateFor(s) // (Joining gone; a failure is only logged: nothing changed)
 		}
 		return Array{}, m.refusedAfter(s, fmt.Errorf("replace %s with %s: %w", member, with, err), serr)
 	}

@@ -47,6 +47,14 @@ type StateEntry struct {
 	// array, finishes that grow (UPDATE_SIZE); any other size mismatch is
 	// not this array's device.
 	GrowFromSectors uint64 `json:"grow_from_sectors,omitempty"`
+	// Joining are devices a member operation (replace, add-spare,
+	// re-add) is putting into the array, recorded before any superblock
+	// names them: a daemon dying before the operation's own state file
+	// write would otherwise leave them out of Members, and the restart
+	// would assemble the array without them (a replacement forgotten:
+	// degraded, or refused once rebuilt). A start takes each one whose
+	// superblock names the array, and drops the rest.
+	Joining []string `json:"joining,omitempty"`
 }
 
 // LoadState reads the state file; a missing file is an empty state.
