@@ -63,8 +63,10 @@
 // and the others' rows, and reads it back (a resync P and Q rows only);
 // a read error Job.Unrepairable says is not to be repaired (a timeout)
 // stops the job as a failed write does. A member failed and replaced by a new device
-// during a step is not read. A failed write or flush, or a range that no copy can be read
-// from, calls Job.OnMemberError for each member involved and stops the job
-// with an error wrapping a *MemberError (and, for reads, engine.ErrNoCopy).
-// Failing the member is the caller's decision.
+// during a step is not read. A failed write or flush calls
+// Job.OnMemberError for each member involved and stops the job with an
+// error wrapping a *MemberError; failing the member is the caller's
+// decision. A range of raid1/10 that no copy can be read from stops the
+// job with an error wrapping engine.ErrNoCopy and blames no member (md
+// fails none there either: it would not bring the data back).
 package resync

@@ -671,7 +671,7 @@ func (r *run) readOne(st *engine.ArrayState, locs []engine.Location, n uint64, b
 			break
 		}
 		if !got {
-			return -1, failed, r.unreadable(locs, failed, n, lastErr)
+			return -1, failed, r.unreadable(locs, n, lastErr)
 		}
 		copy(buf[off<<9:], p)
 		off += k
@@ -680,14 +680,12 @@ func (r *run) readOne(st *engine.ArrayState, locs []engine.Location, n uint64, b
 	return -1, failed, nil
 }
 
-// unreadable reports every copy that failed reading a range no copy could
-// serve, and returns the error stopping the job.
-func (r *run) unreadable(locs []engine.Location, failed uint32, n uint64, last error) error {
-	for i, l := range locs {
-		if failed&(1<<uint(i)) != 0 && r.job.OnMemberError != nil {
-			r.job.OnMemberError(l.Member, &MemberError{Role: l.Member, Op: "read", Sector: l.Sector, Err: last})
-		}
-	}
+// unreadable is the error stopping the job at a range no copy could
+// serve. It blames no member: failing one would not bring the data back
+// and would take a copy of every other block away (md: "Don't fail
+// devices as that won't really help"; md records a bad block, of which
+// this project keeps no list, so the job stops there instead).
+func (r *run) unreadable(locs []engine.Location, n uint64, last error) error {
 	return fmt.Errorf("array sectors %d+%d: %w: %w", r.arrSector(locs), n, engine.ErrNoCopy, last)
 }
 
@@ -846,7 +844,7 @@ func (r *run) checkRange(st *engine.ArrayState, locs []engine.Location, n uint64
 		}
 	}
 	if src < 0 {
-		return r.unreadable(locs, failed, n, lastErr)
+		return r.unreadable(locs, n, lastErr)
 	}
 	r.res.ReadErrors += uint64(bits.OnesCount32(failed))
 	good := r.bufs[src][:bytesN]
@@ -872,7 +870,7 @@ func (r *run) checkRange(st *engine.ArrayState, locs []engine.Location, n uint64
 						}
 					}
 					if from < 0 {
-						return r.unreadable(locs, failed, n, lastErr)
+						return r.unreadable(locs, n, lastErr)
 					}
 					copy(good[sec<<9:(sec+1)<<9], r.bufs[from][sec<<9:])
 					continue
