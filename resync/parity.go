@@ -194,10 +194,15 @@ func (r *run) parityPiece(s, o uint64) error {
 			continue
 		}
 		if lost == 0 {
+			// One write of the piece; counted are the rows that differed.
 			if err := r.write(pm, computed[k], ms); err != nil {
 				return err
 			}
-			r.res.Repaired += uint64(len(computed[k]) / blk)
+			for off := 0; off < len(computed[k]); off += blk {
+				if !bytes.Equal(computed[k][off:off+blk], pr.bufs[pm][off:off+blk]) {
+					r.res.Repaired++
+				}
+			}
 			continue
 		}
 		// Row by row around the lost rows: their parity stays as it is
