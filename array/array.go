@@ -1384,7 +1384,40 @@ func (a *Array) Configure(fn func()) {
 // time a device takes the role, the same device re-added included: an
 // operation sent to it before its failure is then told apart from one
 // sent after the re-add (queue.Departed), whose errors are the role's.
-type roleDevice struct{ m *Member }
+//
+// out counts the member operations queues submitted to it that have not
+// returned (given up ones included, until they do), as md's nr_pending:
+// remove and re-add refuse the device while any is out (EBUSY in md), for
+// a write still out could land after the writes that follow. Each queue
+// adds on its own shard (its own cache line: no line shared by queues on
+// the hot path, up to outShards queues).
+type roleDevice struct {
+	m   *Member
+	out [outShards]struct {
+		n atomic.Int32
+		_ [60]byte
+	}
+}
+
+// outShards is how many queues count on cache lines of their own.
+const outShards = 16
+
+// busy reports whether an operation submitted to d has not returned.
+func (d *roleDevice) busy() bool {
+	if d == nil {
+		return false
+	}
+	for i := range d.out {
+		if d.out[i].n.Load() > 0 {
+			return true
+		}
+	}
+	return false
+}
+
+// roleBusy reports whether operations are still out on role's device as
+// the queues see it (roleDevice.busy).
+func (a *Array) roleBusy(role int) bool { return a.current[role].Load().busy() }
 
 // publishFile makes m (nil: none) the member queue threads use for role.
 func (a *Array) publishFile(role int, m *Member) {

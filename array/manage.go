@@ -248,11 +248,12 @@ func (a *Array) Remove(role int) error {
 		}
 		return fmt.Errorf("role %d is %s: fail it first", role, st.Members[role].State)
 	}
-	if m := now; m != nil && lateOn(m) {
+	if m := now; m != nil && (lateOn(m) || a.roleBusy(role)) {
 		// md refuses to remove a device with I/O pending (EBUSY): a
 		// removed device is closed, free for other users, and a late
-		// write could land over what they put there.
-		return fmt.Errorf("role %d: I/O given up after the member timeout is still out on %s: it can be removed once the device answers (replace can put another device in the role meanwhile)", role, m.Path)
+		// write could land over what they put there, or, re-added, over
+		// what the array wrote to it since.
+		return fmt.Errorf("role %d: I/O is still out on %s (a hung device: given up after the member timeout, or not yet): it can be removed once the device answers (replace can put another device in the role meanwhile)", role, m.Path)
 	}
 	prev := st.Members[role]
 	removed := a.Engine.Update(func(ms []engine.MemberStatus) {

@@ -748,6 +748,20 @@ func (m *arrayModel) run(t *rapid.T) {
 	m.quiesce()
 	m.checkConvergence()
 	m.readAll()
+	// Every operation back: no device counts one out (roleDevice.out,
+	// which remove refuses a device by).
+	m.unstall()
+	for q, r := range m.rings {
+		for len(r.pending) > 0 {
+			m.deliverOne(q, 0)
+		}
+	}
+	m.quiesce()
+	for r := range m.a.Members {
+		if m.a.roleBusy(r) {
+			m.fail("role %d counts member operations out, with none pending on any ring", r)
+		}
+	}
 }
 
 func (m *arrayModel) step(t *rapid.T) {

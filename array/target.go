@@ -210,7 +210,7 @@ func (q ublkRing) SubmitMember(userData uint64, tag uint16, m *Member, fixed boo
 
 // newQueue makes the handler of queue q.
 func (a *Array) newQueue(q ring) *queue {
-	h := &queue{q: q, a: a, fixed: make([]*Member, len(a.Members))}
+	h := &queue{q: q, a: a, fixed: make([]*Member, len(a.Members)), shard: q.ID() % outShards}
 	for r := range a.Members {
 		// Files() registered some member; one swapped in or out since
 		// (a spare activated during assembly, say) would make a guess
@@ -303,6 +303,7 @@ type queue struct {
 	a     *Array
 	exec  requestRunner
 	fixed []*Member // per role: the member in the ring's fixed-file table
+	shard int       // this queue's counter in roleDevice.out
 	// filesSeen is the array's filesEpoch the queue's fixed-file table
 	// matched at its last syncFiles; closed is set when the queue stops.
 	filesSeen atomic.Uint64
@@ -461,7 +462,9 @@ func (h *queue) Submit(tag uint16, op engine.OpID, io engine.MemberIO, data []by
 	if io.Log {
 		off = h.a.logOffset + io.Sector<<9 // (within the log area: the entry's size is bounded by its ring)
 	}
+	d.out[h.shard].n.Add(1) // (until it returns: OnCompletion, or Stale once given up)
 	if err := h.q.SubmitMember(uint64(tag)<<32|uint64(op), tag, m, fixed, io, off, data); err != nil {
+		d.out[h.shard].n.Add(-1)
 		// The ring could not take it: a failure of this queue, not of
 		// the member (an EIO here failed a healthy member, or with every
 		// member's operations refused, the array). The queue ends and the
@@ -474,7 +477,27 @@ func (h *queue) Submit(tag uint16, op engine.OpID, io engine.MemberIO, data []by
 
 // OnCompletion implements ublk.QueueHandler.
 func (h *queue) OnCompletion(userData uint64, res int32) {
-	h.exec.Done(uint16(userData>>32), engine.OpID(uint32(userData)), res)
+	tag, op := uint16(userData>>32), engine.OpID(uint32(userData))
+	if !h.givenUp(tag, op) {
+		// Not given up: its request waits for it, so the device it was
+		// sent to is still the one sent records (a given-up one's is
+		// counted out by Stale: its tag may serve another request now).
+		if s := h.sent[tag]; op.Index() < len(s) && s[op.Index()] != nil {
+			s[op.Index()].out[h.shard].n.Add(-1)
+		}
+	}
+	h.exec.Done(tag, op, res)
+}
+
+// givenUp reports whether operation op of tag was given up (Abandon) and
+// has not returned.
+func (h *queue) givenUp(tag uint16, op engine.OpID) bool {
+	for _, q := range h.quarantine {
+		if q.tag == tag && q.op == op {
+			return true
+		}
+	}
+	return false
 }
 
 // Complete implements engine.Backend. A request that gave up a member
@@ -553,6 +576,8 @@ type quarantined struct {
 	late lateKey
 	// lateWrite: a write's member, whose lateWrites it counts in
 	lateWrite *Member
+	// dev: the device it was sent to, whose out it counts in
+	dev *roleDevice
 }
 
 // heldBuf is a buffer a request of tag left (Rebuffer, or Complete after
@@ -598,7 +623,8 @@ func (h *queue) Abandon(tag uint16, op engine.OpID, io engine.MemberIO) bool {
 	}
 	// The device it went to, which the role may no longer hold.
 	var m *Member
-	if d := h.sentTo(tag, op, io); d != nil {
+	d := h.sentTo(tag, op, io)
+	if d != nil {
 		m = d.m
 	}
 	key := lateBegin(m)
@@ -607,7 +633,7 @@ func (h *queue) Abandon(tag uint16, op engine.OpID, io engine.MemberIO) bool {
 		m.lateWrites.Add(1)
 		lw = m
 	}
-	h.quarantine = append(h.quarantine, quarantined{tag: tag, op: op, late: key, lateWrite: lw})
+	h.quarantine = append(h.quarantine, quarantined{tag: tag, op: op, late: key, lateWrite: lw, dev: d})
 	return true
 }
 
@@ -638,6 +664,9 @@ func (h *queue) Stale(tag uint16, op engine.OpID) {
 		lateEnd(q.late)
 		if q.lateWrite != nil {
 			q.lateWrite.lateWrites.Add(-1)
+		}
+		if q.dev != nil {
+			q.dev.out[h.shard].n.Add(-1)
 		}
 		h.releaseHeld(tag)
 		return
