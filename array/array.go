@@ -790,7 +790,11 @@ func assemble(ms []*Member, inputs []engine.MemberSB, asm *engine.Assembly, spec
 		return nil, fmt.Errorf("array %q cannot be assembled: the active members do not hold a copy of every chunk", asm.Name)
 	}
 	if fsb := asm.Freshest; fsb.BitmapBytes != 0 && g.Level != engine.Level0 {
-		if err := a.loadBitmap(fsb, roles, states, opts); err != nil {
+		forced := make([]bool, len(roles))
+		for r, ra := range asm.Roles {
+			forced[r] = ra.Forced
+		}
+		if err := a.loadBitmap(fsb, roles, states, forced, opts); err != nil {
 			return nil, err
 		}
 		if h := a.Bitmap.Events(); h == a.events+1 {
@@ -826,6 +830,17 @@ func assemble(ms []*Member, inputs []engine.MemberSB, asm *engine.Assembly, spec
 		if err != nil {
 			return nil, fmt.Errorf("array %q: write-hole log: %w", asm.Name, err)
 		}
+		// A member a forced assembly put back holds the other side's
+		// entries (split brain), numbered as this array's: replayed at a
+		// later assembly, they would put back parity of writes this side
+		// never made. Its area is emptied, as a new device's.
+		for r, ra := range asm.Roles {
+			if m := a.Members[r]; ra.Forced && m != nil {
+				if err := a.resetLogArea(m); err != nil {
+					return nil, fmt.Errorf("array %q: %w", asm.Name, err)
+				}
+			}
+		}
 		if replayed+left > 0 {
 			a.Warnings = append(a.Warnings, fmt.Sprintf("write-hole log: the parity of %d interrupted writes recomputed, %d left (a member they need is missing)", replayed, left))
 		}
@@ -840,8 +855,11 @@ func assemble(ms []*Member, inputs []engine.MemberSB, asm *engine.Assembly, spec
 // loadBitmap reads the bitmap copies of the in-sync and rebuilding
 // members and loads them; an untrustworthy bitmap gives every region
 // dirty (BitmapInfo says why). Members not in sync are missing for the
-// bitmap.
-func (a *Array) loadBitmap(fsb *engine.Superblock, roles []*Member, states []engine.MemberStatus, opts bitmap.Options) error {
+// bitmap. A member a forced assembly put back (forced) is left out: its
+// copy is the other side's history (split brain), and where the kept
+// side's copy is torn it would answer for it, so that a region the kept
+// side wrote reads never written and its forced rebuild skips it.
+func (a *Array) loadBitmap(fsb *engine.Superblock, roles []*Member, states []engine.MemberStatus, forced []bool, opts bitmap.Options) error {
 	cfg := bitmapConfig(fsb, arraySectors(a.Engine))
 	cfg.Events = a.events
 	copies := make([][]byte, len(roles))
@@ -853,7 +871,7 @@ func (a *Array) loadBitmap(fsb *engine.Superblock, roles []*Member, states []eng
 		// failed while the rebuilding one took it, must come back dirty).
 		// A copy can only add caution: each region merges to its most
 		// cautious state among the copies used.
-		if m == nil || !writable(states[r]) {
+		if m == nil || !writable(states[r]) || forced[r] {
 			continue
 		}
 		bs = max(bs, m.LogicalBlock, m.PhysicalBlock)

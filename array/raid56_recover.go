@@ -33,6 +33,9 @@ func (a *Array) recoverParityLog(asm *engine.Assembly) (replayed, left int, err 
 		ms := a.Engine.State().Members[m]
 		return a.Members[m] != nil && (ms.State == engine.MemberActive || ms.State == engine.MemberRebuilding)
 	}
+	// The log areas read: not a member a forced assembly put back, whose
+	// entries and checkpoint are the other side's (split brain).
+	trusted := func(m int) bool { return writable(m) && !asm.Roles[m].Forced }
 	readableAll := func(m int) bool {
 		return a.Members[m] != nil && a.Engine.State().Members[m].State == engine.MemberActive
 	}
@@ -55,7 +58,7 @@ func (a *Array) recoverParityLog(asm *engine.Assembly) (replayed, left int, err 
 		return nil
 	}
 	for r, m := range a.Members {
-		if !writable(r) {
+		if !trusted(r) {
 			continue
 		}
 		hb, err := m.ReadBlock(int64(sb.LogOffset), engine.ParityLogHeaderSize)
@@ -98,7 +101,7 @@ func (a *Array) recoverParityLog(asm *engine.Assembly) (replayed, left int, err 
 	defer free()
 	var all []engine.ParityLogEntry
 	for r, m := range a.Members {
-		if !writable(r) {
+		if !trusted(r) {
 			continue
 		}
 		read := func(off int64, b []byte) error { return m.ReadAt(b, int64(sb.LogOffset)+off) }
