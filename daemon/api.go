@@ -38,7 +38,7 @@ type AddRequest struct {
 	// (rs), left-asymmetric (la), right-asymmetric (ra).
 	Layout string `json:"layout,omitempty"`
 	// ChunkBytes is the chunk size of a new array: a power of two from
-	// 4 KiB to 64 MiB; 0 (or absent) means 512 KiB.
+	// 4 KiB to 64 MiB; 0 (or absent) means 512 KiB. New arrays only.
 	ChunkBytes uint64 `json:"chunk_bytes,omitempty"`
 	// Name is the array name stored in the superblocks: up to 32 bytes of
 	// UTF-8 text without control characters.
@@ -241,7 +241,8 @@ func (r AddRequest) spec() (array.CreateSpec, *FieldError) {
 		for _, f := range []struct {
 			field string
 			set   bool
-		}{{"layout", r.Layout != ""}, {"no_bitmap", r.NoBitmap}, {"bitmap_region_bytes", r.BitmapRegionBytes != 0}, {"assume_clean", r.AssumeClean}} {
+		}{{"layout", r.Layout != ""}, {"chunk_bytes", r.ChunkBytes != 0}, {"no_bitmap", r.NoBitmap},
+			{"bitmap_region_bytes", r.BitmapRegionBytes != 0}, {"assume_clean", r.AssumeClean}} {
 			if f.set {
 				return s, fieldErr(f.field, "", "is for creating an array (give the level); an assembly takes what the superblocks say")
 			}

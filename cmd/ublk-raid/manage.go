@@ -161,6 +161,7 @@ func newAddCmd(socket *string) *cobra.Command {
 			return nil
 		},
 		RunE: func(cmd *cobra.Command, args []string) error {
+			o.run.changed = cmd.Flags().Changed
 			if len(args) == 0 {
 				// Spares for a running array: what describes a new
 				// array or its device would be dropped unsaid.

@@ -42,6 +42,11 @@ type runOptions struct {
 	// force: overwrite devices carrying signatures of data; at assembly,
 	// start members that disagree from the freshest.
 	force bool
+	// changed tells whether a flag (by long name) was on the command line
+	// (cobra's Changed; nil: none was). A chunk is sent only when --chunk
+	// was: an assembly, which takes the superblocks' chunk, refuses one,
+	// and a new array otherwise gets the daemon's default.
+	changed func(name string) bool
 }
 
 // startCPUProfile profiles the process into path until stop is called.
@@ -78,6 +83,7 @@ func newRunCmd(logLevel *string) *cobra.Command {
 		RunE: func(cmd *cobra.Command, args []string) error {
 			// Absolute paths, as add sends: the same request rules apply.
 			var err error
+			o.changed = cmd.Flags().Changed
 			o.members = args
 			for _, ps := range []*[]string{&o.members, &o.spares, &o.writeMostly} {
 				if *ps, err = absPaths(*ps); err != nil {
@@ -132,6 +138,9 @@ func newRunCmd(logLevel *string) *cobra.Command {
 // command timeout).
 const defaultMemberTimeout = 30 * time.Second
 
+// given tells whether flag name was on the command line.
+func (o *runOptions) given(name string) bool { return o.changed != nil && o.changed(name) }
+
 // addBitmapFlags adds the bitmap and sync speed flags (run and add).
 func (o *runOptions) addBitmapFlags(c *cobra.Command) {
 	c.Flags().BoolVar(&o.noBitmap, "no-bitmap", false, "create the array without a write-intent bitmap (then an unclean stop needs a full check)")
@@ -149,14 +158,16 @@ func (o *runOptions) request() (daemon.AddRequest, error) {
 	req := daemon.AddRequest{Members: o.members, Level: o.level, Layout: o.layout, Name: o.name,
 		NoBitmap: o.noBitmap, AssumeClean: o.assumeClean, WriteMostly: o.writeMostly, Spares: o.spares,
 		Force: o.force}
-	chunk, err := parseSize(o.chunk)
-	if err != nil {
-		return req, usagef("--chunk: %v", err)
+	if o.given("chunk") {
+		chunk, err := parseSize(o.chunk)
+		if err != nil {
+			return req, usagef("--chunk: %v", err)
+		}
+		if chunk == 0 {
+			return req, usagef("--chunk %s: must be a power of two from 4K to 64M (leave it out for 512K)", o.chunk)
+		}
+		req.ChunkBytes = uint64(chunk)
 	}
-	if chunk == 0 {
-		return req, usagef("--chunk %s: must be a power of two from 4K to 64M (leave it out for 512K)", o.chunk)
-	}
-	req.ChunkBytes = uint64(chunk)
 	if o.region != "" {
 		r, err := parseSize(o.region)
 		if err != nil {

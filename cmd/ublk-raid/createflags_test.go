@@ -1,0 +1,45 @@
+package main
+
+import (
+	"encoding/json"
+	"errors"
+	"testing"
+
+	"github.com/ublk-raid/ublk-raid/daemon"
+	"github.com/ublk-raid/ublk-raid/daemon/daemontest"
+)
+
+// Found by review. add without --level assembles from the superblocks:
+// --chunk ("chunk size for a new array") describes a new array, as
+// --layout, --no-bitmap, --bitmap-region and --assume-clean do, which an
+// assembly refuses (exit 2). An explicit --chunk on an assembly was
+// silently dropped while the array was assembled with its recorded chunk.
+// A new array still gets the chunk it got before: the one given, or
+// 512K.
+func TestAssembleRefusesChunk(t *testing.T) {
+	fake := daemontest.New()
+	sock := daemontest.Serve(t, fake)
+	wantUsage(t, fake, sock, []string{"add", "--chunk", "64K", "/dev/a", "/dev/b"}, "--chunk")
+	// The daemon refuses it too, for other clients.
+	_, err := daemon.AddRequest{Members: []string{"/dev/a", "/dev/b"}, ChunkBytes: 64 << 10}.Spec()
+	if fe := (*daemon.FieldError)(nil); !errors.As(err, &fe) || fe.Field != "chunk_bytes" {
+		t.Errorf("assembly with chunk_bytes: %v, want a chunk_bytes error", err)
+	}
+	for _, c := range []struct {
+		args []string
+		want uint64
+	}{
+		{[]string{"add", "-n", "0", "--level", "0", "/dev/a", "/dev/b"}, 512 << 10},
+		{[]string{"add", "-n", "1", "--level", "0", "--chunk", "64K", "/dev/c", "/dev/d"}, 64 << 10},
+		{[]string{"add", "-n", "2", "--level", "1", "--chunk", "64K", "/dev/e", "/dev/f"}, 64 << 10},
+	} {
+		if _, stderr, code := runCLI(withSocket(sock, c.args)...); code != 0 {
+			t.Fatalf("%v: exit %d %s", c.args, code, stderr)
+		}
+		out, stderr, code := runCLI("detail", "--socket", sock, "-n", c.args[2], "-o", "json")
+		var a daemon.Array
+		if code != 0 || json.Unmarshal([]byte(out), &a) != nil || a.ChunkBytes != c.want {
+			t.Errorf("%v: chunk %d (exit %d %s), want %d", c.args, a.ChunkBytes, code, stderr, c.want)
+		}
+	}
+}
