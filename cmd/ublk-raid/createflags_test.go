@@ -43,3 +43,18 @@ func TestAssembleRefusesChunk(t *testing.T) {
 		}
 	}
 }
+
+// Found by review. raid0 has nothing to resync, rebuild or check (no
+// redundancy): as --bitmap-region, --spare and --write-mostly are refused
+// for it (exit 2), so are the sync speed flags, which were dropped
+// unsaid.
+func TestRaid0RefusesSyncSpeeds(t *testing.T) {
+	fake := daemontest.New()
+	sock := daemontest.Serve(t, fake)
+	wantUsage(t, fake, sock, []string{"add", "--level", "0", "--sync-speed-max", "10M", "/dev/a", "/dev/b"}, "--sync-speed-max")
+	wantUsage(t, fake, sock, []string{"add", "--level", "0", "--sync-speed-min", "5M", "/dev/a", "/dev/b"}, "--sync-speed-min")
+	// The same flags stay accepted where there is redundancy.
+	if _, stderr, code := runCLI("add", "--socket", sock, "--level", "1", "--sync-speed-max", "10M", "/dev/a", "/dev/b"); code != 0 {
+		t.Errorf("raid1 with --sync-speed-max: exit %d %s", code, stderr)
+	}
+}

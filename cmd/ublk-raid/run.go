@@ -17,6 +17,7 @@ import (
 
 	"github.com/ublk-raid/ublk-raid/array"
 	"github.com/ublk-raid/ublk-raid/daemon"
+	"github.com/ublk-raid/ublk-raid/engine"
 	"github.com/ublk-raid/ublk-raid/ublk"
 )
 
@@ -204,6 +205,15 @@ func (o *runOptions) spec() (array.CreateSpec, error) {
 	s, err := req.Spec()
 	if err != nil {
 		return s, o.specUsage(err)
+	}
+	if s.Level == engine.Level0 {
+		// raid0 has no resync, rebuild or check to pace. Checked here, not
+		// by the daemon: the request carries the flags' defaults too.
+		for _, f := range []string{"sync-speed-min", "sync-speed-max"} {
+			if o.given(f) {
+				return s, usagef("--%s: raid0 has nothing to resync, rebuild or check (no redundancy)", f)
+			}
+		}
 	}
 	return s, nil
 }
