@@ -22,6 +22,9 @@ func newGrowCmd(socket *string) *cobra.Command {
 			if number < 0 {
 				return usagef("grow needs -n N, the array")
 			}
+			if err := checkNumber(number); err != nil {
+				return err
+			}
 			var req daemon.GrowRequest
 			switch s := strings.TrimSpace(size); {
 			case s == "":

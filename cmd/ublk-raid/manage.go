@@ -224,6 +224,9 @@ func addSpares(o addOptions, c *daemon.Client, stdout, stderr io.Writer) error {
 	if o.run.serve.number < 0 {
 		return usagef("add --spare without members needs -n N, the array to add them to")
 	}
+	if err := checkNumber(o.run.serve.number); err != nil {
+		return err
+	}
 	if o.run.level != "" || o.run.layout != "" || o.run.name != "" {
 		return usagef("--level, --layout and --name describe a new array: give its members")
 	}
@@ -351,10 +354,8 @@ func runDel(o delOptions, c *daemon.Client, stdout io.Writer) error {
 	if (o.number < 0) == !o.all {
 		return usagef("del needs exactly one of -n N and --all")
 	}
-	if o.number >= daemon.MaxDevice {
-		// Without a daemon N goes to the kernel as uint32(N): another
-		// device for a larger N.
-		return usagef("-n %d: not a device number (0..%d)", o.number, daemon.MaxDevice-1)
+	if err := checkNumber(o.number); err != nil {
+		return err
 	}
 	if !o.all {
 		res, err := c.Delete(o.number)
@@ -379,6 +380,16 @@ func runDel(o delOptions, c *daemon.Client, stdout io.Writer) error {
 		return lerr
 	}
 	return kernelDel(stdout, ids)
+}
+
+// checkNumber refuses a device number beyond any ublk device: bad usage
+// whether or not a daemon runs, before it is asked. (Without a daemon,
+// del sends N to the kernel as uint32(N): another device for a larger N.)
+func checkNumber(n int) error {
+	if n >= daemon.MaxDevice {
+		return usagef("-n %d: not a device number (0..%d)", n, daemon.MaxDevice-1)
+	}
+	return nil
 }
 
 func printDeleted(w io.Writer, res daemon.DeleteResult) {
@@ -661,6 +672,9 @@ func newDetailCmd(socket *string) *cobra.Command {
 			if o.number < 0 {
 				return usagef("detail needs -n N")
 			}
+			if err := checkNumber(o.number); err != nil {
+				return err
+			}
 			if err := checkOutput(o.output); err != nil {
 				return err
 			}
@@ -826,6 +840,9 @@ func newMemberCmd(socket *string, op, short, done string) *cobra.Command {
 			if o.number < 0 {
 				return usagef("%s needs -n N, the array", op)
 			}
+			if err := checkNumber(o.number); err != nil {
+				return err
+			}
 			if args[0] == "" {
 				return usagef("MEMBER is empty")
 			}
@@ -879,6 +896,9 @@ func newArrayOpCmd(socket *string, op, short string) *cobra.Command {
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if o.number < 0 {
 				return usagef("%s needs -n N, the array", op)
+			}
+			if err := checkNumber(o.number); err != nil {
+				return err
 			}
 			a, err := daemon.NewClient(*socket).ArrayOp(o.number, op)
 			if err != nil {
