@@ -40,6 +40,13 @@ func newRootCmd() *cobra.Command {
 		// line, exit 2) rather than cobra's (several lines, exit 1).
 		Args:                       cobra.ArbitraryArgs,
 		SuggestionsMinimumDistance: 2,
+		// --log-level is every command's flag, but only the servers
+		// log: checked here, a malformed level is bad usage for the
+		// daemon's clients too, not ignored.
+		PersistentPreRunE: func(*cobra.Command, []string) error {
+			_, err := parseLogLevel(logLevel)
+			return err
+		},
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if len(args) == 0 {
 				return cmd.Help()

@@ -142,9 +142,9 @@ func parseSize(orig string) (int64, error) {
 }
 
 func newLogger(level string, stderr io.Writer) (*zap.Logger, error) {
-	lvl, err := zap.ParseAtomicLevel(level)
+	lvl, err := parseLogLevel(level)
 	if err != nil {
-		return nil, usagef("--log-level: %v", err)
+		return nil, err
 	}
 	cfg := zap.NewProductionConfig()
 	if f, ok := stderr.(*os.File); ok && isTerminal(f) {
@@ -154,6 +154,15 @@ func newLogger(level string, stderr io.Writer) (*zap.Logger, error) {
 	cfg.OutputPaths = []string{"stderr"}
 	cfg.DisableStacktrace = true
 	return cfg.Build()
+}
+
+// parseLogLevel parses --log-level; a malformed level is bad usage.
+func parseLogLevel(level string) (zap.AtomicLevel, error) {
+	lvl, err := zap.ParseAtomicLevel(level)
+	if err != nil {
+		return lvl, usagef("--log-level: %w", err)
+	}
+	return lvl, nil
 }
 
 func isTerminal(f *os.File) bool {
