@@ -859,15 +859,24 @@ func newMemberCmd(socket *string, op, short, done string) *cobra.Command {
 			// Paths are made absolute, as add's: the daemon does not run
 			// in this directory. A role number is sent as it is.
 			member, with := args[0], o.with
-			if _, err := strconv.Atoi(member); err != nil {
+			_, err := strconv.Atoi(member)
+			isPath := err != nil
+			if isPath {
 				if member, err = filepath.Abs(member); err != nil {
 					return err
 				}
 			}
 			if with != "" {
-				var err error
 				if with, err = filepath.Abs(with); err != nil {
 					return err
+				}
+				// The same device twice, as add refuses it: a member
+				// cannot take its own role.
+				if isPath && daemon.SameDevice(member, with) {
+					if member == with {
+						return usagef("--with %s: given twice (it is MEMBER)", with)
+					}
+					return usagef("--with %s: given twice (as MEMBER %s)", with, member)
 				}
 			}
 			a, err := daemon.NewClient(*socket).MemberOp(o.number, op, daemon.MemberRequest{Member: member, With: with, Force: o.force})
