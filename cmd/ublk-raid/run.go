@@ -85,6 +85,9 @@ func newRunCmd(logLevel *string) *cobra.Command {
 			// Absolute paths, as add sends: the same request rules apply.
 			var err error
 			o.changed = cmd.Flags().Changed
+			if err := o.checkRecover(); err != nil {
+				return err
+			}
 			o.members = args
 			for _, ps := range []*[]string{&o.members, &o.spares, &o.writeMostly} {
 				if *ps, err = absPaths(*ps); err != nil {
@@ -141,6 +144,22 @@ const defaultMemberTimeout = 30 * time.Second
 
 // given tells whether flag name was on the command line.
 func (o *runOptions) given(name string) bool { return o.changed != nil && o.changed(name) }
+
+// checkRecover refuses, with --recover, the flags that create an array:
+// a recovery re-attaches the device of an array that exists and must
+// never create one (array.Open would write new superblocks on blank
+// members before the device is checked).
+func (o *runOptions) checkRecover() error {
+	if !o.recover {
+		return nil
+	}
+	for _, f := range []string{"level", "layout", "chunk", "no-bitmap", "bitmap-region", "assume-clean"} {
+		if o.given(f) {
+			return usagef("--%s creates an array: --recover re-attaches the device of one that exists", f)
+		}
+	}
+	return nil
+}
 
 // addBitmapFlags adds the bitmap and sync speed flags (run and add).
 func (o *runOptions) addBitmapFlags(c *cobra.Command) {
