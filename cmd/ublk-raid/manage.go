@@ -103,8 +103,15 @@ func (o serveDaemonOptions) validate() (daemon.QueueOptions, error) {
 		return q, usagef("--member-timeout %v: 0 (never) or at least 2s", o.memberTimeout)
 	}
 	if o.metricsListen != "" {
-		if _, port, err := net.SplitHostPort(o.metricsListen); err != nil || port == "" {
+		// A port out of range would be refused only by net.Listen, once
+		// serve has taken the control socket: a numeric port is checked
+		// here (named ports are not taken).
+		_, port, err := net.SplitHostPort(o.metricsListen)
+		if err != nil || port == "" {
 			return q, usagef("--metrics-listen %q: want host:port, e.g. %s", o.metricsListen, daemon.DefaultMetricsListen)
+		}
+		if _, err := strconv.ParseUint(port, 10, 16); err != nil {
+			return q, usagef("--metrics-listen %q: the port must be a number from 0 to 65535", o.metricsListen)
 		}
 	}
 	if o.poll < 0 {
