@@ -817,6 +817,9 @@ func (r *run) resyncRange(st *engine.ArrayState, locs []engine.Location, n uint6
 func (r *run) checkRange(st *engine.ArrayState, locs []engine.Location, n uint64) error {
 	order := r.byMember(locs)
 	bytesN := int(n << 9)
+	for k := range order {
+		clear(r.bad[k][:]) // (an earlier step's marks are not this one's)
+	}
 	var ok, failed, partial uint32 // by index into locs
 	var lastErr error
 	src := -1
@@ -936,7 +939,6 @@ func (r *run) checkRange(st *engine.ArrayState, locs []engine.Location, n uint64
 // retry unit at a time into buf, marking the sectors of the units that
 // fail in r.bad[k]; it reports whether any unit read.
 func (r *run) readUnits(k int, l engine.Location, n uint64, buf []byte, lastErr *error) bool {
-	clear(r.bad[k][:])
 	unit := uint64(r.cfg.RetryUnit)
 	read := false
 	for off := uint64(0); off < n; {
