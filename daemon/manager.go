@@ -223,7 +223,7 @@ func (m *Manager) restore(e StateEntry, open func([]string, array.CreateSpec) (*
 	// those its superblock write reached are members.
 	if len(e.Joining) > 0 {
 		for _, p := range e.Joining {
-			if !slices.Contains(e.Members, p) && holdsArray(p, e.UUID) {
+			if !slices.Contains(e.Members, p) && holdsArray(p, e.UUID, e.Members) {
 				m.log.Warn("state entry: a device a member operation was adding when the daemon stopped is the array's: assembled with it",
 					zap.String("device", DevicePath(e.Number)), zap.String("member", p))
 				e.Members = append(slices.Clone(e.Members), p)
@@ -325,23 +325,39 @@ func entryMembers(a *array.Array, listed []string) []string {
 }
 
 // holdsArray reports whether the device at path carries a superblock of
-// the array whose UUID is uuid (read only; an empty uuid, from an old
-// state file, matches nothing).
-func holdsArray(path, uuid string) bool {
+// the array whose UUID is uuid, as a member none of the listed paths is
+// (a copy of a listed member, or another path to it, was refused by the
+// operation that recorded it: assembled beside it, it would stop the
+// array). Read only; an empty uuid, from an old state file, matches
+// nothing.
+func holdsArray(path, uuid string, listed []string) bool {
 	if uuid == "" {
 		return false
 	}
+	sb, err := readSuperblock(path)
+	if err != nil || engine.UUIDString(sb.ArrayUUID) != uuid {
+		return false
+	}
+	for _, p := range listed {
+		if o, err := readSuperblock(p); err == nil && o.MemberUUID == sb.MemberUUID {
+			return false
+		}
+	}
+	return true
+}
+
+// readSuperblock reads the superblock of the device at path (read only).
+func readSuperblock(path string) (*engine.Superblock, error) {
 	d, err := ublk.OpenMemberReadOnly(path)
 	if err != nil {
-		return false
+		return nil, err
 	}
 	defer d.Close()
 	b, err := d.ReadBlock(engine.SuperblockOffset, engine.SuperblockSize)
 	if err != nil {
-		return false
+		return nil, err
 	}
-	sb, err := engine.ParseSuperblock(b)
-	return err == nil && engine.UUIDString(sb.ArrayUUID) == uuid
+	return engine.ParseSuperblock(b)
 }
 
 // joining records paths as devices a member operation on s is putting
