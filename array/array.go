@@ -1402,40 +1402,11 @@ func (a *Array) Configure(fn func()) {
 // time a device takes the role, the same device re-added included: an
 // operation sent to it before its failure is then told apart from one
 // sent after the re-add (queue.Departed), whose errors are the role's.
-//
-// out counts the member operations queues submitted to it that have not
-// returned (given up ones included, until they do), as md's nr_pending:
-// remove and re-add refuse the device while any is out (EBUSY in md), for
-// a write still out could land after the writes that follow. Each queue
-// adds on its own shard (its own cache line: no line shared by queues on
-// the hot path, up to outShards queues).
-type roleDevice struct {
-	m   *Member
-	out [outShards]struct {
-		n atomic.Int32
-		_ [60]byte
-	}
-}
-
-// outShards is how many queues count on cache lines of their own.
-const outShards = 16
-
-// busy reports whether an operation submitted to d has not returned.
-func (d *roleDevice) busy() bool {
-	if d == nil {
-		return false
-	}
-	for i := range d.out {
-		if d.out[i].n.Load() > 0 {
-			return true
-		}
-	}
-	return false
-}
+type roleDevice struct{ m *Member }
 
 // roleBusy reports whether operations are still out on role's device as
-// the queues see it (roleDevice.busy).
-func (a *Array) roleBusy(role int) bool { return a.current[role].Load().busy() }
+// the queues see it (Member.out).
+func (a *Array) roleBusy(role int) bool { return a.currentMember(role).busy() }
 
 // publishFile makes m (nil: none) the member queue threads use for role.
 func (a *Array) publishFile(role int, m *Member) {
@@ -1490,12 +1461,12 @@ func (a *Array) swapFile(role int, m, old *Member) error {
 }
 
 // closeWhenAnswered closes m, a device that left the array, once no
-// operation given up after the member timeout is out on it, or when the
-// array stops: until then it stays open (an exclusive claim on a block
+// operation is out on it (given up after the member timeout, or not yet:
+// Member.out), or when the array stops: until then it stays open (an exclusive claim on a block
 // device), as md keeps a device with I/O pending (EBUSY), so that no
 // other user takes it while a late write may still land there.
 func (a *Array) closeWhenAnswered(m *Member) {
-	if !lateOn(m) {
+	if !lateOn(m) && !m.busy() {
 		m.Close()
 		return
 	}
@@ -1511,7 +1482,7 @@ func (a *Array) closeWhenAnswered(m *Member) {
 				a.mu.Unlock()
 				return // closed with the array
 			}
-			if !lateOn(m) {
+			if !lateOn(m) && !m.busy() {
 				a.answering = slices.Delete(a.answering, i, i+1)
 				a.mu.Unlock()
 				m.Close()

@@ -92,6 +92,35 @@ type Member struct {
 	// once the member is closed (replaced while they were out).
 	key   lateKey
 	keyOK bool
+	// out counts the member operations queues submitted to the device
+	// through this Member that have not returned (given up ones included,
+	// until they do), as md's nr_pending: remove refuses the device, and
+	// replace keeps it open (closeWhenAnswered), while any is out, for a
+	// write still out could land after the writes that follow. It stays
+	// with the Member across a re-add in place. Each queue adds on its
+	// own shard, a cache line of its own (the pad keeps the fields above,
+	// which every queue reads, off the first), up to outShards queues.
+	_   [64]byte
+	out [outShards]struct {
+		n atomic.Int32
+		_ [60]byte
+	}
+}
+
+// outShards is how many queues count on cache lines of their own.
+const outShards = 16
+
+// busy reports whether an operation submitted to m has not returned.
+func (m *Member) busy() bool {
+	if m == nil {
+		return false
+	}
+	for i := range m.out {
+		if m.out[i].n.Load() > 0 {
+			return true
+		}
+	}
+	return false
 }
 
 // pendingSuperblock is a superblock and its block, as written.

@@ -17,8 +17,8 @@
 // an error or timeout of an operation whose role has had another device
 // since blames nobody (queue.Departed, failHolding). A write given up after
 // the member timeout keeps every operation off its device until it returns
-// (Member.lateWrites). Each roleDevice counts the operations out on it,
-// given up or not (roleDevice.out, one cache line per queue): remove
-// refuses a device while any is out, as md's nr_pending. (A re-add in
-// place keeps the open Member, whose given-up writes keep it busy.)
+// (Member.lateWrites). Each Member counts the operations out on it, given
+// up or not (Member.out, one cache line per queue), across a re-add in
+// place: remove refuses the device, and replace keeps it open, while any
+// is out, as md's nr_pending.
 package array

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"time"
 
 	"github.com/ublk-raid/ublk-raid/engine"
 )
@@ -215,6 +216,10 @@ func (a *Array) FailDevice(role int, path string) error {
 	return a.Fail(role)
 }
 
+// removeDrain is how long Remove waits for the operations out on a
+// device before refusing it as busy.
+var removeDrain = 2 * time.Second
+
 // Remove takes a faulty member out of the array (like mdadm --remove): its
 // role becomes missing in the superblocks and the device is closed (free
 // for other users: mdadm --zero-superblock, a new array). An active member
@@ -248,7 +253,15 @@ func (a *Array) Remove(role int) error {
 		}
 		return fmt.Errorf("role %d is %s: fail it first", role, st.Members[role].State)
 	}
-	if m := now; m != nil && (lateOn(m) || a.roleBusy(role)) {
+	if m := now; m != nil && !lateOn(m) && m.busy() {
+		// Operations of a healthy device return in moments (a fail
+		// followed at once by remove, as mdadm retries a remove the
+		// kernel answers EBUSY): a little wait before refusing.
+		for deadline := time.Now().Add(removeDrain); m.busy() && time.Now().Before(deadline); {
+			time.Sleep(2 * time.Millisecond)
+		}
+	}
+	if m := now; m != nil && (lateOn(m) || m.busy()) {
 		// md refuses to remove a device with I/O pending (EBUSY): a
 		// removed device is closed, free for other users, and a late
 		// write could land over what they put there, or, re-added, over

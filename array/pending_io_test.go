@@ -3,6 +3,7 @@ package array
 import (
 	"testing"
 	"time"
+	"unsafe"
 
 	"github.com/ublk-raid/ublk-raid/engine"
 	"github.com/ublk-raid/ublk-raid/ublk"
@@ -21,6 +22,14 @@ func pumped(h *queue, f func() error) error {
 			h.OnWake()
 		}
 	}
+}
+
+// shortRemoveDrain makes Remove wait only briefly for operations out
+// before refusing (the test's operations return only when it says so).
+func shortRemoveDrain(t *testing.T) {
+	saved := removeDrain
+	removeDrain = 20 * time.Millisecond
+	t.Cleanup(func() { removeDrain = saved })
 }
 
 // outWrite has h write 4 KiB at sector 0 of a two-member raid1 and
@@ -53,6 +62,7 @@ func outWrite(t *testing.T, h *queue, r *fakeRing) fakeOp {
 // operation is out on the device, and allowed once it returned. (A
 // re-add in place keeps the Member: TestReAddIgnoresTimeoutFromBeforeTheFailure.)
 func TestRemoveRefusedWhileWriteIsOut(t *testing.T) {
+	shortRemoveDrain(t)
 	paths := memberFiles(t, 2, 16<<20)
 	a, err := Open(paths, CreateSpec{Level: engine.Level1, AssumeClean: true, NoBitmap: true}, true)
 	if err != nil {
@@ -102,6 +112,7 @@ func (r *zcRing) ZeroCopy() bool { return true }
 // could be removed, closed and reused while the read was out. Remove is
 // refused until it returns.
 func TestRemoveRefusedWhileHungReadIsOut(t *testing.T) {
+	shortRemoveDrain(t)
 	paths := memberFiles(t, 2, 16<<20)
 	a, err := Open(paths, CreateSpec{Level: engine.Level1, AssumeClean: true, NoBitmap: true}, true)
 	if err != nil {
@@ -136,5 +147,138 @@ func TestRemoveRefusedWhileHungReadIsOut(t *testing.T) {
 	}
 	if err := pumped(h, func() error { return a.Remove(role) }); err != nil {
 		t.Fatalf("remove once the read returned: %v", err)
+	}
+}
+
+// Found by reviewing the fix. A re-add in place (the failed member still
+// open) made a new roleDevice with zero counts, while the write out from
+// before the re-add counted on the old one: after a second failure the
+// device could be removed with that write still out. The counts are the
+// Member's, which a re-add in place keeps.
+func TestRemoveAfterReAddInPlaceWithWriteOut(t *testing.T) {
+	shortRemoveDrain(t)
+	paths := memberFiles(t, 2, 16<<20)
+	a, err := Open(paths, CreateSpec{Level: engine.Level1, AssumeClean: true, NoBitmap: true}, true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer a.Close()
+	a.MemberTimeout = 10 * time.Second
+	r := &fakeRing{now: time.Unix(1000, 0), done: map[uint16]error{}}
+	h := a.newQueue(r)
+	h.syncFiles()
+	hung := outWrite(t, h, r) // out on member 0, not given up
+	if err := pumped(h, func() error { return a.Fail(0) }); err != nil {
+		t.Fatal(err)
+	}
+	if err := pumped(h, func() error { return a.ReAdd(paths[0]) }); err != nil {
+		t.Fatalf("re-add in place: %v", err)
+	}
+	if err := pumped(h, func() error { return a.Fail(0) }); err != nil {
+		t.Fatal(err)
+	}
+	if err := pumped(h, func() error { return a.Remove(0) }); err == nil {
+		t.Fatal("re-add in place, then remove, with the write from before the re-add still out on the device: both succeeded")
+	}
+	h.OnCompletion(hung.ud, 4096)
+	if err := pumped(h, func() error { return a.Remove(0) }); err != nil {
+		t.Fatalf("remove once the write returned: %v", err)
+	}
+}
+
+// Found by reviewing the fix. Replace closed the old device at once
+// (closeWhenAnswered waited for given-up I/O only) while a write was
+// still out on it, leaving it free for other users under that write. It
+// stays open until the write returns.
+func TestReplaceKeepsDeviceOpenWithWriteOut(t *testing.T) {
+	paths := memberFiles(t, 3, 16<<20)
+	a, err := Open(paths[:2], CreateSpec{Level: engine.Level1, AssumeClean: true, NoBitmap: true}, true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer a.Close()
+	a.MemberTimeout = 10 * time.Second
+	r := &fakeRing{now: time.Unix(1000, 0), done: map[uint16]error{}}
+	h := a.newQueue(r)
+	h.syncFiles()
+	hung := outWrite(t, h, r) // out on member 0, not given up
+	if err := pumped(h, func() error { return a.Fail(0) }); err != nil {
+		t.Fatal(err)
+	}
+	a.mu.Lock()
+	old := a.Members[0]
+	a.mu.Unlock()
+	if err := pumped(h, func() error { return a.Replace(0, paths[2]) }); err != nil {
+		t.Fatalf("replace: %v", err)
+	}
+	if old.Fd() < 0 {
+		t.Fatalf("replace closed %s with a write still out on it", old.Path)
+	}
+	h.OnCompletion(hung.ud, 4096)
+	deadline := time.Now().Add(10 * time.Second)
+	for old.Fd() >= 0 {
+		if time.Now().After(deadline) {
+			t.Fatalf("%s still open after its write returned", old.Path)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
+
+var memberSink *Member
+
+// Found by reviewing the fix. Each queue's count must be on a cache line
+// of its own, off the Member fields every queue reads for every operation
+// (the first shard shared the line of roleDevice.m).
+func TestMemberOutShardsOwnLines(t *testing.T) {
+	m := &Member{}
+	memberSink = m // on the heap, as openMember's
+	hot := uintptr(unsafe.Pointer(&m.keyOK)) / 64
+	lines := map[uintptr]int{}
+	for i := range m.out {
+		l := uintptr(unsafe.Pointer(&m.out[i].n)) / 64
+		if l <= hot {
+			t.Errorf("out[%d].n is on a cache line with the fields before it", i)
+		}
+		if j, ok := lines[l]; ok {
+			t.Errorf("out[%d].n and out[%d].n share a cache line", j, i)
+		}
+		lines[l] = i
+	}
+}
+
+// A remove right after a fail (as a script does) waits a moment for the
+// operations out on a healthy device: one returning meanwhile does not
+// make it refused (mdadm retries a remove the kernel answers EBUSY).
+func TestRemoveWaitsForOperationsThatReturn(t *testing.T) {
+	paths := memberFiles(t, 2, 16<<20)
+	a, err := Open(paths, CreateSpec{Level: engine.Level1, AssumeClean: true, NoBitmap: true}, true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer a.Close()
+	r := &fakeRing{now: time.Unix(1000, 0), done: map[uint16]error{}}
+	h := a.newQueue(r)
+	h.syncFiles()
+	hung := outWrite(t, h, r)
+	if err := pumped(h, func() error { return a.Fail(0) }); err != nil {
+		t.Fatal(err)
+	}
+	res := make(chan error, 1)
+	go func() { res <- a.Remove(0) }()
+	start := time.Now()
+	for returned := false; ; {
+		select {
+		case err := <-res:
+			if err != nil {
+				t.Fatalf("remove with a write that returned while it waited: %v", err)
+			}
+			return
+		case <-time.After(5 * time.Millisecond):
+			if !returned && time.Since(start) > 50*time.Millisecond {
+				h.OnCompletion(hung.ud, 4096) // (on the queue's thread: here)
+				returned = true
+			}
+			h.OnWake()
+		}
 	}
 }

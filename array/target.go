@@ -303,7 +303,7 @@ type queue struct {
 	a     *Array
 	exec  requestRunner
 	fixed []*Member // per role: the member in the ring's fixed-file table
-	shard int       // this queue's counter in roleDevice.out
+	shard int       // this queue's counter in Member.out
 	// filesSeen is the array's filesEpoch the queue's fixed-file table
 	// matched at its last syncFiles; closed is set when the queue stops.
 	filesSeen atomic.Uint64
@@ -462,9 +462,9 @@ func (h *queue) Submit(tag uint16, op engine.OpID, io engine.MemberIO, data []by
 	if io.Log {
 		off = h.a.logOffset + io.Sector<<9 // (within the log area: the entry's size is bounded by its ring)
 	}
-	d.out[h.shard].n.Add(1) // (until it returns: OnCompletion, or Stale once given up)
+	m.out[h.shard].n.Add(1) // (until it returns: OnCompletion, or Stale once given up)
 	if err := h.q.SubmitMember(uint64(tag)<<32|uint64(op), tag, m, fixed, io, off, data); err != nil {
-		d.out[h.shard].n.Add(-1)
+		m.out[h.shard].n.Add(-1)
 		// The ring could not take it: a failure of this queue, not of
 		// the member (an EIO here failed a healthy member, or with every
 		// member's operations refused, the array). The queue ends and the
@@ -482,8 +482,8 @@ func (h *queue) OnCompletion(userData uint64, res int32) {
 		// Not given up: its request waits for it, so the device it was
 		// sent to is still the one sent records (a given-up one's is
 		// counted out by Stale: its tag may serve another request now).
-		if s := h.sent[tag]; op.Index() < len(s) && s[op.Index()] != nil {
-			s[op.Index()].out[h.shard].n.Add(-1)
+		if s := h.sent[tag]; op.Index() < len(s) && s[op.Index()] != nil && s[op.Index()].m != nil {
+			s[op.Index()].m.out[h.shard].n.Add(-1)
 		}
 	}
 	h.exec.Done(tag, op, res)
@@ -576,8 +576,8 @@ type quarantined struct {
 	late lateKey
 	// lateWrite: a write's member, whose lateWrites it counts in
 	lateWrite *Member
-	// dev: the device it was sent to, whose out it counts in
-	dev *roleDevice
+	// dev: the member it was sent to, whose out it counts in
+	dev *Member
 }
 
 // heldBuf is a buffer a request of tag left (Rebuffer, or Complete after
@@ -633,7 +633,7 @@ func (h *queue) Abandon(tag uint16, op engine.OpID, io engine.MemberIO) bool {
 		m.lateWrites.Add(1)
 		lw = m
 	}
-	h.quarantine = append(h.quarantine, quarantined{tag: tag, op: op, late: key, lateWrite: lw, dev: d})
+	h.quarantine = append(h.quarantine, quarantined{tag: tag, op: op, late: key, lateWrite: lw, dev: m})
 	return true
 }
 
