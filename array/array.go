@@ -833,11 +833,17 @@ func assemble(ms []*Member, inputs []engine.MemberSB, asm *engine.Assembly, spec
 		// A member a forced assembly put back holds the other side's
 		// entries (split brain), numbered as this array's: replayed at a
 		// later assembly, they would put back parity of writes this side
-		// never made. Its area is emptied, as a new device's.
+		// never made. Its area is emptied, as a new device's; one that
+		// cannot be is failed, as the replay fails a member it cannot
+		// write (a rebuild target: the assembly goes on without it,
+		// rather than refuse after it emptied another's).
 		for r, ra := range asm.Roles {
 			if m := a.Members[r]; ra.Forced && m != nil {
 				if err := a.resetLogArea(m); err != nil {
-					return nil, fmt.Errorf("array %q: %w", asm.Name, err)
+					if st, _, _ := a.Engine.FailRedundant(r); st.Members[r].State != engine.MemberFaulty {
+						return nil, fmt.Errorf("array %q: %w", asm.Name, err)
+					}
+					a.Warnings = append(a.Warnings, fmt.Sprintf("%s failed: %v", m.Path, err))
 				}
 			}
 		}
