@@ -4,7 +4,6 @@ import (
 	"testing"
 
 	"github.com/ublk-raid/ublk-raid/engine"
-	"github.com/ublk-raid/ublk-raid/resync"
 )
 
 // TestRebuildLostBlockKeepsMembers (found by review): raid1 x3, role 2 replaced and
@@ -18,19 +17,19 @@ import (
 // bad block.
 func TestRebuildLostBlockKeepsMembers(t *testing.T) {
 	paths := memberFiles(t, 4, 32<<20)
+	bad := &badSectorRW{bad: map[Device][2]int64{}}
+	memberRW = bad.rw // (before Open: its goroutines read it)
+	t.Cleanup(func() { memberRW = deviceRW })
 	a, err := Open(paths[:3], CreateSpec{Name: "s", Level: engine.Level1, AssumeClean: true, NoBitmap: true}, true)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer a.Close()
 	blk := int64(a.dataOffset + 1<<20)
-	bad := &badSectorRW{bad: map[Device][2]int64{
-		a.Members[0].Device: {blk, blk + 4096},
-		a.Members[1].Device: {blk, blk + 4096},
-	}}
-	memberRW = bad.rw
-	t.Cleanup(func() { memberRW = deviceRW })
-	a.sync.s = resync.New(a.Engine, a.xbar, newMemberIO(a), resync.Config{})
+	bad.mu.Lock()
+	bad.bad[a.Members[0].Device] = [2]int64{blk, blk + 4096}
+	bad.bad[a.Members[1].Device] = [2]int64{blk, blk + 4096}
+	bad.mu.Unlock()
 	if err := a.Fail(2); err != nil {
 		t.Fatal(err)
 	}
