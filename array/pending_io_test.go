@@ -1,6 +1,7 @@
 package array
 
 import (
+	"slices"
 	"testing"
 	"time"
 	"unsafe"
@@ -211,12 +212,17 @@ func TestReplaceKeepsDeviceOpenWithWriteOut(t *testing.T) {
 	if err := pumped(h, func() error { return a.Replace(0, paths[2]) }); err != nil {
 		t.Fatalf("replace: %v", err)
 	}
-	if old.Fd() < 0 {
+	answering := func() bool {
+		a.mu.Lock()
+		defer a.mu.Unlock()
+		return slices.Contains(a.answering, old)
+	}
+	if !answering() {
 		t.Fatalf("replace closed %s with a write still out on it", old.Path)
 	}
 	h.OnCompletion(hung.ud, 4096)
 	deadline := time.Now().Add(10 * time.Second)
-	for old.Fd() >= 0 {
+	for answering() {
 		if time.Now().After(deadline) {
 			t.Fatalf("%s still open after its write returned", old.Path)
 		}
