@@ -3,8 +3,6 @@ package array
 import (
 	"bytes"
 	"testing"
-
-	"github.com/ublk-raid/ublk-raid/engine"
 )
 
 // Found by reviewing c34aefa. A forced assembly of a raid6 split brain puts back
@@ -18,50 +16,7 @@ import (
 // member failing its writes during the log replay is failed and the
 // assembly goes on, TestParityLogReplayWriteErrorFailsMember's rule).
 func TestForcedLogResetFailureFailsMember(t *testing.T) {
-	paths := memberFiles(t, 4, 16<<20)
-	a, err := Open(paths, CreateSpec{Level: engine.Level6, ChunkSectors: 16, NoBitmap: true, AssumeClean: true}, true)
-	if err != nil {
-		t.Fatal(err)
-	}
-	sb := *a.SBs[0]
-	g := *a.Engine.Parity
-	if err := a.SetClean(true); err != nil {
-		t.Fatal(err)
-	}
-	a.Close()
-	// Half {2,3} alone; an entry of its own left live in member 2's area.
-	y, err := Open(paths[2:], CreateSpec{Level: -1}, false)
-	if err != nil {
-		t.Fatalf("half {2,3}: %v", err)
-	}
-	n := uint64(8)
-	e := engine.ParityLogEntry{Array: sb.ArrayUUID, Seq: 1 << 30, Stripe: 1, RowLo: 0, RowHi: n, Logged: 1, Written: 2, Parity: 2,
-		P: bytes.Repeat([]byte{0xee}, int(n)<<9), Q: bytes.Repeat([]byte{0xdd}, int(n)<<9)}
-	ent := make([]byte, engine.ParityLogEntrySize(n, 2))
-	if _, err := e.Encode(ent, g); err != nil {
-		t.Fatal(err)
-	}
-	if err := y.Members[2].WriteBlockSync(int64(sb.LogOffset)+4*4096, ent); err != nil {
-		t.Fatal(err)
-	}
-	if err := y.SetClean(true); err != nil {
-		t.Fatal(err)
-	}
-	y.Close()
-	// Half {0,1} alone, fresher.
-	x, err := Open(paths[:2], CreateSpec{Level: -1}, false)
-	if err != nil {
-		t.Fatalf("half {0,1}: %v", err)
-	}
-	for range 3 {
-		if err := x.SetClean(false); err != nil {
-			t.Fatal(err)
-		}
-		if err := x.SetClean(true); err != nil {
-			t.Fatal(err)
-		}
-	}
-	x.Close()
+	paths, sb, ent := splitRaid6(t)
 	// Forced, with member 3 failing every write to its log area.
 	lo, hi := int64(sb.LogOffset), int64(sb.LogOffset+sb.LogBytes)
 	spec := CreateSpec{Level: -1, Force: true, OpenDevice: func(p string) (Device, error) {
@@ -83,7 +38,7 @@ func TestForcedLogResetFailureFailsMember(t *testing.T) {
 	}
 	defer d.Close()
 	got := make([]byte, len(ent))
-	if err := d.ReadAt(got, int64(sb.LogOffset)+4*4096); err != nil {
+	if err := d.ReadAt(got, int64(sb.LogOffset)+splitEntryOff); err != nil {
 		t.Fatal(err)
 	}
 	if !bytes.Equal(got, ent) {

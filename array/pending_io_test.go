@@ -33,26 +33,6 @@ func shortRemoveDrain(t *testing.T) {
 	t.Cleanup(func() { removeDrain = saved })
 }
 
-// outWrite has h write 4 KiB at sector 0 of a two-member raid1 and
-// returns the operation member 0 hangs on (the other returned).
-func outWrite(t *testing.T, h *queue, r *fakeRing) fakeOp {
-	t.Helper()
-	h.Handle(&ublk.Request{Tag: 0, Op: ublk.IOOpWrite, Sector: 0, Sectors: 8, Buf: make([]byte, 4096)})
-	if len(r.pending) != 2 {
-		t.Fatalf("write planned as %+v", r.pending)
-	}
-	var hung fakeOp
-	for _, o := range r.pending {
-		if o.io.Member == 0 {
-			hung = o
-		} else {
-			h.OnCompletion(o.ud, 4096)
-		}
-	}
-	r.pending = nil
-	return hung
-}
-
 // Found by review. A write still out on a member failed by hand, not yet
 // given up at the member timeout, let the member be removed (only given-up
 // I/O counted) and the device be re-added: the next writes went to it
@@ -64,17 +44,9 @@ func outWrite(t *testing.T, h *queue, r *fakeRing) fakeOp {
 // re-add in place keeps the Member: TestReAddIgnoresTimeoutFromBeforeTheFailure.)
 func TestRemoveRefusedWhileWriteIsOut(t *testing.T) {
 	shortRemoveDrain(t)
-	paths := memberFiles(t, 2, 16<<20)
-	a, err := Open(paths, CreateSpec{Level: engine.Level1, AssumeClean: true, NoBitmap: true}, true)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer a.Close()
+	paths, a := openRaid1(t)
 	a.MemberTimeout = 10 * time.Second
-	r := &fakeRing{now: time.Unix(1000, 0), done: map[uint16]error{}}
-	h := a.newQueue(r)
-	h.syncFiles()
-	hung := outWrite(t, h, r)
+	h, r, hung := hungWrite(t, a) // out on member 0, not given up
 	if err := pumped(h, func() error { return a.Fail(0) }); err != nil {
 		t.Fatal(err)
 	}
@@ -114,12 +86,7 @@ func (r *zcRing) ZeroCopy() bool { return true }
 // refused until it returns.
 func TestRemoveRefusedWhileHungReadIsOut(t *testing.T) {
 	shortRemoveDrain(t)
-	paths := memberFiles(t, 2, 16<<20)
-	a, err := Open(paths, CreateSpec{Level: engine.Level1, AssumeClean: true, NoBitmap: true}, true)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer a.Close()
+	_, a := openRaid1(t)
 	a.MemberTimeout = 10 * time.Second
 	r := &zcRing{fakeRing{now: time.Unix(1000, 0), done: map[uint16]error{}}}
 	h := a.newQueue(r)
@@ -158,17 +125,9 @@ func TestRemoveRefusedWhileHungReadIsOut(t *testing.T) {
 // Member's, which a re-add in place keeps.
 func TestRemoveAfterReAddInPlaceWithWriteOut(t *testing.T) {
 	shortRemoveDrain(t)
-	paths := memberFiles(t, 2, 16<<20)
-	a, err := Open(paths, CreateSpec{Level: engine.Level1, AssumeClean: true, NoBitmap: true}, true)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer a.Close()
+	paths, a := openRaid1(t)
 	a.MemberTimeout = 10 * time.Second
-	r := &fakeRing{now: time.Unix(1000, 0), done: map[uint16]error{}}
-	h := a.newQueue(r)
-	h.syncFiles()
-	hung := outWrite(t, h, r) // out on member 0, not given up
+	h, _, hung := hungWrite(t, a) // out on member 0, not given up
 	if err := pumped(h, func() error { return a.Fail(0) }); err != nil {
 		t.Fatal(err)
 	}
@@ -199,10 +158,7 @@ func TestReplaceKeepsDeviceOpenWithWriteOut(t *testing.T) {
 	}
 	defer a.Close()
 	a.MemberTimeout = 10 * time.Second
-	r := &fakeRing{now: time.Unix(1000, 0), done: map[uint16]error{}}
-	h := a.newQueue(r)
-	h.syncFiles()
-	hung := outWrite(t, h, r) // out on member 0, not given up
+	h, _, hung := hungWrite(t, a) // out on member 0, not given up
 	if err := pumped(h, func() error { return a.Fail(0) }); err != nil {
 		t.Fatal(err)
 	}
@@ -256,16 +212,8 @@ func TestMemberOutShardsOwnLines(t *testing.T) {
 // operations out on a healthy device: one returning meanwhile does not
 // make it refused (mdadm retries a remove the kernel answers EBUSY).
 func TestRemoveWaitsForOperationsThatReturn(t *testing.T) {
-	paths := memberFiles(t, 2, 16<<20)
-	a, err := Open(paths, CreateSpec{Level: engine.Level1, AssumeClean: true, NoBitmap: true}, true)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer a.Close()
-	r := &fakeRing{now: time.Unix(1000, 0), done: map[uint16]error{}}
-	h := a.newQueue(r)
-	h.syncFiles()
-	hung := outWrite(t, h, r)
+	_, a := openRaid1(t)
+	h, _, hung := hungWrite(t, a)
 	if err := pumped(h, func() error { return a.Fail(0) }); err != nil {
 		t.Fatal(err)
 	}
