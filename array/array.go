@@ -1410,10 +1410,6 @@ func (a *Array) Configure(fn func()) {
 // sent after the re-add (queue.Departed), whose errors are the role's.
 type roleDevice struct{ m *Member }
 
-// roleBusy reports whether operations are still out on role's device as
-// the queues see it (Member.out).
-func (a *Array) roleBusy(role int) bool { return a.currentMember(role).busy() }
-
 // publishFile makes m (nil: none) the member queue threads use for role.
 func (a *Array) publishFile(role int, m *Member) {
 	if m == nil {

@@ -748,8 +748,8 @@ func (m *arrayModel) run(t *rapid.T) {
 	m.quiesce()
 	m.checkConvergence()
 	m.readAll()
-	// Every operation back: no device counts one out (roleDevice.out,
-	// which remove refuses a device by).
+	// Every operation back: no device counts one out (Member.out, which
+	// remove refuses a device by).
 	m.unstall()
 	for q, r := range m.rings {
 		for len(r.pending) > 0 {
@@ -758,7 +758,7 @@ func (m *arrayModel) run(t *rapid.T) {
 	}
 	m.quiesce()
 	for r := range m.a.Members {
-		if m.a.roleBusy(r) {
+		if m.a.currentMember(r).busy() {
 			m.fail("role %d counts member operations out, with none pending on any ring", r)
 		}
 	}

@@ -623,8 +623,7 @@ func (h *queue) Abandon(tag uint16, op engine.OpID, io engine.MemberIO) bool {
 	}
 	// The device it went to, which the role may no longer hold.
 	var m *Member
-	d := h.sentTo(tag, op, io)
-	if d != nil {
+	if d := h.sentTo(tag, op, io); d != nil {
 		m = d.m
 	}
 	key := lateBegin(m)
