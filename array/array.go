@@ -19,6 +19,8 @@ import (
 // CreateSpec describes a new array. It is ignored when the members
 // already carry superblocks of one array (then the array is assembled).
 type CreateSpec struct {
+	// Name is the new array's name; at assembly, when given, the
+	// members must hold an array of that name (mdadm --assemble --name).
 	Name   string
 	Level  engine.Level
 	Layout engine.Layout // raid10
@@ -389,6 +391,11 @@ func Open(paths []string, spec CreateSpec, create bool) (*Array, error) {
 	}
 	if err == nil && spec.UUID != "" && engine.UUIDString(asm.UUID) != spec.UUID {
 		err = fmt.Errorf("the members hold array %s, not %s", engine.UUIDString(asm.UUID), spec.UUID)
+	}
+	if err == nil && spec.Name != "" && asm.Name != spec.Name {
+		// As mdadm --assemble --name: the name selects the array; members
+		// of another are not assembled under it (nor "created" over).
+		err = fmt.Errorf("the members hold array %q, not %q", asm.Name, spec.Name)
 	}
 	if err == nil && spec.Taken != nil {
 		err = spec.Taken(engine.UUIDString(asm.UUID))
