@@ -248,6 +248,12 @@ func (r AddRequest) spec() (array.CreateSpec, *FieldError) {
 			}
 		}
 	}
+	if s.Level == engine.Level1 && r.ChunkBytes != 0 {
+		// As mdadm ("specifying chunk size is forbidden for this
+		// level"): a mirror has no chunks, and a chunk given for one
+		// is a mistake about the level.
+		return s, fieldErr("chunk_bytes", strconv.FormatUint(r.ChunkBytes, 10), "raid1 has no chunks (leave it out)")
+	}
 	if s.Level == engine.Level0 && r.BitmapRegionBytes != 0 {
 		return s, fieldErr("bitmap_region_bytes", "", "raid0 has no bitmap (no redundancy to resync)")
 	}

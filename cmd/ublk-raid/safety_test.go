@@ -173,7 +173,7 @@ func TestRequestFlags(t *testing.T) {
 	}
 	fake := daemontest.New()
 	sock := daemontest.Serve(t, fake)
-	wantUsage(t, fake, sock, []string{"add", "--level", "1", "--chunk", "3K", "/dev/a", "/dev/b"}, "--chunk 3K: must be a power of two")
+	wantUsage(t, fake, sock, []string{"add", "--level", "0", "--chunk", "3K", "/dev/a", "/dev/b"}, "--chunk 3K: must be a power of two")
 	wantUsage(t, fake, sock, []string{"add", "--level", "1", "--no-bitmap", "--bitmap-region", "1M", "/dev/a", "/dev/b"},
 		"--bitmap-region 1M: contradicts --no-bitmap")
 	wantUsage(t, fake, sock, []string{"add", "--level", "1", "--sync-speed-min", "2M", "--sync-speed-max", "1M", "/dev/a", "/dev/b"},

@@ -19,8 +19,10 @@ md_down() { # md_down DISKS
 }
 ublk_up() { # ublk_up LEVEL DISKS: prints the device
 	: >"$OUT"/u.out
+	uchunk="--chunk 64K"
+	[ "$1" = 1 ] && uchunk= # raid1 has no chunks (refused, as by mdadm)
 	# shellcheck disable=SC2086
-	"$BIN" run --level "$1" --chunk 64K -q 1 --no-bitmap --assume-clean $2 >"$OUT"/u.out 2>"$OUT"/u.err &
+	"$BIN" run --level "$1" $uchunk -q 1 --no-bitmap --assume-clean $2 >"$OUT"/u.out 2>"$OUT"/u.err &
 	echo $! >"$OUT"/u.pid
 	i=0
 	while [ ! -s "$OUT"/u.out ]; do

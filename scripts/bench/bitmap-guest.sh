@@ -56,8 +56,10 @@ for cfg in raid1:1:2 raid10:10:4; do
 		flag=
 		[ $bm = off ] && flag=--no-bitmap
 		: >$OUT/u.out
+		uchunk="--chunk 64K"
+		[ "$level" = 1 ] && uchunk= # raid1 has no chunks (refused, as by mdadm)
 		# shellcheck disable=SC2086
-		"$BIN" run --level "$level" --chunk 64K --assume-clean $flag -q 1 $disks >$OUT/u.out 2>$OUT/u-$name-$bm.err &
+		"$BIN" run --level "$level" $uchunk --assume-clean $flag -q 1 $disks >$OUT/u.out 2>$OUT/u-$name-$bm.err &
 		U=$!
 		while [ ! -s $OUT/u.out ]; do sleep 0.1; done
 		dev=$(cat $OUT/u.out)

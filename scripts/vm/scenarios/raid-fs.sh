@@ -14,8 +14,10 @@ for cfg in 0: 1: 10:n2 10:f2 10:o2; do
 	name="raid$level${layout:+-$layout}"
 	for d in $DISKS; do dd if=/dev/zero of="$d" bs=1M count=4 oflag=direct 2>/dev/null; done
 	step "$name: create over $DISKS"
+	uchunk="--chunk 64K"
+	[ "$level" = 1 ] && uchunk= # raid1 has no chunks (refused, as by mdadm)
 	# shellcheck disable=SC2086
-	start_server "$SCRATCH/$name" run --level "$level" ${layout:+--layout $layout} --chunk 64K $DISKS
+	start_server "$SCRATCH/$name" run --level "$level" ${layout:+--layout $layout} $uchunk $DISKS
 	N=$(echo "$DEV" | tr -dc 0-9)
 	step "$name: fio randwrite verify on the raw device"
 	fio --name=v --filename="$DEV" --rw=randwrite --bs=8k --iodepth=32 --direct=1 --ioengine=libaio --eta=never \
