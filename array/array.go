@@ -989,6 +989,9 @@ func (a *Array) failUnflushed() {
 // queue threads; serialised; a generation already on disk is not written
 // again.
 func (a *Array) persist(st *engine.ArrayState) error {
+	if a.durable.Load() < st.Gen {
+		a.checkpointLog()
+	}
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	if a.durable.Load() >= st.Gen {

@@ -287,6 +287,35 @@ func (a *Array) writeLogCheckpoint(cp uint64, bp *[]byte) (bool, error) {
 	return ok, stuck
 }
 
+// checkpointLog persists the write-hole log's checkpoint now, before a
+// superblock update (persist): the entries of the writes that ended are
+// dead before the superblocks record a member failed or out. Recovery
+// cannot replay an entry whose stripe needs a chunk of a member recorded
+// failed, and refuses a dirty degraded array whose log holds one without
+// force; a write that ended a moment before the failure left such an
+// entry live until the checkpointer's next tick, so a crash in that
+// second refused an array that md (PPL) starts and that has nothing to
+// replay. Entries of writes still out stay live, as they must.
+func (a *Array) checkpointLog() {
+	a.plogMu.Lock()
+	pl := a.plog
+	a.plogMu.Unlock()
+	if pl == nil {
+		return
+	}
+	cp := pl.clock.Checkpoint()
+	if cp <= pl.clock.Persisted() {
+		return
+	}
+	var b []byte
+	if ok, _ := a.writeLogCheckpoint(cp, &b); ok {
+		// (A failure leaves the rest to the checkpointer, which retries
+		// and records why the log is stuck.)
+		pl.clock.SetPersisted(cp)
+		a.wakeQueues()
+	}
+}
+
 // stopParityLog stops the checkpointer and persists a last checkpoint
 // (Close, before the members are closed).
 func (a *Array) stopParityLog() {
