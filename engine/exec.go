@@ -158,6 +158,9 @@ type request struct {
 	// unsupported: a member refused WRITE_ZEROES (the request fails with
 	// EOPNOTSUPP, and the kernel falls back to writing zeroes).
 	lastCopy, unsupported bool
+	// zeroesFlushed: a WRITE_ZEROES with FUA had its members flushed
+	// (complete): a member's zeroing (fallocate) carries no FUA.
+	zeroesFlushed bool
 	// refused: a member refused a DISCARD or WRITE_ZEROES (EOPNOTSUPP,
 	// EINVAL); applied: a member carried one out. Both: the copies may
 	// now differ over the range.
@@ -900,6 +903,27 @@ func (e *Executor) retryRead(tag uint16, r *request, io MemberIO, busy bool) {
 func (e *Executor) complete(tag uint16, r *request) {
 	if r.err == nil && r.op != ReqRead {
 		r.err = e.writeOutcome(r)
+	}
+	if r.op == ReqWriteZeroes && r.fua && !r.zeroesFlushed && r.err == nil && !r.lastCopy && !r.unsupported {
+		// FUA: durable on every copy when acknowledged. A member zeroes
+		// with no FUA (fallocate), so each member that zeroed is
+		// flushed now, as the block layer turns FUA into a flush after
+		// the write on a device without it; a failed flush fails its
+		// member as any flush does (memberFailed).
+		r.zeroesFlushed = true
+		first := len(r.ios)
+		var seen uint64
+		for i := 0; i < first; i++ {
+			io := r.ios[i]
+			if io.Kind == IOWriteZeroes && !r.failed[i] && seen&(1<<uint(io.Member)) == 0 {
+				seen |= 1 << uint(io.Member)
+				r.ios = append(r.ios, MemberIO{Member: io.Member, Kind: IOFlush})
+			}
+		}
+		if len(r.ios) > first {
+			e.submitFrom(tag, first)
+			return
+		}
 	}
 	if r.err == nil && r.lastCopy {
 		r.err = ErrLastCopy

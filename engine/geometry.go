@@ -275,13 +275,14 @@ const MaxRequestOps = 1 << 16
 // MaxPlanSectors is the largest request (DISCARD or WRITE_ZEROES: reads
 // and writes are bounded by the queue's buffers far below) whose plan
 // stays within MaxRequestOps: one operation per chunk piece and copy, a
-// request covering at most sectors/chunk + 2 pieces. Unbounded for raid1
-// (one operation per copy).
+// request covering at most sectors/chunk + 2 pieces, and room left for a
+// flush of each member after them (a WRITE_ZEROES with FUA). Unbounded
+// for raid1 (one operation per copy).
 func (g Geometry) MaxPlanSectors() uint64 {
 	if g.Level == Level1 {
 		return math.MaxUint64
 	}
-	return uint64(MaxRequestOps/g.Copies()-2) * g.ChunkSectors
+	return uint64((MaxRequestOps-g.Members)/g.Copies()-2) * g.ChunkSectors
 }
 
 // Copies returns how many copies of each array sector there are: 1 for

@@ -79,7 +79,7 @@ type ptQueue struct {
 	q    *Queue
 	m    *Member
 	reqs []*Request
-	done []int // bytes transferred so far, per tag (short transfers are resumed)
+	done []int // bytes transferred so far, per tag (short transfers are resumed); a write-zeroes's flush sent
 }
 
 const memberFile = FirstTargetFile
@@ -177,6 +177,19 @@ func (h *ptQueue) OnCompletion(userData uint64, res int32) {
 			h.submitRW(req) // resume a short transfer
 			return
 		}
+	}
+	if req.Op == IOOpWriteZeroes && req.Flags&IOFlagFUA != 0 && h.done[tag] == 0 {
+		// FUA: durable when completed. The zeroing (fallocate) has no
+		// FUA form, so a flush follows it (done marks it sent), as the
+		// block layer does for a device without FUA.
+		s, err := h.q.SQE(uint64(tag))
+		if err != nil {
+			h.q.Complete(tag, err)
+			return
+		}
+		h.done[tag] = 1
+		PrepFsync(s, memberFile, FsyncDatasync, s.UserData)
+		return
 	}
 	h.q.Complete(tag, nil)
 }
