@@ -293,8 +293,7 @@ func TestAssembleRefusesMixedDataOffsets(t *testing.T) {
 	}
 	a.Close()
 	craftSB(t, paths[0], func(b []byte) {
-		binary.LittleEndian.PutUint64(b[sbOffDataOffset:], 16<<20)
-		binary.LittleEndian.PutUint64(b[sbOffDataSectors:], 16<<20/512)
+		binary.LittleEndian.PutUint64(b[sbOffDataOffset:], 16<<20) // (the data size as the others': a size that differs is refused first)
 	})
 	refuseAssembly(t, paths, "member "+paths[1]+": its superblock puts the data at byte 1048576", "the array's are at byte 16777216")
 }

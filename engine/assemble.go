@@ -297,6 +297,7 @@ func AssembleWith(ms []MemberSB, opt AssembleOptions) (*Assembly, error) {
 
 	// The freshest generation must be one consistent state.
 	claimed := make(map[uint32]string)
+	var sized *MemberSB // the first member in a role: its data size
 	for i := range ms {
 		m := &ms[i]
 		if m.SB.Events != fsb.Events || refuted[m.Path] {
@@ -312,6 +313,18 @@ func AssembleWith(ms []MemberSB, opt AssembleOptions) (*Assembly, error) {
 		if what := arrayDiff(fsb, m.SB); what != "" {
 			return nil, fmt.Errorf("%w: members %s and %s disagree on the %s at events %d",
 				ErrCorruptArray, freshest.Path, m.Path, what, fsb.Events)
+		}
+		// Every member of one generation records the array's data size
+		// (create, add and grow write one size to all; a torn grow leaves
+		// the new size a generation ahead): a smaller one would shrink
+		// the array, and move a far layout's copies, on one record's say.
+		if m.SB.Role != SpareRole && int(m.SB.Role) < len(fsb.Roles) && fsb.Roles[m.SB.Role].State != RoleFaulty {
+			if sized == nil {
+				sized = m
+			} else if m.SB.DataSectors != sized.SB.DataSectors {
+				return nil, fmt.Errorf("%w: members %s and %s disagree on the data size (%d, %d sectors) at events %d",
+					ErrCorruptArray, sized.Path, m.Path, sized.SB.DataSectors, m.SB.DataSectors, fsb.Events)
+			}
 		}
 	}
 
