@@ -29,6 +29,10 @@ type CreateSpec struct {
 	// default).
 	ParityLayout engine.ParityLayout
 	ChunkSectors uint64
+	// LayoutGiven and ChunkGiven say the layout and chunk size were given
+	// (not defaults): a create over members that hold an array of the
+	// level with another one is refused rather than assembling it.
+	LayoutGiven, ChunkGiven bool
 	// NoBitmap creates the array without a write-intent bitmap (raid0
 	// never has one).
 	NoBitmap bool
@@ -417,6 +421,16 @@ func Open(paths []string, spec CreateSpec, create bool) (*Array, error) {
 		closeSpares()
 		return nil, fmt.Errorf("the members hold a %s array; level %d would create a new one: wipe them first", engine.Level(asm.Level), spec.Level)
 	}
+	if create && spec.Level >= 0 {
+		if what := spec.otherArray(asm, len(paths)); what != "" {
+			// The request describes another array than the one the
+			// members hold: assembled, the user would get that one in
+			// its place (degraded, when given fewer members).
+			closeAll()
+			closeSpares()
+			return nil, fmt.Errorf("the members hold a %s array %s; %s would create a new one: wipe them first, or leave out --level to assemble it", engine.Level(asm.Level), asm.Name, what)
+		}
+	}
 	ms = append(ms, withSB...) // in step with inputs
 	inputs = append(inputs, spareIn...)
 	// A blank spare given at assembly is added once the array is open,
@@ -648,6 +662,25 @@ func newArray(ms, spares []*Member, spec CreateSpec, wipes map[*Member]signature
 	a.stateGen = ea.State().Gen
 	a.durable.Store(a.stateGen)
 	return a, nil
+}
+
+// otherArray says how a create of spec with members members differs from
+// the array asm the members hold (its level is spec's): another member
+// count, or a layout or chunk size that was given and differs ("" when
+// none does).
+func (spec CreateSpec) otherArray(asm *engine.Assembly, members int) string {
+	switch {
+	case members != asm.Members:
+		return fmt.Sprintf("(of %d members) %d members", asm.Members, members)
+	case spec.LayoutGiven && engine.IsParityLevel(spec.Level) && uint32(spec.ParityLayout) != asm.Layout:
+		return fmt.Sprintf("(layout %v) layout %v", engine.ParityLayout(asm.Layout), spec.ParityLayout)
+	case spec.LayoutGiven && spec.Level == engine.Level10 && spec.Layout.MD() != asm.Layout:
+		l, _ := engine.LayoutFromMD(asm.Layout)
+		return fmt.Sprintf("(layout %v) layout %v", l, spec.Layout)
+	case spec.ChunkGiven && uint64(asm.ChunkSectors) != spec.ChunkSectors:
+		return fmt.Sprintf("(chunk %d KiB) chunk %d KiB", asm.ChunkSectors/2, spec.ChunkSectors/2)
+	}
+	return ""
 }
 
 // unusedWarning says, like mdadm, when the largest member exceeds what

@@ -278,6 +278,7 @@ func (r AddRequest) spec() (array.CreateSpec, *FieldError) {
 	case s.Level == engine.Level10:
 		s.Layout = engine.LayoutN2
 	}
+	s.LayoutGiven, s.ChunkGiven = r.Layout != "", r.ChunkBytes != 0
 	chunk := r.ChunkBytes
 	if chunk == 0 {
 		chunk = 512 << 10
