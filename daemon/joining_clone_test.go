@@ -19,7 +19,7 @@ import (
 // leaves a state file with the copy joining, and the restart put it next
 // to the member it copies: the array, which the refusal left as it was,
 // no longer started. A joining device that is a listed member's copy is
-// not taken (holdsArray).
+// not taken (joined).
 func TestRefusedAddSpareOfMemberCopyCrashKeepsArrayUp(t *testing.T) {
 	paths := files(t, 3, 8<<20)
 	a, err := array.Open(paths[:2], array.CreateSpec{Level: engine.Level1, NoBitmap: true, AssumeClean: true}, true)

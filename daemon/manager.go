@@ -222,11 +222,34 @@ func (m *Manager) restore(e StateEntry, open func([]string, array.CreateSpec) (*
 	// Devices a member operation was putting in when the daemon died:
 	// those its superblock write reached are members.
 	if len(e.Joining) > 0 {
+		var unread []string
 		for _, p := range e.Joining {
-			if !slices.Contains(e.Members, p) && holdsArray(p, e.UUID, e.Members) {
+			if slices.Contains(e.Members, p) {
+				continue
+			}
+			switch joined(p, e.UUID, e.Members) {
+			case joinedYes:
 				m.log.Warn("state entry: a device a member operation was adding when the daemon stopped is the array's: assembled with it",
 					zap.String("device", DevicePath(e.Number)), zap.String("member", p))
 				e.Members = append(slices.Clone(e.Members), p)
+			case joinedUnknown:
+				unread = append(unread, p)
+			}
+		}
+		if len(unread) > 0 {
+			// Not there yet (a disk udev has not brought up): when the
+			// superblocks name as many members no device present holds,
+			// the operation reached them, and these are those members:
+			// listed, absent, as any member not there at a start (the
+			// array starts without a rebuilding or spare one, and takes it
+			// at the next start; an active one keeps it pending).
+			if unheldMembers(e.UUID, e.Members) >= len(unread) {
+				m.log.Warn("state entry: devices a member operation was adding when the daemon stopped cannot be read, and the superblocks name members no device present holds: listed as absent members",
+					zap.String("device", DevicePath(e.Number)), zap.Strings("members", unread))
+				e.Members = append(slices.Clone(e.Members), unread...)
+			} else {
+				m.log.Warn("state entry: devices a member operation was adding when the daemon stopped cannot be read, and the superblocks do not name them: dropped",
+					zap.String("device", DevicePath(e.Number)), zap.Strings("members", unread))
 			}
 		}
 		e.Joining = nil // (the caller saves the entry)
@@ -324,27 +347,101 @@ func entryMembers(a *array.Array, listed []string) []string {
 	return keep
 }
 
-// holdsArray reports whether the device at path carries a superblock of
-// the array whose UUID is uuid, as a member none of the listed paths is
+// joinedYes, joinedNo and joinedUnknown answer joined.
+const (
+	joinedNo = iota
+	joinedYes
+	joinedUnknown
+)
+
+// joined says whether the device at path, which a member operation was
+// putting into the array whose UUID is uuid when the daemon stopped
+// (StateEntry.Joining), is now one of its members or spares: its
+// superblock names the array, as a member none of the listed paths is
 // (a copy of a listed member, or another path to it, was refused by the
-// operation that recorded it: assembled beside it, it would stop the
-// array). Read only; an empty uuid, from an old state file, matches
-// nothing.
-func holdsArray(path, uuid string, listed []string) bool {
+// operation: assembled beside it, it would stop the array), and the
+// freshest superblock of the listed members names that member in a role
+// (active or rebuilding) or as a spare: the operation's superblock
+// update reached them. A device that only carries an old superblock of
+// the array (the other side of a split brain, a member that left it) is
+// not taken on its own say. joinedUnknown: the device cannot be opened or
+// read (not there yet at boot: see restore). Read only; an empty uuid,
+// from an old state file, matches nothing.
+func joined(path, uuid string, listed []string) int {
 	if uuid == "" {
-		return false
+		return joinedNo
 	}
 	sb, err := readSuperblock(path)
-	if err != nil || engine.UUIDString(sb.ArrayUUID) != uuid {
-		return false
+	var perr *superblockParseError
+	switch {
+	case errors.As(err, &perr):
+		return joinedNo // (blank, or not ours)
+	case err != nil:
+		return joinedUnknown
+	case engine.UUIDString(sb.ArrayUUID) != uuid:
+		return joinedNo
 	}
+	var fresh *engine.Superblock
 	for _, p := range listed {
-		if o, err := readSuperblock(p); err == nil && o.MemberUUID == sb.MemberUUID {
-			return false
+		o, err := readSuperblock(p)
+		if err != nil || engine.UUIDString(o.ArrayUUID) != uuid {
+			continue
+		}
+		if o.MemberUUID == sb.MemberUUID {
+			return joinedNo
+		}
+		if fresh == nil || o.Events > fresh.Events {
+			fresh = o
 		}
 	}
-	return true
+	if fresh == nil || sb.Events > fresh.Events {
+		// (The operation's update gives the device the members'
+		// generation, or, a spare, an older one: one ahead of them all
+		// ran elsewhere since.)
+		return joinedNo
+	}
+	for _, r := range fresh.Roles {
+		if r.Member == sb.MemberUUID && (r.State == engine.RoleActive || r.State == engine.RoleRebuilding || r.State == engine.RoleSpare) {
+			return joinedYes
+		}
+	}
+	return joinedNo
 }
+
+// unheldMembers counts the members the freshest superblock of the listed
+// devices (of the array whose UUID is uuid) names in a role (active or
+// rebuilding) or as a spare that no listed device readable now holds.
+func unheldMembers(uuid string, listed []string) int {
+	var fresh *engine.Superblock
+	held := map[[16]byte]bool{}
+	for _, p := range listed {
+		o, err := readSuperblock(p)
+		if err != nil || engine.UUIDString(o.ArrayUUID) != uuid {
+			continue
+		}
+		held[o.MemberUUID] = true
+		if fresh == nil || o.Events > fresh.Events {
+			fresh = o
+		}
+	}
+	if fresh == nil {
+		return 0
+	}
+	n := 0
+	for _, r := range fresh.Roles {
+		if r.Member != ([16]byte{}) && !held[r.Member] && (r.State == engine.RoleActive || r.State == engine.RoleRebuilding || r.State == engine.RoleSpare) {
+			n++
+		}
+	}
+	return n
+}
+
+// superblockParseError: readSuperblock read the block, which holds no
+// valid superblock.
+type superblockParseError struct{ err error }
+
+func (e *superblockParseError) Error() string { return e.err.Error() }
+func (e *superblockParseError) Unwrap() error { return e.err }
 
 // readSuperblock reads the superblock of the device at path (read only).
 func readSuperblock(path string) (*engine.Superblock, error) {
@@ -357,7 +454,11 @@ func readSuperblock(path string) (*engine.Superblock, error) {
 	if err != nil {
 		return nil, err
 	}
-	return engine.ParseSuperblock(b)
+	sb, err := engine.ParseSuperblock(b)
+	if err != nil {
+		return nil, &superblockParseError{err}
+	}
+	return sb, nil
 }
 
 // joining records paths as devices a member operation on s is putting

@@ -52,8 +52,10 @@ type StateEntry struct {
 	// names them: a daemon dying before the operation's own state file
 	// write would otherwise leave them out of Members, and the restart
 	// would assemble the array without them (a replacement forgotten:
-	// degraded, or refused once rebuilt). A start takes each one whose
-	// superblock names the array, and drops the rest.
+	// degraded, or refused once rebuilt). A start takes each one the
+	// operation's superblock update reached (see joined), lists one it
+	// cannot read as an absent member when the superblocks name a member
+	// no device present holds, and drops the rest.
 	Joining []string `json:"joining,omitempty"`
 }
 
