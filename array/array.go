@@ -461,13 +461,6 @@ func Open(paths []string, spec CreateSpec, create bool) (*Array, error) {
 		}
 	}
 	a, err := assemble(ms, inputs, asm, spec)
-	if err == nil {
-		// Before anything is written (blank spares, the bitmap).
-		if a.WriteMostly, err = a.writeMostlyMask(spec.WriteMostly); err != nil {
-			a.Close()
-			ms = nil // a closed them
-		}
-	}
 	if err != nil {
 		closeAll()
 		for _, m := range blank {
@@ -480,8 +473,12 @@ func Open(paths []string, spec CreateSpec, create bool) (*Array, error) {
 	a.initSync(spec)
 	a.start()
 	if err := a.addSpares(blank, spec.Force); err != nil {
-		a.Close()
-		return nil, err
+		// Checked before anything was written (checkBlankSpare,
+		// checkBlank): a write failed. The array is assembled and
+		// started (its superblocks, a forced assembly's log areas
+		// written): refused now, that would not leave the members as
+		// they were. md does not add a spare it cannot write either.
+		a.Warnings = append(a.Warnings, fmt.Sprintf("spares not added: %v", err))
 	}
 	return a, nil
 }
@@ -862,6 +859,10 @@ func assemble(ms []*Member, inputs []engine.MemberSB, asm *engine.Assembly, spec
 	if events >= engine.MaxEvents {
 		return nil, fmt.Errorf("array %q cannot be assembled: the events counter in %s is %d, the maximum %d: the next update would wrap (corrupt or crafted metadata)",
 			asm.Name, where, events, uint64(engine.MaxEvents))
+	}
+	// Before anything is written (a log replay, blank spares, the bitmap).
+	if a.WriteMostly, err = a.writeMostlyMask(spec.WriteMostly); err != nil {
+		return nil, err
 	}
 	if ea.Parity != nil {
 		// Everything is checked: the write-hole log is replayed before
