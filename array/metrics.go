@@ -1,8 +1,7 @@
 package array
 
 import (
-	"fmt"
-	"path/filepath"
+	"strings"
 	"sync/atomic"
 	"time"
 
@@ -181,16 +180,14 @@ func (a *Array) Metrics(device string) metrics.ArrayStats {
 	if a.Engine.Parity != nil {
 		out.Parity = a.parityStats()
 	}
-	seen := map[string]bool{}
 	for _, m := range s.Members {
+		if m.Path == "" && m.State == "faulty" {
+			out.FailedSlots++ // (failed before this assembly: detail counts it)
+		}
 		if m.Path == "" || m.State == "missing" {
 			continue // an empty slot
 		}
-		ms := metrics.MemberStats{Name: filepath.Base(m.Path)}
-		if seen[ms.Name] { // the "member" label must be unique
-			ms.Name = fmt.Sprintf("%s#%d", ms.Name, m.Role)
-		}
-		seen[ms.Name] = true
+		ms := metrics.MemberStats{Name: memberLabel(m.Path)}
 		switch m.State {
 		case "active":
 			ms.State = metrics.MemberActive
@@ -210,16 +207,24 @@ func (a *Array) Metrics(device string) metrics.ArrayStats {
 		out.Members = append(out.Members, ms)
 	}
 	for _, p := range s.Spares {
-		ms := metrics.MemberStats{Name: filepath.Base(p), State: metrics.MemberSpare}
-		if seen[ms.Name] {
-			ms.Name = p
-		}
-		seen[ms.Name] = true
-		out.Members = append(out.Members, ms)
+		out.Members = append(out.Members, metrics.MemberStats{Name: memberLabel(p), State: metrics.MemberSpare})
 	}
 	for id, h := range a.queues {
 		out.Queues = append(out.Queues, metrics.QueueStats{ID: id, InFlight: int(h.inflight.Load())})
 	}
 
 	return out
+}
+
+// memberLabel is the "member" label of the device at path: its path below
+// /dev ("nvme0n1", "mapper/m0"), or the whole path elsewhere. Unique among
+// an array's devices (no device is given twice), and the same for a device
+// whatever else the array holds: a label derived from the others (the
+// base name, made unique by role) moved from one device to another as
+// members came and went, and one series carried two devices' counters.
+func memberLabel(path string) string {
+	if rest, ok := strings.CutPrefix(path, "/dev/"); ok && rest != "" {
+		return rest
+	}
+	return path
 }

@@ -50,8 +50,8 @@ func TestMetricsReplacedMemberStartsAfresh(t *testing.T) {
 			waitActive(t, a, 0)
 			st := a.Metrics("ublkb0")
 			m := st.Members[0]
-			if m.Name != "m2" {
-				t.Fatalf("role 0 is %s in the metrics, want m2: %+v", m.Name, st.Members)
+			if m.Name != paths[2] {
+				t.Fatalf("role 0 is %s in the metrics, want %s: %+v", m.Name, paths[2], st.Members)
 			}
 			for op, s := range m.Ops {
 				if s.Errors != 0 {

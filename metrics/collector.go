@@ -166,6 +166,7 @@ func (c *Collector) collectArray(ch chan<- prometheus.Metric, a *ArrayStats) {
 			byState[s]++
 		}
 	}
+	byState[MemberFailed] += a.FailedSlots
 	for s := MemberState(0); s < numMemberStates; s++ {
 		gauge(c.disks, float64(byState[s]), dev, s.String())
 	}

@@ -61,8 +61,10 @@
 //	ublkraid_parity_log_checkpoints_total            counter  log checkpoints written to the members' headers
 //	ublkraid_parity_last_copy_write_failures_total{device,result} counter  writes failed on a member kept as the last copy: healed, unhealed
 //
-// Member metrics, labels device and member (e.g. "nvme0n1"), and op (read,
-// write, flush, discard) where shown. The counters are the device's, not
+// Member metrics, labels device and member, and op (read, write, flush,
+// discard) where shown. The member label is the device's path below /dev
+// ("nvme0n1", "mapper/m0"), or its whole path elsewhere: a device keeps
+// it whatever else the array holds. The counters are the device's, not
 // its role's: a device that takes a role (a replacement, a spare) starts
 // from zero, and an operation of a device that has left its role counts
 // nowhere. Rebuild, resync, check and repair I/O and the bitmap's block

@@ -38,6 +38,12 @@ type ArrayStats struct {
 	// RaidDisks minus the members in state MemberActive, at least 0.
 	RaidDisks int
 
+	// FailedSlots counts the failed roles whose device is not open (failed,
+	// not removed, before the array was last assembled): counted in
+	// ublkraid_disks{state="failed"} as detail counts them, without
+	// member series (no device to name).
+	FailedSlots int
+
 	// Size is the array's capacity in bytes. Exported in 1 KiB blocks like
 	// md's, as ublkraid_blocks.
 	Size uint64
