@@ -129,7 +129,7 @@ set -e
 metrics
 expect_metric "ublkraid_degraded{device=\"$D\"}" 1
 expect_metric "ublkraid_disks{device=\"$D\",state=\"failed\"}" 1
-expect_metric "ublkraid_member_state{device=\"$D\",member=\"$(basename "$B")\",state=\"failed\"}" 1
+expect_metric "ublkraid_member_state{device=\"$D\",member=\"${B#/dev/}\",state=\"failed\"}" 1
 grep -q '"member failed"' "$SCRATCH/sv2.err" || fail "no 'member failed' log line"
 
 step "remove $B"
