@@ -38,9 +38,10 @@ type SyncStatus struct {
 	Targets    []int   `json:"targets,omitempty"`
 	LastAction string  `json:"last_action,omitempty"`
 	LastResult string  `json:"last_result,omitempty"` // "ok" or the error
-	// MismatchCnt is md's mismatch_cnt: the 512-byte sectors the last
-	// check or repair found differing (counted by 4 KiB block: a multiple
-	// of 8, as md's raid5 counts by page).
+	// MismatchCnt is md's mismatch_cnt: the 512-byte sectors the running
+	// or last check or repair found differing (counted by 4 KiB block: a
+	// multiple of 8, as md's raid5 counts by page); a check or repair
+	// starts it at 0 and counts up as it goes.
 	MismatchCnt uint64 `json:"mismatch_cnt"`
 	// LastCheck and LastCheckResult are the last check or repair and how
 	// it ended, kept when other jobs follow it (md's mismatch_cnt stays
@@ -71,6 +72,8 @@ type syncer struct {
 	lastRes  string
 	lastHad  bool
 	mism     uint64
+	// runsAt is the Syncer's Runs before the running job's Run.
+	runsAt uint64
 	// lastCheck, lastCheckRes: the last check or repair ("": none).
 	lastCheck, lastCheckRes string
 	// stopped: StopSync was called (the array is stopping); no job
@@ -763,6 +766,14 @@ func (a *Array) SyncStatus() SyncStatus {
 		s.LastCheck, s.LastCheckResult = y.lastCheck, y.lastCheckRes
 	}
 	s.MismatchCnt = y.mism * (4096 / 512)
+	if y.running && (y.kind == resync.Check || y.kind == resync.Repair) {
+		// As md: a check or repair starts its count at 0 and counts up
+		// as it goes (the last one's is no longer what the array holds).
+		s.MismatchCnt = 0
+		if y.s.Runs() != y.runsAt { // (its Run has started)
+			s.MismatchCnt = y.s.Mismatches() * (4096 / 512)
+		}
+	}
 	s.ResyncNeeded = a.needsResync()
 	if !y.running {
 		// (A resync being kicked, for a write's marks or a first write,
@@ -773,6 +784,11 @@ func (a *Array) SyncStatus() SyncStatus {
 	s.Action = y.kind.String()
 	s.Targets = y.targets
 	done, total := y.s.Progress()
+	if y.s.Runs() == y.runsAt {
+		// Its Run has not started (a rebuild waiting for a target's late
+		// I/O, say): Progress is still the last job's.
+		done, total = y.startPos, 0
+	}
 	s.Done, s.Total = done<<9, total<<9
 	if el := time.Since(y.started).Seconds(); el > 0.5 {
 		// Jobs can resume part-way (a rebuild from its checkpoint, a
@@ -805,6 +821,7 @@ func (y *syncer) start(job resync.Job, regions int) error {
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	y.running, y.kind, y.targets, y.started, y.startPos = true, job.Kind, job.Targets, time.Now(), job.Start
+	y.runsAt = y.s.Runs()
 	y.cancel, y.done = cancel, make(chan struct{})
 	done, log := y.done, y.log
 	y.mu.Unlock()

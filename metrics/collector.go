@@ -67,7 +67,7 @@ func NewCollector(src Source) *Collector {
 			array...),
 		syncSpeed: d("sync_speed_bytes_per_second", "Speed of the running resync, recovery or check in bytes per second; 0 when none runs.",
 			array...),
-		mismatch: d("mismatch_sectors", "Sectors (512 bytes) the last check or repair found differing between copies or from the parity, md's mismatch_cnt; kept until the next check or repair.",
+		mismatch: d("mismatch_sectors", "Sectors (512 bytes) the running or last check or repair found differing between copies or from the parity, md's mismatch_cnt: 0 when one starts, counting up; kept until the next check or repair.",
 			"device"),
 		readRepairs: d("read_repairs_total", "Ranges of a copy rewritten from another copy after a read error on it.",
 			array...),

@@ -37,7 +37,7 @@
 //	ublkraid_blocks{device}                       gauge  size in 1 KiB blocks
 //	ublkraid_blocks_synced{device}                gauge  1 KiB blocks done by the running sync; = blocks when none runs
 //	ublkraid_sync_speed_bytes_per_second{device}  gauge  running sync's speed, 0 when none runs
-//	ublkraid_mismatch_sectors{device}             gauge  last check/repair: sectors that differ (md's mismatch_cnt)
+//	ublkraid_mismatch_sectors{device}             gauge  running or last check/repair: sectors that differ (md's mismatch_cnt)
 //	ublkraid_read_repairs_total{device}           counter  ranges of a copy rewritten after a read error on it (raid5/6 sync jobs: 4 KiB rows)
 //
 // Write-intent bitmap metrics, label device, only for arrays with a bitmap:

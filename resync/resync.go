@@ -225,6 +225,8 @@ type Syncer struct {
 	running atomic.Bool
 	done    atomic.Uint64
 	total   atomic.Uint64
+	mism    atomic.Uint64 // the running (or last) job's Result.Mismatches so far
+	runs    atomic.Uint64 // jobs Run has started (after resetting the above)
 }
 
 // New returns a Syncer for arr, whose user writes go through bar.
@@ -256,6 +258,15 @@ func New(arr *engine.Array, bar Barrier, m Members, cfg Config) *Syncer {
 func (s *Syncer) Progress() (done, total uint64) {
 	return s.done.Load(), s.total.Load()
 }
+
+// Mismatches is what the running (or last) job has counted in
+// Result.Mismatches so far, as md's mismatch_cnt counts up while a check
+// runs. Safe from any goroutine.
+func (s *Syncer) Mismatches() uint64 { return s.mism.Load() }
+
+// Runs counts the jobs Run has started: Progress and Mismatches are a
+// job's once Runs has moved past its value from before the job's Run.
+func (s *Syncer) Runs() uint64 { return s.runs.Load() }
 
 // run is the state of one Run.
 type run struct {
@@ -314,6 +325,8 @@ func (s *Syncer) Run(ctx context.Context, job Job) (Result, error) {
 	r.unitBuf = alignedBuf(int(s.cfg.RetryUnit) << 9)
 	s.total.Store(total)
 	s.done.Store(job.Start)
+	s.mism.Store(0)
+	s.runs.Add(1)
 	now := s.cfg.Clock.Now()
 	r.flushed = now
 	r.thr = throttle{cfg: &s.cfg, markTime: now}
@@ -340,6 +353,7 @@ func (s *Syncer) Run(ctx context.Context, job Job) (Result, error) {
 		}
 		pos += n
 		s.done.Store(pos)
+		s.mism.Store(r.res.Mismatches)
 		r.res.End = pos
 		if did {
 			if err = r.thr.after(ctx, n<<9); err != nil {
