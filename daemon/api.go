@@ -472,7 +472,9 @@ type Array struct {
 	ChunkBytes uint64 `json:"chunk_bytes"`
 	SizeBytes  uint64 `json:"size_bytes"`
 	// State is "active" (every role in sync), "degraded" (data complete,
-	// some role not in sync) or "failed" (some data has no copy).
+	// some role not in sync) or "failed" (some data has no copy); list
+	// shows an array of the state file that did not start "inactive",
+	// with the paths the state file lists (role -1, state "inactive").
 	State        string `json:"state"`
 	Degraded     bool   `json:"degraded"`
 	RaidDisks    int    `json:"raid_disks"`

@@ -1355,12 +1355,28 @@ func (m *Manager) List() []Array {
 	for _, s := range m.arrays {
 		ss = append(ss, s)
 	}
+	// Arrays of the state file that did not start are listed inactive,
+	// as /proc/mdstat lists an md array it could not run.
+	var pending []StateEntry
+	for n, e := range m.pending {
+		if m.arrays[n] == nil {
+			pending = append(pending, e)
+		}
+	}
 	m.mu.Unlock()
-	sort.Slice(ss, func(i, j int) bool { return ss[i].n < ss[j].n })
-	out := make([]Array, 0, len(ss))
+	out := make([]Array, 0, len(ss)+len(pending))
 	for _, s := range ss {
 		out = append(out, m.view(s))
 	}
+	for _, e := range pending {
+		a := Array{Number: e.Number, Device: DevicePath(e.Number), Name: e.Name, UUID: e.UUID, State: "inactive",
+			Spares: []string{}, Members: []Member{}}
+		for _, p := range e.Members {
+			a.Members = append(a.Members, Member{Role: -1, Path: p, State: "inactive"})
+		}
+		out = append(out, a)
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Number < out[j].Number })
 	return out
 }
 

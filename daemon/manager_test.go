@@ -48,8 +48,8 @@ func TestManagerWithoutDevices(t *testing.T) {
 			t.Errorf("%s: %v (status %d); want %d and %q", tc.name, err, status(err), tc.status, tc.msg)
 		}
 	}
-	if l := m.List(); len(l) != 0 {
-		t.Fatalf("list: %+v", l)
+	if l := m.List(); len(l) != 1 || l[0].Number != 3 || l[0].State != "inactive" {
+		t.Fatalf("list (the pending array, inactive): %+v", l)
 	}
 	res, err := m.Delete(3)
 	if err != nil || len(res.Forgotten) != 1 || res.Forgotten[0] != 3 {
