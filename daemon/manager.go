@@ -1576,6 +1576,42 @@ func spareOf(s *served, member string) string {
 	return ""
 }
 
+// loopsBack refuses path as a device of array n when it is n's own block
+// device, or the device of another array served here that holds n's
+// device: the array's member I/O would go through the array itself, and
+// its queues would wait on themselves. md refuses such a loop too (the
+// block layer's holder links).
+func (m *Manager) loopsBack(n int, path string) error {
+	own := DevicePath(n)
+	if sameDevice(path, own) {
+		return Refused(fmt.Errorf("%s is the array's own device", path))
+	}
+	m.mu.Lock()
+	var others []*served
+	for k, s := range m.arrays {
+		if k != n {
+			others = append(others, s)
+		}
+	}
+	m.mu.Unlock()
+	for _, s := range others {
+		if !sameDevice(path, DevicePath(s.n)) {
+			continue
+		}
+		st := s.a.Status()
+		paths := st.Spares
+		for _, mi := range st.Members {
+			paths = append(paths, mi.Path)
+		}
+		for _, q := range paths {
+			if q != "" && sameDevice(q, own) {
+				return Refused(fmt.Errorf("%s is the device of array %s, which holds %s: a loop", path, DevicePath(s.n), own))
+			}
+		}
+	}
+	return nil
+}
+
 // known is the path under which s's array holds the device or file that
 // p names (a member's or a spare's: p may name it by another path, as
 // AddRequest.Spec tells a device given twice), or p cleaned when the
@@ -1638,6 +1674,9 @@ func (m *Manager) AddSpare(n int, members []string, force bool) (Array, error) {
 	paths := make([]string, len(members))
 	for i, p := range members {
 		paths[i] = known(s, p)
+		if err := m.loopsBack(n, p); err != nil {
+			return Array{}, fmt.Errorf("add spare %s: %w", p, err)
+		}
 	}
 	m.joining(s, paths)
 	err = s.a.AddSpares(paths, force)
@@ -1694,6 +1733,9 @@ func (m *Manager) ReAdd(n int, member string) (Array, error) {
 		}
 	}
 	path = known(s, path)
+	if err := m.loopsBack(n, path); err != nil {
+		return Array{}, fmt.Errorf("re-add %s: %w", member, err)
+	}
 	m.joining(s, []string{path})
 	err = s.a.ReAdd(path)
 	m.endJoining(s)
@@ -1723,6 +1765,9 @@ func (m *Manager) Replace(n int, member, with string, force bool) (Array, error)
 		with = sp[0]
 	}
 	with = known(s, with)
+	if err := m.loopsBack(n, with); err != nil {
+		return Array{}, fmt.Errorf("replace %s with %s: %w", member, with, err)
+	}
 	r, err := role(s, member)
 	if err != nil {
 		return Array{}, err
