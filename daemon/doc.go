@@ -149,9 +149,8 @@
 // leaves it there, and the next start assembles with it if its superblock
 // names the array and the members' freshest superblock names it in a role
 // or as a spare (the operation's update reached them: a replacement
-// resumes); one that cannot be read is listed as an absent member when
-// the superblocks name a member no device present holds; the rest is
-// forgotten. Stopping
+// resumes); the rest is forgotten (one that cannot be read, with a
+// warning to re-add it). Stopping
 // the daemon keeps the entries. An array started from its entry (at serve's
 // start, or a retry) rewrites the entry's member list to what the array
 // holds: its members, spares, failed members left closed and absent paths;

@@ -4,22 +4,26 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strings"
 	"testing"
 
 	"github.com/ublk-raid/ublk-raid/array"
 	"github.com/ublk-raid/ublk-raid/engine"
 	"github.com/ublk-raid/ublk-raid/ublk"
+	"go.uber.org/zap"
+	"go.uber.org/zap/zaptest/observer"
 )
 
 // Found by review: a replacement whose superblock write was reached,
 // recorded only as joining (the daemon died before its own state write),
 // and not yet present when the daemon restarts (udev coldplugs it a moment
-// later). The start dropped it from the state file, with no word. The
-// superblocks name its member in role 1, and no device present holds it:
-// it is now listed as an absent member, as any member not there at a
-// start (the array starts without a rebuilding one, as md does, and
-// detail shows it absent).
-func TestJoiningReplacementAbsentAtRestartKept(t *testing.T) {
+// later). The start dropped it from the state file with no word. Whether
+// the operation reached a device that cannot be read is not known (see
+// TestJoiningUnreadBesideAbsentSpare: listed, a blank one stopped every
+// later start), so it is still left out, but the log says so and what to
+// do; the array starts without it, as md starts without a rebuilding
+// member.
+func TestJoiningReplacementAbsentAtRestartWarned(t *testing.T) {
 	paths := files(t, 3, 8<<20)
 	a, err := array.Open(paths[:2], array.CreateSpec{Level: engine.Level1, NoBitmap: true, AssumeClean: true,
 		SyncMinBytes: 64 << 10, SyncMaxBytes: 64 << 10}, true)
@@ -67,7 +71,8 @@ func TestJoiningReplacementAbsentAtRestartKept(t *testing.T) {
 	if err := os.Rename(paths[2], away); err != nil {
 		t.Fatal(err)
 	}
-	n := NewManager(nil, ManagerOptions{StateFile: state})
+	core, logs := observer.New(zap.WarnLevel)
+	n := NewManager(nil, ManagerOptions{StateFile: state, Log: zap.New(core)})
 	started, failed, err := n.Restore()
 	t.Logf("restart without the replacement present: %d started, %d failed, %v", started, failed, err)
 	// It appears.
@@ -79,15 +84,17 @@ func TestJoiningReplacementAbsentAtRestartKept(t *testing.T) {
 	}
 	s := n.arrays[0]
 	t.Cleanup(func() { s.a.StopSync(); s.a.Close() })
-	st := s.a.Status()
-	after, _ := LoadState(state)
-	e := after.Arrays[0]
-	if !slices.Contains(e.Members, paths[2]) {
-		t.Fatalf("a replacement recorded as joining (its superblock holds role 1 of the array) but absent for a moment at the restart: the array started %s (role 1 %s, %q) and the state file forgot it (members %v, joining %v)",
-			st.State, st.Members[1].State, st.Members[1].Path, e.Members, e.Joining)
+	warned := false
+	for _, e := range logs.All() {
+		if strings.Contains(e.Message, "cannot be read") && strings.Contains(e.Message, "re-add") {
+			warned = true
+		}
 	}
-	if !slices.Contains(s.a.Absent, paths[2]) {
-		t.Errorf("the replacement is not reported absent: %v", s.a.Absent)
+	if !warned {
+		t.Errorf("the joining replacement left out without a warning: %v", logs.All())
+	}
+	if st := s.a.Status(); st.Members[0].Path != paths[0] || st.Members[0].State != "active" {
+		t.Errorf("role 0 after the restart: %+v", st.Members[0])
 	}
 }
 

@@ -237,20 +237,12 @@ func (m *Manager) restore(e StateEntry, open func([]string, array.CreateSpec) (*
 			}
 		}
 		if len(unread) > 0 {
-			// Not there yet (a disk udev has not brought up): when the
-			// superblocks name as many members no device present holds,
-			// the operation reached them, and these are those members:
-			// listed, absent, as any member not there at a start (the
-			// array starts without a rebuilding or spare one, and takes it
-			// at the next start; an active one keeps it pending).
-			if unheldMembers(e.UUID, e.Members) >= len(unread) {
-				m.log.Warn("state entry: devices a member operation was adding when the daemon stopped cannot be read, and the superblocks name members no device present holds: listed as absent members",
-					zap.String("device", DevicePath(e.Number)), zap.Strings("members", unread))
-				e.Members = append(slices.Clone(e.Members), unread...)
-			} else {
-				m.log.Warn("state entry: devices a member operation was adding when the daemon stopped cannot be read, and the superblocks do not name them: dropped",
-					zap.String("device", DevicePath(e.Number)), zap.Strings("members", unread))
-			}
+			// Not there yet (a disk udev has not brought up), or not
+			// readable: whether the operation reached it is not known,
+			// and a device listed that its superblock does not make a
+			// member would stop every later start. Left out, said.
+			m.log.Warn("state entry: devices a member operation was adding when the daemon stopped cannot be read: left out (once they are there, re-add them, or add them as spares, if they were being added)",
+				zap.String("device", DevicePath(e.Number)), zap.Strings("members", unread))
 		}
 		e.Joining = nil // (the caller saves the entry)
 	}
@@ -365,8 +357,8 @@ const (
 // update reached them. A device that only carries an old superblock of
 // the array (the other side of a split brain, a member that left it) is
 // not taken on its own say. joinedUnknown: the device cannot be opened or
-// read (not there yet at boot: see restore). Read only; an empty uuid,
-// from an old state file, matches nothing.
+// read (not there yet at boot): restore leaves it out, and says so. Read
+// only; an empty uuid, from an old state file, matches nothing.
 func joined(path, uuid string, listed []string) int {
 	if uuid == "" {
 		return joinedNo
@@ -406,34 +398,6 @@ func joined(path, uuid string, listed []string) int {
 		}
 	}
 	return joinedNo
-}
-
-// unheldMembers counts the members the freshest superblock of the listed
-// devices (of the array whose UUID is uuid) names in a role (active or
-// rebuilding) or as a spare that no listed device readable now holds.
-func unheldMembers(uuid string, listed []string) int {
-	var fresh *engine.Superblock
-	held := map[[16]byte]bool{}
-	for _, p := range listed {
-		o, err := readSuperblock(p)
-		if err != nil || engine.UUIDString(o.ArrayUUID) != uuid {
-			continue
-		}
-		held[o.MemberUUID] = true
-		if fresh == nil || o.Events > fresh.Events {
-			fresh = o
-		}
-	}
-	if fresh == nil {
-		return 0
-	}
-	n := 0
-	for _, r := range fresh.Roles {
-		if r.Member != ([16]byte{}) && !held[r.Member] && (r.State == engine.RoleActive || r.State == engine.RoleRebuilding || r.State == engine.RoleSpare) {
-			n++
-		}
-	}
-	return n
 }
 
 // superblockParseError: readSuperblock read the block, which holds no

@@ -53,9 +53,8 @@ type StateEntry struct {
 	// write would otherwise leave them out of Members, and the restart
 	// would assemble the array without them (a replacement forgotten:
 	// degraded, or refused once rebuilt). A start takes each one the
-	// operation's superblock update reached (see joined), lists one it
-	// cannot read as an absent member when the superblocks name a member
-	// no device present holds, and drops the rest.
+	// operation's superblock update reached (see joined), and drops the
+	// rest (one it cannot read, with a warning).
 	Joining []string `json:"joining,omitempty"`
 }
 
