@@ -1038,6 +1038,16 @@ func (a *Array) persist(st *engine.ArrayState) error {
 	return a.writeSuperblocks(st, false)
 }
 
+// failedSince reports whether a role writable in st is no longer in cur.
+func failedSince(st, cur *engine.ArrayState) bool {
+	for r := range st.Members {
+		if r < len(cur.Members) && writable(st.Members[r]) && !writable(cur.Members[r]) {
+			return true
+		}
+	}
+	return false
+}
+
 // pick is the errors of the roles tried.
 func pick(errs []error, tried []bool) []error {
 	var out []error
@@ -1198,6 +1208,16 @@ func (a *Array) writeSuperblocks(st *engine.ArrayState, clean bool) error {
 			// Not reached (see ev); a header ahead of the superblocks is
 			// trusted, so stopping here loses nothing.
 			return fmt.Errorf("the bitmap header took generation %d, not %d: superblocks not written", got, ev)
+		}
+		if cur := a.Engine.State(); failedSince(st, cur) {
+			// A member failed while the bitmap writer made ev durable (a
+			// flush or write of its batch failed: it is recorded off the
+			// writer's goroutine). These superblocks, made from st, would
+			// record it in sync, though the batch, a clear say, relied on
+			// it: this generation records it failed instead, taken again
+			// from the header (unusedGen) with the newer state.
+			a.unusedGen = ev
+			return a.writeSuperblocks(cur, clean)
 		}
 	}
 	before := a.events
