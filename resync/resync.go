@@ -188,10 +188,11 @@ type Result struct {
 	Start, End uint64 // positions the run began and ended at
 	Synced     uint64 // sectors read (and copied where needed)
 	Skipped    uint64 // sectors skipped: Need refused, or no data (rebuild padding)
-	// Mismatches counts 4 KiB array blocks in which some readable copy
-	// differed from the chosen copy (Check, Repair): md's mismatch_cnt,
-	// in 4 KiB units rather than sectors, each block counted once however
-	// many copies differ.
+	// Mismatches counts, for each readable copy, the 4 KiB array blocks
+	// in which it differed from the chosen copy (Check, Repair): md's
+	// mismatch_cnt, which adds a differing range once per copy that
+	// differs, in 4 KiB units rather than sectors (raid5/6: 4 KiB rows
+	// whose parity differs).
 	Mismatches uint64
 	Repaired   uint64 // 4 KiB block writes to copies that differed (Repair), per copy
 	ReadErrors uint64 // member reads that failed and were served by another copy
@@ -901,8 +902,7 @@ func (r *run) checkRange(st *engine.ArrayState, locs []engine.Location, n uint64
 		end := min(off+blk, bytesN)
 		for k, i := range order {
 			if k != src && ok&(1<<uint(i)) != 0 && !bytes.Equal(r.bufs[k][off:end], good[off:end]) {
-				r.res.Mismatches++
-				break
+				r.res.Mismatches++ // (each copy that differs, as md)
 			}
 		}
 	}
