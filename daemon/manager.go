@@ -76,10 +76,12 @@ type Manager struct {
 	// meanwhile, so that the state file keeps them): not deleted, not
 	// operated on until it ends.
 	growing map[int]bool
-	// stopping is set by Shutdown (guarded by mu): the state file is no
-	// longer written (the served arrays are taken out of arrays to stop
-	// them, and the next daemon must still find them).
+	// stopping is set by Shutdown (guarded by mu): the served arrays are
+	// taken out of arrays to stop them (into stopped), and the state file
+	// is written from stopped: the next daemon must still find them, as a
+	// member operation that was under way recorded them.
 	stopping bool
+	stopped  []*served
 }
 
 // served is one array and its device.
@@ -790,11 +792,15 @@ func (m *Manager) saveState() error {
 	var st State
 	m.mu.Lock()
 	if m.stopping {
-		m.mu.Unlock()
-		return nil
-	}
-	for _, s := range m.arrays {
-		st.Arrays = append(st.Arrays, s.entry)
+		// (A member operation that was under way when Shutdown began
+		// ends now: its change is recorded, the arrays kept.)
+		for _, s := range m.stopped {
+			st.Arrays = append(st.Arrays, s.entry)
+		}
+	} else {
+		for _, s := range m.arrays {
+			st.Arrays = append(st.Arrays, s.entry)
+		}
 	}
 	for _, e := range m.pending {
 		st.Arrays = append(st.Arrays, e)
@@ -2149,6 +2155,7 @@ func (m *Manager) Shutdown(keep bool) {
 	for _, s := range m.arrays {
 		ss = append(ss, s)
 	}
+	m.stopped = ss
 	clear(m.arrays)
 	m.mu.Unlock()
 	// Released before the operation locks are taken: a grow holds its
