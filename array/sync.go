@@ -591,6 +591,11 @@ func (a *Array) nextJob(job resync.Job, err error, dropGen uint64) {
 		if resume && a.resumeRebuild() {
 			return
 		}
+	} else if a.rebuildingBesides(nil) && a.resumeRebuild() {
+		// A role took a device while this job ran (a spare activated
+		// as a check started: its rebuild was refused then): md runs
+		// recovery before anything else.
+		return
 	}
 	if job.Kind == resync.Resync && err != nil && a.Engine.State().DropGen == dropGen {
 		return
