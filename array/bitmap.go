@@ -44,6 +44,11 @@ type flusher struct {
 	// whether the member stays in sync (kept as the last copy of some
 	// data).
 	onMemberError func(role int, err error) (kept bool)
+	// keptMissing: roles a failed batch marked missing for the bitmap
+	// that stayed in sync (kept as the last copy): marked present again
+	// once one takes a batch (commit), or no region would clear again
+	// in this run.
+	keptMissing uint64
 	// failed: tokens of writes whose regions a batch could not make dirty
 	// on every member in sync (Bitmap.Failed), routed as failures.
 	failed []bitmap.Waiter
@@ -189,6 +194,20 @@ func (f *flusher) commit(bt *bitmap.Batch, clears bool) bool {
 			}
 			if f.onMemberError != nil && f.onMemberError(r, err) {
 				kept = true
+				f.keptMissing |= 1 << uint(r)
+			}
+		}
+	}
+	for _, r := range roles {
+		// A member kept in sync that failed an earlier batch takes this
+		// one: present again for the bitmap. What the failed batch did
+		// not write there is harmless: bits set for writes that failed
+		// unissued, bits left dirty, a header older than the superblocks
+		// (not trusted at assembly).
+		if bit := uint64(1) << uint(r); f.keptMissing&bit != 0 && errs[r] == nil && f.a.current[r].Load() == sent[r] {
+			if f.a.Engine.State().Members[r].State == engine.MemberActive {
+				f.keptMissing &^= bit
+				f.bm.SetMissing(r, false)
 			}
 		}
 	}
