@@ -74,6 +74,9 @@ type syncer struct {
 	mism     uint64
 	// runsAt is the Syncer's Runs before the running job's Run.
 	runsAt uint64
+	// rebuildFailed: a rebuild failed, at the DropGen rebuildFailedGen.
+	rebuildFailed    bool
+	rebuildFailedGen uint64
 	// lastCheck, lastCheckRes: the last check or repair ("": none).
 	lastCheck, lastCheckRes string
 	// stopped: StopSync was called (the array is stopping); no job
@@ -586,21 +589,37 @@ func (a *Array) nextJob(job resync.Job, err error, dropGen uint64) {
 		return
 	}
 	if job.Kind == resync.Rebuild {
+		if err != nil {
+			a.sync.mu.Lock()
+			a.sync.rebuildFailed, a.sync.rebuildFailedGen = true, dropGen
+			a.sync.mu.Unlock()
+		}
 		resume := err == nil && a.rebuildingBesides(job.Targets)
 		resume = resume || err != nil && a.Engine.State().DropGen != dropGen
 		if resume && a.resumeRebuild() {
 			return
 		}
-	} else if a.rebuildingBesides(nil) && a.resumeRebuild() {
+	} else if a.rebuildingBesides(nil) && !a.rebuildFailedHere() && a.resumeRebuild() {
 		// A role took a device while this job ran (a spare activated
 		// as a check started: its rebuild was refused then): md runs
-		// recovery before anything else.
+		// recovery before anything else. Not a rebuild that failed
+		// with the members as they are (a block no copy can read): it
+		// waits for the next assembly, re-add or spare, as md's
+		// recovery_disabled.
 		return
 	}
 	if job.Kind == resync.Resync && err != nil && a.Engine.State().DropGen == dropGen {
 		return
 	}
 	a.startResync()
+}
+
+// rebuildFailedHere reports whether a rebuild failed with the members as
+// they are now (no role failed, removed or put back since).
+func (a *Array) rebuildFailedHere() bool {
+	a.sync.mu.Lock()
+	defer a.sync.mu.Unlock()
+	return a.sync.rebuildFailed && a.sync.rebuildFailedGen == a.Engine.State().DropGen
 }
 
 // busy reports whether a job runs.
