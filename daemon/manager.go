@@ -1548,9 +1548,9 @@ func spareOf(s *served, member string) string {
 
 // loopsBack refuses path as a device of array n when it is n's own block
 // device, or the device of another array served here that holds n's
-// device: the array's member I/O would go through the array itself, and
-// its queues would wait on themselves. md refuses such a loop too (the
-// block layer's holder links).
+// device, directly or through other arrays: the array's member I/O would
+// go through the array itself, and its queues would wait on themselves.
+// md refuses such a loop too (the block layer's holder links).
 func (m *Manager) loopsBack(n int, path string) error {
 	own := DevicePath(n)
 	if sameDevice(path, own) {
@@ -1564,18 +1564,29 @@ func (m *Manager) loopsBack(n int, path string) error {
 		}
 	}
 	m.mu.Unlock()
-	for _, s := range others {
-		if !sameDevice(path, DevicePath(s.n)) {
-			continue
-		}
-		st := s.a.Status()
-		paths := st.Spares
-		for _, mi := range st.Members {
-			paths = append(paths, mi.Path)
-		}
-		for _, q := range paths {
-			if q != "" && sameDevice(q, own) {
-				return Refused(fmt.Errorf("%s is the device of array %s, which holds %s: a loop", path, DevicePath(s.n), own))
+	// The arrays whose devices path leads to, through members.
+	next := []string{path}
+	seen := map[int]bool{}
+	for len(next) > 0 {
+		p := next[0]
+		next = next[1:]
+		for _, s := range others {
+			if seen[s.n] || !sameDevice(p, DevicePath(s.n)) {
+				continue
+			}
+			seen[s.n] = true
+			st := s.a.Status()
+			paths := st.Spares
+			for _, mi := range st.Members {
+				if mi.Path != "" {
+					paths = append(paths, mi.Path)
+				}
+			}
+			for _, q := range paths {
+				if sameDevice(q, own) {
+					return Refused(fmt.Errorf("%s is the device of array %s, which holds %s (through its members): a loop", path, DevicePath(s.n), own))
+				}
+				next = append(next, q)
 			}
 		}
 	}
