@@ -568,6 +568,23 @@ func arrayFromStatus(n int, s array.Status) Array {
 	for _, m := range s.Members {
 		a.Members = append(a.Members, Member{Role: m.Role, Path: m.Path, State: m.State, RebuildOffsetBytes: m.RebuildOffset})
 	}
+	if s.Activating != "" {
+		// A spare being put into a failed role: still the array's (md
+		// keeps it in its disk table throughout), shown as a spare.
+		a.Spares = append(a.Spares, s.Activating)
+		a.SpareDisks++
+	}
+	return a
+}
+
+// pendingView is the API view of an array of the state file that did not
+// start (inactive): what the entry says.
+func pendingView(e StateEntry) Array {
+	a := Array{Number: e.Number, Device: DevicePath(e.Number), Name: e.Name, UUID: e.UUID, State: "inactive",
+		Spares: []string{}, Members: []Member{}, UblkFlags: []string{}, Sync: array.SyncStatus{Action: "idle"}}
+	for _, p := range e.Members {
+		a.Members = append(a.Members, Member{Role: -1, Path: p, State: "inactive"})
+	}
 	return a
 }
 

@@ -1329,7 +1329,7 @@ func (m *Manager) List() []Array {
 	// as /proc/mdstat lists an md array it could not run.
 	var pending []StateEntry
 	for n, e := range m.pending {
-		if m.arrays[n] == nil {
+		if m.arrays[n] == nil && !m.growing[n] { // (not one a grow or recovery hands over)
 			pending = append(pending, e)
 		}
 	}
@@ -1339,12 +1339,7 @@ func (m *Manager) List() []Array {
 		out = append(out, m.view(s))
 	}
 	for _, e := range pending {
-		a := Array{Number: e.Number, Device: DevicePath(e.Number), Name: e.Name, UUID: e.UUID, State: "inactive",
-			Spares: []string{}, Members: []Member{}}
-		for _, p := range e.Members {
-			a.Members = append(a.Members, Member{Role: -1, Path: p, State: "inactive"})
-		}
-		out = append(out, a)
+		out = append(out, pendingView(e))
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].Number < out[j].Number })
 	return out
@@ -1354,6 +1349,15 @@ func (m *Manager) List() []Array {
 func (m *Manager) Detail(n int) (Array, error) {
 	s, err := m.get(n)
 	if err != nil {
+		m.mu.Lock()
+		e, pending := m.pending[n]
+		growing := m.growing[n]
+		m.mu.Unlock()
+		if pending && !growing {
+			// An array of the state file that did not start: described
+			// inactive, as mdadm --detail describes one.
+			return pendingView(e), nil
+		}
 		return Array{}, err
 	}
 	return m.view(s), nil

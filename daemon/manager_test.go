@@ -36,7 +36,6 @@ func TestManagerWithoutDevices(t *testing.T) {
 			return err
 		}, 409, "reserved for array u3"},
 		{"detail unknown", func() error { _, err := m.Detail(1); return err }, 404, "/dev/ublkb1: no such array"},
-		{"detail pending", func() error { _, err := m.Detail(3); return err }, 404, "did not start"},
 		{"fail unknown", func() error { _, err := m.Fail(1, "/dev/x"); return err }, 404, "no such array"},
 		{"remove unknown", func() error { _, err := m.Remove(1, "0"); return err }, 404, "no such array"},
 		{"re-add unknown", func() error { _, err := m.ReAdd(1, "/dev/x"); return err }, 404, "no such array"},
@@ -47,6 +46,9 @@ func TestManagerWithoutDevices(t *testing.T) {
 		if status(err) != tc.status || err == nil || !strings.Contains(err.Error(), tc.msg) {
 			t.Errorf("%s: %v (status %d); want %d and %q", tc.name, err, status(err), tc.status, tc.msg)
 		}
+	}
+	if d, err := m.Detail(3); err != nil || d.State != "inactive" || d.Sync.Action != "idle" {
+		t.Fatalf("detail of the pending array: %+v %v, want it inactive", d, err)
 	}
 	if l := m.List(); len(l) != 1 || l[0].Number != 3 || l[0].State != "inactive" {
 		t.Fatalf("list (the pending array, inactive): %+v", l)

@@ -89,6 +89,10 @@ func openExamined(member string) (*ublk.Member, *engine.Superblock, error) {
 		return nil, nil, err
 	}
 	sb, err := engine.ParseSuperblock(b)
+	if err == nil {
+		// Bounded against the device it came from, as assembly does.
+		err = sb.CheckMemberSize(uint64(m.Size))
+	}
 	if err != nil {
 		m.Close()
 		return nil, nil, fmt.Errorf("%s: %w", member, err)
@@ -140,12 +144,20 @@ func runExamine(o examineOptions, stdout io.Writer) error {
 	if j.Clean {
 		state = "clean"
 	}
+	chunk := fmt.Sprintf("%dK", j.ChunkBytes>>10)
+	if sb.Level == uint32(engine.Level1) {
+		chunk = "" // (a mirror has no chunks: as mdadm, no row)
+	}
+	bitmap := ""
+	if j.BitmapBytes != 0 {
+		bitmap = fmt.Sprintf("%d sectors at sector %d", j.BitmapBytes>>9, j.BitmapOffset>>9)
+	}
 	for _, kv := range [][2]string{
 		{"Member", j.Member}, {"Array UUID", j.ArrayUUID}, {"Name", j.Name}, {"Raid Level", j.Level},
-		{"Layout", j.Layout}, {"Chunk Size", fmt.Sprintf("%dK", j.ChunkBytes>>10)},
+		{"Layout", j.Layout}, {"Chunk Size", chunk},
 		{"Raid Devices", fmt.Sprint(j.RaidDevices)}, {"Device Role", role}, {"Device UUID", j.MemberUUID},
 		{"Data Offset", fmt.Sprintf("%d sectors", j.DataOffset>>9)}, {"Data Size", fmt.Sprintf("%d sectors", j.DataBytes>>9)},
-		{"Write-Hole Log", logArea(j.LogOffset, j.LogBytes)},
+		{"Internal Bitmap", bitmap}, {"Write-Hole Log", logArea(j.LogOffset, j.LogBytes)},
 		{"Events", fmt.Sprint(j.Events)}, {"State", state},
 		{"Creation Time", j.Created.Format(time.RFC3339)}, {"Update Time", j.Updated.Format(time.RFC3339)},
 	} {

@@ -596,8 +596,12 @@ func writeListText(stdout io.Writer, j listJSON) error {
 			for _, p := range a.Spares {
 				ms = append(ms, p+"(S)")
 			}
-			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%d/%d\t%s\t%s\n", a.Device, levelText(a), humanSize(a.SizeBytes), a.State,
-				a.ActiveDisks, a.RaidDisks, dash(a.Name), strings.Join(ms, " "))
+			size, disks := humanSize(a.SizeBytes), fmt.Sprintf("%d/%d", a.ActiveDisks, a.RaidDisks)
+			if a.State == "inactive" { // (not known until it starts)
+				size, disks = "-", "-"
+			}
+			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\n", a.Device, dash(levelText(a)), size, a.State,
+				disks, dash(a.Name), strings.Join(ms, " "))
 		}
 	}
 	if len(j.OtherDevices) > 0 {
@@ -720,7 +724,7 @@ func runDetail(o detailOptions, c *daemon.Client, stdout, stderr io.Writer) erro
 		return err
 	}
 	switch {
-	case a.State == "failed":
+	case a.State == "failed" || a.State == "inactive": // (unusable, as mdadm's 2)
 		return exitStatus(testFailed)
 	case a.Degraded:
 		return exitStatus(testDegraded)
@@ -730,6 +734,23 @@ func runDetail(o detailOptions, c *daemon.Client, stdout, stderr io.Writer) erro
 
 func printDetail(w io.Writer, a daemon.Array) error {
 	fmt.Fprintf(w, "%s:\n", a.Device)
+	if a.State == "inactive" {
+		// An array of the state file that did not start: what the
+		// entry says, as mdadm --detail describes an inactive array.
+		tw := tabwriter.NewWriter(w, 0, 4, 1, ' ', tabwriter.AlignRight)
+		for _, r := range [][2]string{{"Name", dash(a.Name)}, {"UUID", a.UUID},
+			{"State", "inactive (it did not start: see the daemon's log)"}} {
+			fmt.Fprintf(tw, "%s\t : %s\n", r[0], r[1])
+		}
+		if err := tw.Flush(); err != nil {
+			return err
+		}
+		fmt.Fprintln(w)
+		for _, m := range a.Members {
+			fmt.Fprintf(w, "    -   %s\n", m.Path)
+		}
+		return nil
+	}
 	tw := tabwriter.NewWriter(w, 0, 4, 1, ' ', tabwriter.AlignRight)
 	yes := map[bool]string{true: "yes", false: "no"}
 	rows := [][2]string{
