@@ -49,7 +49,7 @@ func TestExamine(t *testing.T) {
 		t.Fatalf("examine: %+v", j)
 	}
 	out, _, code = runCLI("examine", paths[0])
-	if code != 0 || !strings.Contains(out, "Raid Level    : raid1") || !strings.Contains(out, "Device Role   : 0") {
+	if code != 0 || !regexp.MustCompile(`Raid Level +: raid1\n`).MatchString(out) || !regexp.MustCompile(`Device Role +: 0\n`).MatchString(out) {
 		t.Fatalf("examine text (exit %d):\n%s", code, out)
 	}
 	_, stderr, code = runCLI("examine", paths[2])
