@@ -428,7 +428,7 @@ func Open(paths []string, spec CreateSpec, create bool) (*Array, error) {
 			// its place (degraded, when given fewer members).
 			closeAll()
 			closeSpares()
-			return nil, fmt.Errorf("the members hold a %s array %s; %s would create a new one: wipe them first, or leave out --level to assemble it", engine.Level(asm.Level), asm.Name, what)
+			return nil, fmt.Errorf("the members hold %s array %q; a create with %s would be a new array: wipe them first, or leave out --level to assemble it", engine.Level(asm.Level), asm.Name, what)
 		}
 	}
 	ms = append(ms, withSB...) // in step with inputs
@@ -668,14 +668,14 @@ func newArray(ms, spares []*Member, spec CreateSpec, wipes map[*Member]signature
 func (spec CreateSpec) otherArray(asm *engine.Assembly, members int) string {
 	switch {
 	case members != asm.Members:
-		return fmt.Sprintf("(of %d members) %d members", asm.Members, members)
+		return fmt.Sprintf("%d members (it has %d)", members, asm.Members)
 	case spec.LayoutGiven && engine.IsParityLevel(spec.Level) && uint32(spec.ParityLayout) != asm.Layout:
-		return fmt.Sprintf("(layout %v) layout %v", engine.ParityLayout(asm.Layout), spec.ParityLayout)
+		return fmt.Sprintf("layout %v (it has %v)", spec.ParityLayout, engine.ParityLayout(asm.Layout))
 	case spec.LayoutGiven && spec.Level == engine.Level10 && spec.Layout.MD() != asm.Layout:
 		l, _ := engine.LayoutFromMD(asm.Layout)
-		return fmt.Sprintf("(layout %v) layout %v", l, spec.Layout)
+		return fmt.Sprintf("layout %v (it has %v)", spec.Layout, l)
 	case spec.ChunkGiven && uint64(asm.ChunkSectors) != spec.ChunkSectors:
-		return fmt.Sprintf("(chunk %d KiB) chunk %d KiB", asm.ChunkSectors/2, spec.ChunkSectors/2)
+		return fmt.Sprintf("chunk %d KiB (it has %d KiB)", spec.ChunkSectors/2, asm.ChunkSectors/2)
 	}
 	return ""
 }
