@@ -791,15 +791,17 @@ func (m *Manager) saveState() error {
 	defer m.stateMu.Unlock()
 	var st State
 	m.mu.Lock()
+	for _, s := range m.arrays {
+		st.Arrays = append(st.Arrays, s.entry)
+	}
 	if m.stopping {
 		// (A member operation that was under way when Shutdown began
-		// ends now: its change is recorded, the arrays kept.)
+		// ends now: its change is recorded, the arrays kept. arrays
+		// holds only those put back since: a refused Delete.)
 		for _, s := range m.stopped {
-			st.Arrays = append(st.Arrays, s.entry)
-		}
-	} else {
-		for _, s := range m.arrays {
-			st.Arrays = append(st.Arrays, s.entry)
+			if m.arrays[s.n] == nil {
+				st.Arrays = append(st.Arrays, s.entry)
+			}
 		}
 	}
 	for _, e := range m.pending {
