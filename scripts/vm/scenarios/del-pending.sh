@@ -37,7 +37,13 @@ step "a new serve cannot start the array ($B's path gone): pending"
 sed -i "s#\"$B\"#\"/dev/dp-gone\"#" "$STATE"
 grep -q dp-gone "$STATE" || { cat "$STATE"; mounted_fail "state file not edited"; }
 start_serve "$SCRATCH/dp2"
-"$BIN" detail -n "$N" >/dev/null 2>&1 && { "$BIN" list; mounted_fail "the array started"; }
+# Not started: listed and described inactive (as /proc/mdstat and mdadm
+# --detail show an md array that did not run), detail --test exits 2.
+"$BIN" detail -n "$N" -o json 2>/dev/null | grep -q '"state": "inactive"' || { "$BIN" list; mounted_fail "the array started, or is not shown inactive"; }
+"$BIN" list | grep -q "ublkb$N .*inactive" || { "$BIN" list; mounted_fail "list does not show the array inactive"; }
+rc=0
+"$BIN" detail -n "$N" --test >/dev/null 2>&1 || rc=$?
+[ $rc -eq 2 ] || mounted_fail "detail --test of the inactive array: exit $rc, want 2"
 
 step "del -n $N while $DEV is mounted: refused (exit 1), nothing changes"
 cp "$STATE" "$SCRATCH/dp-state.before"
