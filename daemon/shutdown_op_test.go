@@ -20,77 +20,22 @@ import (
 // role 1, the state file the old one only. The state file is now written
 // from the arrays Shutdown took.
 func TestReplaceDuringShutdownRecordedInState(t *testing.T) {
-	paths := files(t, 3, 8<<20)
-	g := &gatedDev{entered: make(chan struct{}), release: make(chan struct{})}
-	open := func(p string) (array.Device, error) {
-		d, err := ublk.OpenMember(p)
-		if err != nil {
-			return nil, err
-		}
-		if p == paths[2] {
-			g.Device = d
-			return g, nil
-		}
-		return d, nil
-	}
-	a, err := array.Open(paths[:2], array.CreateSpec{Level: engine.Level1, NoBitmap: true, AssumeClean: true, OpenDevice: open}, true)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(a.Close)
-	state := filepath.Join(t.TempDir(), "arrays.json")
-	m := NewManager(nil, ManagerOptions{StateFile: state})
-	m.arrays[0] = &served{n: 0, a: a, d: &ublk.Device{}, entry: StateEntry{Number: 0, UUID: a.Status().UUID, Members: slices.Clone(paths[:2])}}
-	if err := m.saveState(); err != nil {
-		t.Fatal(err)
-	}
+	paths, g, a, m, state, _ := gatedMirror(t, 2)
 	g.mu.Lock()
 	g.armed, g.lo, g.hi = true, 0, math.MaxInt64
 	g.mu.Unlock()
 
-	type res struct {
-		v   Array
-		err error
-	}
-	done := make(chan res, 1)
+	done := make(chan replaceResult, 1)
 	go func() {
 		v, err := m.Replace(0, "1", paths[2], false)
-		done <- res{v, err}
+		done <- replaceResult{v, err}
 	}()
 	select {
 	case <-g.entered:
 	case <-time.After(10 * time.Second):
 		t.Fatal("replace did not write the new device")
 	}
-	shut := make(chan struct{})
-	go func() { m.Shutdown(true); close(shut) }()
-	for deadline := time.Now().Add(5 * time.Second); ; {
-		m.mu.Lock()
-		st := m.stopping
-		m.mu.Unlock()
-		if st {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatal("Shutdown did not start")
-		}
-		time.Sleep(time.Millisecond)
-	}
-	g.mu.Lock()
-	g.armed = false
-	g.mu.Unlock()
-	close(g.release)
-	var r res
-	select {
-	case r = <-done:
-	case <-time.After(10 * time.Second):
-		t.Fatal("replace hung")
-	}
-	select {
-	case <-shut:
-	case <-time.After(10 * time.Second):
-		t.Fatal("Shutdown hung")
-	}
+	r := shutdownDuring(t, m, g, done)
 	if r.err != nil {
 		t.Skipf("replace refused: %v", r.err)
 	}
@@ -124,31 +69,7 @@ func TestReplaceDuringShutdownRecordedInState(t *testing.T) {
 // reached the state file, the replace answered a plain success, and the
 // next daemon refused the array (role 1 active on a device no entry names).
 func TestReplaceDuringShutdownRestartStarts(t *testing.T) {
-	paths := files(t, 3, 8<<20)
-	g := &gatedDev{entered: make(chan struct{}), release: make(chan struct{})}
-	open := func(p string) (array.Device, error) {
-		d, err := ublk.OpenMember(p)
-		if err != nil {
-			return nil, err
-		}
-		if p == paths[0] {
-			g.Device = d
-			return g, nil
-		}
-		return d, nil
-	}
-	a, err := array.Open(paths[:2], array.CreateSpec{Level: engine.Level1, NoBitmap: true, AssumeClean: true, OpenDevice: open}, true)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(a.Close)
-	state := filepath.Join(t.TempDir(), "arrays.json")
-	m := NewManager(nil, ManagerOptions{StateFile: state})
-	s := &served{n: 0, a: a, d: &ublk.Device{}, entry: StateEntry{Number: 0, UUID: a.Status().UUID, Members: slices.Clone(paths[:2])}}
-	m.arrays[0] = s
-	if err := m.saveState(); err != nil {
-		t.Fatal(err)
-	}
+	paths, g, a, m, state, s := gatedMirror(t, 0)
 	g.mu.Lock()
 	g.armed, g.lo, g.hi = true, engine.SuperblockOffset, engine.SuperblockOffset+engine.SuperblockSize
 	g.mu.Unlock()
@@ -158,14 +79,10 @@ func TestReplaceDuringShutdownRestartStarts(t *testing.T) {
 	case <-time.After(10 * time.Second):
 		t.Fatal("no superblock write")
 	}
-	type res struct {
-		v   Array
-		err error
-	}
-	done := make(chan res, 1)
+	done := make(chan replaceResult, 1)
 	go func() {
 		v, err := m.Replace(0, "1", paths[2], false)
-		done <- res{v, err}
+		done <- replaceResult{v, err}
 	}()
 	// The replace holds the operation lock (and waits for the array's).
 	for deadline := time.Now().Add(5 * time.Second); ; {
@@ -179,35 +96,7 @@ func TestReplaceDuringShutdownRestartStarts(t *testing.T) {
 		}
 		time.Sleep(time.Millisecond)
 	}
-	shut := make(chan struct{})
-	go func() { m.Shutdown(true); close(shut) }()
-	for deadline := time.Now().Add(5 * time.Second); ; {
-		m.mu.Lock()
-		st := m.stopping
-		m.mu.Unlock()
-		if st {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatal("Shutdown did not start")
-		}
-		time.Sleep(time.Millisecond)
-	}
-	g.mu.Lock()
-	g.armed = false
-	g.mu.Unlock()
-	close(g.release)
-	var r res
-	select {
-	case r = <-done:
-	case <-time.After(10 * time.Second):
-		t.Fatal("replace hung")
-	}
-	select {
-	case <-shut:
-	case <-time.After(10 * time.Second):
-		t.Fatal("Shutdown hung")
-	}
+	r := shutdownDuring(t, m, g, done)
 	if r.err != nil {
 		t.Skipf("replace refused: %v", r.err)
 	}
@@ -228,4 +117,79 @@ func TestReplaceDuringShutdownRestartStarts(t *testing.T) {
 	if s2 := m2.arrays[0]; s2 != nil {
 		s2.a.Close()
 	}
+}
+
+type replaceResult struct {
+	v   Array
+	err error
+}
+
+// gatedMirror is a raid1 of paths[0] and paths[1] (three files: paths[2]
+// is free) served by a Manager with a state file, the device of
+// paths[gated] opened through g (disarmed).
+func gatedMirror(t *testing.T, gated int) (paths []string, g *gatedDev, a *array.Array, m *Manager, state string, s *served) {
+	t.Helper()
+	paths = files(t, 3, 8<<20)
+	g = &gatedDev{entered: make(chan struct{}), release: make(chan struct{})}
+	open := func(p string) (array.Device, error) {
+		d, err := ublk.OpenMember(p)
+		if err != nil {
+			return nil, err
+		}
+		if p == paths[gated] {
+			g.Device = d
+			return g, nil
+		}
+		return d, nil
+	}
+	a, err := array.Open(paths[:2], array.CreateSpec{Level: engine.Level1, NoBitmap: true, AssumeClean: true, OpenDevice: open}, true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(a.Close)
+	state = filepath.Join(t.TempDir(), "arrays.json")
+	m = NewManager(nil, ManagerOptions{StateFile: state})
+	s = &served{n: 0, a: a, d: &ublk.Device{}, entry: StateEntry{Number: 0, UUID: a.Status().UUID, Members: slices.Clone(paths[:2])}}
+	m.arrays[0] = s
+	if err := m.saveState(); err != nil {
+		t.Fatal(err)
+	}
+	return paths, g, a, m, state, s
+}
+
+// shutdownDuring starts m's Shutdown, and once it has begun releases g,
+// on which the replace answering on done waits; it returns the replace's
+// answer after both ended.
+func shutdownDuring(t *testing.T, m *Manager, g *gatedDev, done chan replaceResult) replaceResult {
+	t.Helper()
+	shut := make(chan struct{})
+	go func() { m.Shutdown(true); close(shut) }()
+	for deadline := time.Now().Add(5 * time.Second); ; {
+		m.mu.Lock()
+		st := m.stopping
+		m.mu.Unlock()
+		if st {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("Shutdown did not start")
+		}
+		time.Sleep(time.Millisecond)
+	}
+	g.mu.Lock()
+	g.armed = false
+	g.mu.Unlock()
+	close(g.release)
+	var r replaceResult
+	select {
+	case r = <-done:
+	case <-time.After(10 * time.Second):
+		t.Fatal("replace hung")
+	}
+	select {
+	case <-shut:
+	case <-time.After(10 * time.Second):
+		t.Fatal("Shutdown hung")
+	}
+	return r
 }
