@@ -24,17 +24,7 @@ import (
 func TestCheckDuringSpareActivationRebuilds(t *testing.T) {
 	paths := files(t, 4, 16<<20)
 	g := &gatedDev{entered: make(chan struct{}), release: make(chan struct{})}
-	open := func(p string) (array.Device, error) {
-		d, err := ublk.OpenMember(p)
-		if err != nil {
-			return nil, err
-		}
-		if p == paths[3] {
-			g.Device = d
-			return g, nil
-		}
-		return d, nil
-	}
+	open := g.opening(paths[3])
 	a, err := array.Open(paths[:3], array.CreateSpec{Level: engine.Level1, NoBitmap: true, AssumeClean: true,
 		Spares: paths[3:], OpenDevice: open, SyncMaxBytes: 2 << 20}, true)
 	if err != nil {

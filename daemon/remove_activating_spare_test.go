@@ -39,6 +39,22 @@ func (d *gatedDev) WriteAt(p []byte, off int64) error {
 	return d.Device.WriteAt(p, off)
 }
 
+// opening is an OpenDevice that opens the device at path through d, and
+// the others as they are.
+func (d *gatedDev) opening(path string) func(string) (array.Device, error) {
+	return func(p string) (array.Device, error) {
+		m, err := ublk.OpenMember(p)
+		switch {
+		case err != nil:
+			return nil, err
+		case p != path:
+			return m, nil
+		}
+		d.Device = m
+		return d, nil
+	}
+}
+
 func (d *gatedDev) WriteAtDurable(p []byte, off int64) error {
 	d.wait(off)
 	return d.Device.WriteAtDurable(p, off)
@@ -56,17 +72,7 @@ func (d *gatedDev) WriteAtDurable(p []byte, off int64) error {
 func TestRemoveOfSpareBeingActivatedRefused(t *testing.T) {
 	paths := files(t, 4, 32<<20)
 	g := &gatedDev{entered: make(chan struct{}), release: make(chan struct{})}
-	open := func(p string) (array.Device, error) {
-		d, err := ublk.OpenMember(p)
-		if err != nil {
-			return nil, err
-		}
-		if p == paths[3] {
-			g.Device = d
-			return g, nil
-		}
-		return d, nil
-	}
+	open := g.opening(paths[3])
 	a, err := array.Open(paths[:3], array.CreateSpec{Level: engine.Level5, ChunkSectors: 128, NoBitmap: true, AssumeClean: true,
 		Spares: paths[3:], OpenDevice: open}, true)
 	if err != nil {

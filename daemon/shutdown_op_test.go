@@ -131,17 +131,7 @@ func gatedMirror(t *testing.T, gated int) (paths []string, g *gatedDev, a *array
 	t.Helper()
 	paths = files(t, 3, 8<<20)
 	g = &gatedDev{entered: make(chan struct{}), release: make(chan struct{})}
-	open := func(p string) (array.Device, error) {
-		d, err := ublk.OpenMember(p)
-		if err != nil {
-			return nil, err
-		}
-		if p == paths[gated] {
-			g.Device = d
-			return g, nil
-		}
-		return d, nil
-	}
+	open := g.opening(paths[gated])
 	a, err := array.Open(paths[:2], array.CreateSpec{Level: engine.Level1, NoBitmap: true, AssumeClean: true, OpenDevice: open}, true)
 	if err != nil {
 		t.Fatal(err)

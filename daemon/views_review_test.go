@@ -62,17 +62,7 @@ func TestDetailOfListedInactiveArray(t *testing.T) {
 func TestDetailShowsSpareBeingActivated(t *testing.T) {
 	paths := files(t, 4, 32<<20)
 	g := &gatedDev{entered: make(chan struct{}), release: make(chan struct{})}
-	open := func(p string) (array.Device, error) {
-		d, err := ublk.OpenMember(p)
-		if err != nil {
-			return nil, err
-		}
-		if p == paths[3] {
-			g.Device = d
-			return g, nil
-		}
-		return d, nil
-	}
+	open := g.opening(paths[3])
 	a, err := array.Open(paths[:3], array.CreateSpec{Level: engine.Level5, ChunkSectors: 128, NoBitmap: true, AssumeClean: true,
 		Spares: paths[3:], OpenDevice: open}, true)
 	if err != nil {
