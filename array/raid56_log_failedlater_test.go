@@ -20,27 +20,7 @@ import (
 // array. The checkpoint is now persisted before the failure is recorded.
 func TestLogEntryOfMemberFailedAfterItsWriteEnded(t *testing.T) {
 	rng := rand.New(rand.NewSource(21))
-	paths := memberFiles(t, 4, 16<<20)
-	spec := CreateSpec{Level: engine.Level5, ChunkSectors: 16, RegionSectors: 128}
-	a, err := Open(paths, spec, true)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := a.SetClean(false); err != nil {
-		t.Fatal(err)
-	}
-	a.logCheckpointEvery = time.Hour
-	g := *a.Engine.Parity
-	r := &pRing{done: map[uint16]error{}}
-	h := a.newQueue(r)
-	span := g.ChunkSectors * uint64(g.DataMembers()) * 4
-	ref := make([]byte, g.ArraySectors()<<9)
-	var id uint64
-	for range 6 {
-		pBatch(t, rng, h, r, ref, span, &id)
-	}
-	a.WaitSync()
-	persistLogCheckpoint(t, a)
+	paths, a, g, r, h, ref, span := loggedParity(t, rng, engine.Level5, 4)
 
 	const stripe, lo, hi = 1, 0, 8
 	sm := g.Stripe(stripe)
@@ -73,4 +53,35 @@ func TestLogEntryOfMemberFailedAfterItsWriteEnded(t *testing.T) {
 	if !bytes.Equal(got, ref[:span<<9]) {
 		t.Fatal("data reads back wrong")
 	}
+}
+
+// loggedParity is a dirty raid5/6 of members files with the write-hole
+// log, its checkpointer's tick not drawn (the test says when a checkpoint
+// is written: in a real run an entry stays live until the next tick, or
+// while an older write of any queue is still out), after six random
+// batches of writes through queue h on ring r over the array's first span
+// sectors (ref: what the array holds), and a checkpoint past them.
+func loggedParity(t *testing.T, rng *rand.Rand, level engine.Level, members int) (paths []string, a *Array, g engine.ParityGeometry, r *pRing, h *queue, ref []byte, span uint64) {
+	t.Helper()
+	paths = memberFiles(t, members, 16<<20)
+	a, err := Open(paths, CreateSpec{Level: level, ChunkSectors: 16, RegionSectors: 128}, true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := a.SetClean(false); err != nil {
+		t.Fatal(err)
+	}
+	a.logCheckpointEvery = time.Hour
+	g = *a.Engine.Parity
+	r = &pRing{done: map[uint16]error{}}
+	h = a.newQueue(r)
+	span = g.ChunkSectors * uint64(g.DataMembers()) * 4
+	ref = make([]byte, g.ArraySectors()<<9)
+	var id uint64
+	for range 6 {
+		pBatch(t, rng, h, r, ref, span, &id)
+	}
+	a.WaitSync()
+	persistLogCheckpoint(t, a)
+	return paths, a, g, r, h, ref, span
 }

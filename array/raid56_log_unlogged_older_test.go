@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"math/rand"
 	"testing"
-	"time"
 
 	"github.com/ublk-raid/ublk-raid/engine"
 	"github.com/ublk-raid/ublk-raid/ublk"
@@ -21,27 +20,7 @@ import (
 // every parity part, an unlogged one too: no older entry writes them.
 func TestParityLogUnloggedNewerEntrySettlesP(t *testing.T) {
 	rng := rand.New(rand.NewSource(9))
-	paths := memberFiles(t, 6, 16<<20)
-	spec := CreateSpec{Level: engine.Level6, ChunkSectors: 16, RegionSectors: 128}
-	a, err := Open(paths, spec, true)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := a.SetClean(false); err != nil {
-		t.Fatal(err)
-	}
-	a.logCheckpointEvery = time.Hour
-	g := *a.Engine.Parity
-	r := &pRing{done: map[uint16]error{}}
-	h := a.newQueue(r)
-	span := g.ChunkSectors * uint64(g.DataMembers()) * 4
-	ref := make([]byte, g.ArraySectors()<<9)
-	var id uint64
-	for range 6 {
-		pBatch(t, rng, h, r, ref, span, &id)
-	}
-	a.WaitSync()
-	persistLogCheckpoint(t, a)
+	paths, a, g, r, h, _, _ := loggedParity(t, rng, engine.Level6, 6)
 
 	const stripe, lo, hi = 1, 0, 8
 	sm := g.Stripe(stripe)
