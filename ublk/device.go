@@ -604,16 +604,24 @@ func firstCPU(set *unix.CPUSet) int {
 }
 
 // teardown stops the queues (STOP_DEV aborts every FETCH; queues then
-// exit) and releases the character device.
+// exit) and releases the character device. Where STOP_DEV fails, the
+// queues are made to leave (letGo): the device is being given up.
 func (d *Device) teardown() {
 	d.mu.Lock()
 	open := d.char != nil // (a failed queue's hand-over may close it: closeChar)
 	d.mu.Unlock()
-	if open {
-		d.ctrl.StopDev(d.info.DevID)
-		<-d.done
-		d.closeChar()
+	if !open {
+		return
 	}
+	if err := d.ctrl.StopDev(d.info.DevID); err != nil && !errors.Is(err, unix.ENODEV) {
+		// Refused: no FETCH was aborted, and waiting for the queues
+		// would hang. They leave by themselves instead (closing their
+		// rings cancels their commands), as for Detach.
+		d.letGo()
+		return
+	}
+	<-d.done
+	d.closeChar()
 }
 
 // ID is the device number N of /dev/ublkbN.
@@ -645,8 +653,18 @@ func (d *Device) Err() error {
 
 // Stop removes the block device (waiting for in-flight I/O), stops the
 // queues and releases the character device. The device still exists
-// (stopped) until Delete.
+// (stopped) until Delete. Where the kernel refuses STOP_DEV (or gives no
+// answer in Control.Timeout), Stop returns at once an error that wraps
+// ErrNotStopped: the device goes on serving, and a later Stop may try
+// again. A device already gone (ENODEV: deleted, or its block device
+// already removed) had its commands aborted: Stop then ends as for a
+// stop, returning that error.
 func (d *Device) Stop() error { return d.stop(false) }
+
+// ErrNotStopped is wrapped by Stop's, StopUnused's and Delete's error
+// when the kernel did not stop the device: it is still served by this
+// process, as before the call.
+var ErrNotStopped = errors.New("the device was not stopped and is still served")
 
 // ErrInUse is StopUnused's refusal: the block device is open.
 var ErrInUse = errors.New("the block device is open")
@@ -660,7 +678,8 @@ var ErrNoSafeStop = errors.New("the ublk driver cannot stop a device only while 
 // device open (UBLK_U_CMD_TRY_STOP_DEV): no check-then-stop race with a
 // mount or an opener. An opener makes it fail with ErrInUse, after
 // retrying for about a second (an opener such as udev's probe is brief),
-// and leaves the device serving.
+// and leaves the device serving; any other refusal as Stop's
+// (ErrNotStopped).
 func (d *Device) StopUnused() error {
 	if d.info.Flags&FlagSafeStopDev == 0 {
 		return ErrNoSafeStop
@@ -681,6 +700,14 @@ func (d *Device) stop(unused bool) error {
 		}
 	} else {
 		err = d.ctrl.StopDev(d.info.DevID)
+	}
+	// Only ENODEV says the device is gone (its disk removed, or the
+	// device deleted: either aborted every FETCH). Any other failure is
+	// the control path's (EPERM, EINVAL, EOPNOTSUPP, no answer): the
+	// driver's stop itself cannot fail, so it did not run, the queues'
+	// commands stay in the kernel, and waiting for them would hang.
+	if err != nil && !errors.Is(err, unix.ENODEV) {
+		return fmt.Errorf("%w: %w", err, ErrNotStopped)
 	}
 	d.stopped = true
 	<-d.done
@@ -744,9 +771,13 @@ func (d *Device) Detach(wait time.Duration) error {
 	}
 }
 
-// Delete stops the device if needed and deletes it.
+// Delete stops the device if needed and deletes it. A stop refused
+// (ErrNotStopped) is returned as it is: the device is not deleted.
 func (d *Device) Delete() error {
 	serr := d.Stop()
+	if errors.Is(serr, ErrNotStopped) {
+		return serr
+	}
 	if err := d.ctrl.DelDev(d.info.DevID); err != nil {
 		return errors.Join(serr, err)
 	}

@@ -43,5 +43,9 @@
 //     goroutines then end and release their rings and the character device,
 //     which DEL_DEV waits for. Device.StopUnused sends TRY_STOP_DEV instead
 //     (SAFE_STOP_DEV, 7.0+): the kernel refuses while the block device is
-//     open, and the device goes on serving.
+//     open, and the device goes on serving. The driver's stop itself
+//     cannot fail: any other error but ENODEV (the device gone, its
+//     commands aborted) is the control path's (EPERM, EINVAL, no answer)
+//     and aborted nothing, so Stop returns it at once wrapping
+//     ErrNotStopped, the device still served and stoppable later.
 package ublk

@@ -16,6 +16,14 @@ import (
 // so Control.do runs unchanged.
 func fakeControl(t *testing.T, info DevInfo, params Params) *Control {
 	t.Helper()
+	return fakeControlAnswering(t, info, params, nil)
+}
+
+// fakeControlAnswering is fakeControl that also takes the commands in
+// answers (by op), completing each with the errno answers[op] holds at
+// the time (0: success); a test may change the map between commands.
+func fakeControlAnswering(t *testing.T, info DevInfo, params Params, answers map[uint32]unix.Errno) *Control {
+	t.Helper()
 	f, err := os.Open(os.DevNull)
 	if err != nil {
 		t.Fatal(err)
@@ -27,25 +35,39 @@ func fakeControl(t *testing.T, info DevInfo, params Params) *Control {
 		t.Fatal(err)
 	}
 	r, real := cr.r, cr.r.sysEnter
+	errnos := map[uint64]unix.Errno{} // user data of a NOP -> its answer
 	r.sysEnter = func(fd int, toSubmit, minComplete, flags uint32, arg unsafe.Pointer, argSize uintptr) (int, unix.Errno) {
 		for i := r.sqHead.Load(); i != r.sqTail.Load(); i++ {
 			s := &r.sqes[(i&r.sqMask)<<r.sqeShift]
 			if s.Opcode != OpURingCmd {
 				continue
 			}
-			switch op := uint32(s.Off); op {
-			case cmdGetDevInfo:
+			ud := s.UserData
+			switch op := uint32(s.Off); {
+			case op == cmdGetDevInfo:
 				copy(cr.buf, asBytes(&info))
-			case cmdGetParams:
+			case op == cmdGetParams:
 				copy(cr.buf, asBytes(&params))
 			default:
+				if errno, ok := answers[op]; ok {
+					errnos[ud] = errno
+					break
+				}
 				t.Errorf("unexpected control command %#x", op)
 			}
-			ud := s.UserData
 			*s = SQE{}
 			PrepNop(s, ud)
 		}
-		return real(fd, toSubmit, minComplete, flags, arg, argSize)
+		n, errno := real(fd, toSubmit, minComplete, flags, arg, argSize)
+		// The NOPs completed: give those standing for answers theirs.
+		for i := r.cqHead.Load(); i != r.cqTail.Load(); i++ {
+			c := &r.cqes[i&r.cqMask]
+			if e, ok := errnos[c.UserData]; ok {
+				c.Res = -int32(e)
+				delete(errnos, c.UserData)
+			}
+		}
+		return n, errno
 	}
 	c.putRing(cr)
 	return c
