@@ -120,6 +120,9 @@ type Device struct {
 	done     chan struct{}
 	stopMu   sync.Mutex
 	stopped  bool
+	// stopFault: the kernel's answer to every stop, not asked (a test
+	// seam: SetStopFault).
+	stopFault unix.Errno
 	// detach tells the queues to leave without STOP_DEV (Detach); live
 	// are the running queues, to wake them for it.
 	detach atomic.Bool
@@ -694,11 +697,14 @@ func (d *Device) stop(unused bool) error {
 		return nil
 	}
 	var err error
-	if unused {
+	switch {
+	case d.stopFault != 0:
+		err = &CommandError{Cmd: "STOP_DEV", DevID: d.info.DevID, Errno: d.stopFault}
+	case unused:
 		if err = d.ctrl.StopUnusedDev(d.info.DevID); errors.Is(err, ErrInUse) {
 			return err
 		}
-	} else {
+	default:
 		err = d.ctrl.StopDev(d.info.DevID)
 	}
 	// Only ENODEV says the device is gone (its disk removed, or the
@@ -716,6 +722,16 @@ func (d *Device) stop(unused bool) error {
 		err = qerr
 	}
 	return err
+}
+
+// SetStopFault makes every stop of the device (Stop, StopUnused, Delete)
+// fail as if the kernel had answered STOP_DEV with errno, without asking
+// it (0: ask it again): a fault-injection seam for the tests of the
+// layers above, as Queue.SetEnterFault.
+func (d *Device) SetStopFault(errno unix.Errno) {
+	d.stopMu.Lock()
+	d.stopFault = errno
+	d.stopMu.Unlock()
 }
 
 // ErrNoUpdateSize is UpdateSize's answer for a device created without
