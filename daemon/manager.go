@@ -734,11 +734,31 @@ func (m *Manager) recoverFailed(s *served) {
 	go m.retryRecovery(s.n)
 }
 
+// stillServed is stop's error when the kernel refused to stop the device
+// (ublk.ErrNotStopped) while its queues serve it: stop then changed
+// nothing, and s is served as before.
+type stillServed struct{ error }
+
+func (e stillServed) Unwrap() error { return e.error }
+
 // stop ends s: deletes (or, when the device is already going, stops) the
-// device, marks the array clean and closes its members.
+// device, marks the array clean and closes its members. A device the
+// kernel refuses to stop and that is still served is left as it is
+// (stillServed).
 func (m *Manager) stop(s *served, del bool) (deleted bool, err error) {
 	if del {
 		err = s.d.Delete()
+	} else {
+		err = s.d.Stop()
+	}
+	if errors.Is(err, ublk.ErrNotStopped) {
+		select {
+		case <-s.d.Done(): // its queues ended all the same: closed below
+		default:
+			return false, stillServed{err}
+		}
+	}
+	if del {
 		deleted = err == nil
 		if err != nil && m.ctrl != nil {
 			// A stop that failed (a queue's error) before DEL_DEV
@@ -747,7 +767,7 @@ func (m *Manager) stop(s *served, del bool) (deleted bool, err error) {
 				deleted = true
 			}
 		}
-	} else if err = s.d.Stop(); errors.Is(err, unix.ENODEV) {
+	} else if errors.Is(err, unix.ENODEV) {
 		err = nil
 	}
 	s.a.StopSync() // checkpointed: it resumes at the next assembly
@@ -1150,14 +1170,23 @@ func (m *Manager) Delete(n int) (DeleteResult, error) {
 	// nothing has it open, plain opens included: no window between a
 	// check and the stop. Older drivers get the exclusive-open check
 	// above.
+	// A stop the kernel refuses otherwise (ublk.ErrNotStopped) changes
+	// nothing either: the array stays served and in the state file.
 	var stopErr error
 	if err := s.d.StopUnused(); errors.Is(err, ublk.ErrInUse) {
 		m.putBack(s)
 		return DeleteResult{}, inUseErr
+	} else if errors.Is(err, ublk.ErrNotStopped) {
+		m.putBack(s)
+		return DeleteResult{}, fmt.Errorf("deleting %s: %w", DevicePath(n), err)
 	} else if !errors.Is(err, ublk.ErrNoSafeStop) {
 		stopErr = err // stopped; m.stop deletes it
 	}
 	deleted, err := m.stop(s, true)
+	if errors.As(err, new(stillServed)) {
+		m.putBack(s)
+		return DeleteResult{}, fmt.Errorf("deleting %s: %w", DevicePath(n), err)
+	}
 	err = errors.Join(stopErr, err)
 	if serr := m.saveState(); serr != nil {
 		err = errors.Join(err, serr)
@@ -2194,16 +2223,33 @@ func (m *Manager) Shutdown(keep bool) {
 				s.opMu.Unlock()
 				continue
 			}
+			if errors.Is(err, ublk.ErrNotStopped) {
+				m.refusedStop(s, err)
+				continue
+			}
 			if errors.Is(err, ublk.ErrNoSafeStop) {
 				err = nil
 			}
 			_, serr := m.stop(s, true)
+			if errors.As(serr, new(stillServed)) {
+				m.refusedStop(s, serr)
+				continue
+			}
 			if err = errors.Join(err, serr); err != nil {
 				m.log.Error("deleting the device", zap.String("device", s.d.BlockPath()), zap.Error(err))
 			}
 		}
 		s.opMu.Unlock()
 	}
+}
+
+// refusedStop is Shutdown's answer to a device the kernel refused to
+// stop: it is left, its array open and dirty, as for keep; the daemon's
+// exit then leaves it to the next daemon to recover. s.opMu is released.
+func (m *Manager) refusedStop(s *served, err error) {
+	m.log.Error("the kernel refused to stop the device: leaving it for the next daemon to recover",
+		zap.String("device", s.d.BlockPath()), zap.Error(err))
+	s.opMu.Unlock()
 }
 
 // Snapshot implements metrics.Source: each array's state, sync, bitmap,
