@@ -347,11 +347,26 @@ func runArray(o runOptions, spec array.CreateSpec, cfg ublk.Config, stdout io.Wr
 	sig := make(chan os.Signal, 1)
 	signal.Notify(sig, syscall.SIGINT, syscall.SIGTERM)
 	defer signal.Stop(sig)
+	return serveUntilEnd(d, a, sig, log)
+}
+
+// serveUntilEnd waits for a signal, which deletes the device, or for the
+// device's end, then marks the array clean: only once nothing serves it.
+// A device whose stop the kernel refuses, or whose queues failed, is left
+// (when this process exits) to a recovery, its array dirty.
+func serveUntilEnd(d *ublk.Device, a *array.Array, sig <-chan os.Signal, log *zap.Logger) error {
 	var serr error
 	select {
 	case s := <-sig:
 		log.Info("signal: deleting device", zap.String("signal", s.String()), zap.String("device", d.BlockPath()))
 		serr = d.Delete()
+		if errors.Is(serr, ublk.ErrNotStopped) {
+			// Still served until this process exits, after which the
+			// device waits for a recovery as after a crash: the array
+			// is not marked clean under its writes.
+			a.StopSync()
+			return fmt.Errorf("%s: %w: `ublk-raid run --recover -n %d` with the same members serves it again", d.BlockPath(), serr, d.ID())
+		}
 	case <-d.Done():
 		if d.Failed() {
 			// As after a crash of this process: the device waits, with
