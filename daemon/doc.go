@@ -187,7 +187,13 @@
 // first minute (members appear as udev coldplugs them; READY=1 does not
 // wait for them), its number stays reserved, and `del -n N` forgets it
 // and deletes the device a dead server left waiting for its recovery
-// (refused, the entry kept, while that device is mounted or held). A
+// (refused, the entry kept, while that device is mounted or held). A del
+// of a served array whose stop the kernel refuses (any error but ENODEV
+// from STOP_DEV/TRY_STOP_DEV besides EBUSY: the driver's stop itself
+// cannot fail, so the control path refused it and nothing was stopped)
+// answers that error (500: the kernel's, not the array's state) and
+// changes nothing: the array stays served, its members and the state
+// file as they were; another del may try again. A
 // corrupt state file stops serve before anything is touched; it is never
 // overwritten.
 //
@@ -199,7 +205,9 @@
 //     a device in use — on 7.0+ drivers any opener (the kernel refuses
 //     TRY_STOP_DEV), on older ones an exclusive open fails: mounted, or
 //     held by device-mapper, md or LVM — is left for the next daemon to
-//     recover, because deleting it would fail its users' I/O;
+//     recover, because deleting it would fail its users' I/O; so is one
+//     whose stop the kernel refuses otherwise (ublk.ErrNotStopped), its
+//     array left dirty, not marked clean under the device still served;
 //   - with --keep-devices it leaves every device for recovery.
 //
 // A device left for the next daemon keeps its users: the daemon's exit
