@@ -22,10 +22,22 @@ import (
 // the piece is read and written.
 //
 //   - Resync and Repair read every member's piece, compute P (and Q) from
-//     the data and write those that differ; Check only counts. Every
-//     member must be in sync (md refuses check and repair on a degraded
-//     array, and a lost member's data lives only in the parity the resync
-//     would rewrite): a member out of sync stops the job with ErrDegraded.
+//     the data and write those that differ; Check only counts. As md
+//     (raid5_sync_request: nothing while mddev->degraded >= max_degraded),
+//     a raid5 with a member out of sync and a raid6 with two stop the job
+//     with ErrDegraded: a lost member's data lives only in the parity the
+//     job would rewrite. A raid6 with one member out (faulty, missing, or
+//     rebuilding and not rebuilt past the piece) is worked on without it,
+//     as md's handle_parity_checks6 does: the lost member is neither read
+//     nor written, and what is checked depends on the member lost:
+//   - raid6, Q lost: P is checked (rewritten) from the data.
+//   - raid6, P lost: Q is checked (rewritten) from the data.
+//   - raid6, a data member lost: its piece is first reconstructed from the
+//     other data and P (md's ops_run_compute6_1: XOR, Q left out), which
+//     makes P match trivially; Q is then checked (rewritten) against
+//     that data. A wrong P and a wrong Q cannot be told apart there: a
+//     mismatch says they disagree, and a repair trusts P (rewrites Q),
+//     as md does.
 //   - Rebuild reads the other members' pieces (those readable over the
 //     stripe) and reconstructs the targets' (data from the others and P,
 //     or Q for raid6; P and Q recomputed), then writes them.
@@ -52,9 +64,10 @@ import (
 // 2) pieces, whatever the chunk size (up to 64 MiB).
 const parityPieceSectors = 512
 
-// ErrDegraded stops a parity resync, check or repair: a member is not in
-// sync, so the parity cannot be recomputed from the data.
-var ErrDegraded = errors.New("raid5/6 parity cannot be resynced or checked while a member is not in sync")
+// ErrDegraded stops a parity resync, check or repair: as many members are
+// out of sync as the parity covers (raid5: one, raid6: two), so no parity
+// is left to check or recompute that does not hold a lost member's data.
+var ErrDegraded = errors.New("raid5/6 parity cannot be resynced or checked with as many members out of sync as the parity covers")
 
 // parityRun is a parity job's state.
 type parityRun struct {
@@ -138,16 +151,21 @@ func (r *run) parityPiece(s, o uint64) error {
 	pr := r.par
 	g := pr.g
 	st := r.arr.State()
-	for i, m := range st.Members {
-		if m.State != engine.MemberActive {
-			return fmt.Errorf("member %d is %s: %w", i, m.State, ErrDegraded)
-		}
-	}
 	ms := s*g.ChunkSectors + o
+	out, err := r.parityOut(st, ms+pr.piece)
+	if err != nil {
+		return err
+	}
 	m := g.Stripe(s)
 	nd := g.DataMembers()
 	var bad uint64 // members whose piece could not be read whole
 	for i := range g.Members {
+		if sl := m.Slot[i]; sl >= 0 {
+			pr.shards[sl] = pr.bufs[i]
+		}
+		if out&(1<<uint(i)) != 0 {
+			continue
+		}
 		if err := r.members.ReadAt(i, pr.bufs[i], ms); err != nil {
 			if r.job.Unrepairable != nil && r.job.Unrepairable(err) {
 				return r.memberError(i, "read", ms, err)
@@ -158,15 +176,28 @@ func (r *run) parityPiece(s, o uint64) error {
 		if !r.unchanged(st, i) {
 			return fmt.Errorf("member %d was replaced: %w", i, ErrDegraded)
 		}
-		if sl := m.Slot[i]; sl >= 0 {
-			pr.shards[sl] = pr.bufs[i]
-		}
 	}
 	var lost uint64 // rows of the piece unreadable on more members than the parity covers
 	if bad != 0 {
 		var err error
-		if lost, err = r.parityRewriteBad(s, ms, bad, 0); err != nil {
+		if lost, err = r.parityRewriteBad(s, ms, bad, out); err != nil {
 			return err
+		}
+	}
+	if out != 0 {
+		if l := bits.TrailingZeros64(out); m.Slot[l] >= 0 {
+			// A data member out: its piece from the others and P, Q left
+			// out (md's ops_run_compute6_1 XORs with P), so that Q is
+			// checked against it below. P then matches trivially.
+			for k := range pr.p.Count() {
+				pr.shards[nd+k] = nil
+			}
+			pr.shards[nd] = pr.bufs[m.P]
+			pr.shards[m.Slot[l]] = pr.bufs[l][:0]
+			if err := pr.p.ReconstructData(pr.shards); err != nil {
+				return err
+			}
+			pr.shards[m.Slot[l]] = pr.bufs[l]
 		}
 	}
 	computed := pr.bufs[g.Members : g.Members+pr.p.Count()]
@@ -180,7 +211,7 @@ func (r *run) parityPiece(s, o uint64) error {
 			continue // (its parity is not checked, nor rewritten: below)
 		}
 		for k, pm := range pms[:pr.p.Count()] {
-			if !bytes.Equal(computed[k][off:off+blk], pr.bufs[pm][off:off+blk]) {
+			if out&(1<<uint(pm)) == 0 && !bytes.Equal(computed[k][off:off+blk], pr.bufs[pm][off:off+blk]) {
 				r.res.Mismatches++
 				break
 			}
@@ -190,8 +221,8 @@ func (r *run) parityPiece(s, o uint64) error {
 		return nil
 	}
 	for k, pm := range pms[:pr.p.Count()] {
-		if bytes.Equal(computed[k], pr.bufs[pm]) {
-			continue
+		if out&(1<<uint(pm)) != 0 || bytes.Equal(computed[k], pr.bufs[pm]) {
+			continue // (a lost parity member is neither compared nor written)
 		}
 		if lost == 0 {
 			// One write of the piece; counted are the rows that differed.
@@ -219,6 +250,34 @@ func (r *run) parityPiece(s, o uint64) error {
 		}
 	}
 	return nil
+}
+
+// parityOut returns the members a resync, check or repair piece ending
+// at member sector end works around (not read, not written): those not
+// readable there (faulty, missing, or rebuilding and not rebuilt that
+// far, as md's analyse_stripe treats a recovering member below its
+// recovery_offset as in sync). It fails with ErrDegraded when as many
+// members are out of sync as the parity covers (md's raid5_sync_request
+// skips a sync while mddev->degraded >= max_degraded): a raid5 with one,
+// a raid6 with two.
+func (r *run) parityOut(st *engine.ArrayState, end uint64) (uint64, error) {
+	var out uint64
+	n, first := 0, -1
+	for i, m := range st.Members {
+		if m.State != engine.MemberActive {
+			n++
+			if first < 0 {
+				first = i
+			}
+		}
+		if !readable(st, i, end) {
+			out |= 1 << uint(i)
+		}
+	}
+	if n >= r.par.p.Count() {
+		return 0, fmt.Errorf("member %d is %s, %d of %d out of sync: %w", first, st.Members[first].State, n, len(st.Members), ErrDegraded)
+	}
+	return out, nil
 }
 
 // paritySlot is member i's place among the shards of stripe m (nd data

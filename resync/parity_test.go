@@ -129,8 +129,9 @@ func parityTestGeometries() []engine.ParityGeometry {
 // a resync makes every stripe's parity right (a check then finds none); a
 // repair rewrites one corrupted P (and Q) row, counted as one each; a
 // resync limited by Need changes only what it accepts; check and resync
-// of an array with a member out of sync stop with ErrDegraded. Every
-// member I/O is inside the stripe raised.
+// of an array with as many members out of sync as the parity covers
+// (raid5: one, raid6: two) stop with ErrDegraded. Every member I/O is
+// inside the stripe raised.
 func TestParityResyncCheckRepair(t *testing.T) {
 	for _, g := range parityTestGeometries() {
 		t.Run(fmt.Sprintf("%s-%dx%s-c%d", g.Level, g.Members, g.Layout, g.ChunkSectors), func(t *testing.T) {
@@ -199,7 +200,12 @@ func TestParityResyncCheckRepair(t *testing.T) {
 			if n := parityRowsWrong(t, g, mem); n != 0 {
 				t.Fatalf("%d rows wrong after a repair", n)
 			}
-			arr.Update(func(ms []engine.MemberStatus) { ms[1].State = engine.MemberFaulty })
+			arr.Update(func(ms []engine.MemberStatus) {
+				ms[1].State = engine.MemberFaulty
+				if g.Level == engine.Level6 {
+					ms[2].State = engine.MemberMissing
+				}
+			})
 			mem.cache[g.Stripe(0).P][0] ^= 1
 			for _, k := range []Kind{Check, Repair, Resync} {
 				if _, err := s.Run(ctx, Job{Kind: k}); !errors.Is(err, ErrDegraded) {
@@ -578,5 +584,85 @@ func TestParityReadErrorsInDifferentRows(t *testing.T) {
 	}
 	if err != nil || res.ReadErrorsRewritten != 2 || res.Mismatches != 0 {
 		t.Errorf("check over two unreadable rows: %+v, %v", res, err)
+	}
+}
+
+// A raid6 with one member out (faulty, missing, or rebuilding not that
+// far) is checked, repaired and resynced around it, as md's
+// handle_parity_checks6: with Q lost P is checked, with P lost Q, with a
+// data member lost its data is reconstructed from P and Q is checked. A
+// wrong row of the parity left is counted and rewritten; the lost
+// member's bytes are never read (wrong there, nothing is counted) nor
+// written.
+func TestParityRaid6OneOut(t *testing.T) {
+	for _, g := range parityTestGeometries() {
+		if g.Level != engine.Level6 {
+			continue
+		}
+		sm := g.Stripe(0)
+		data := 0
+		for data == sm.P || data == sm.Q {
+			data++
+		}
+		for _, c := range []struct {
+			name      string
+			lost      int
+			state     engine.MemberState
+			remaining int // the parity member left to check
+		}{
+			{"Q-faulty", sm.Q, engine.MemberFaulty, sm.P},
+			{"P-missing", sm.P, engine.MemberMissing, sm.Q},
+			{"data-faulty", data, engine.MemberFaulty, sm.Q},
+			{"data-rebuilding", data, engine.MemberRebuilding, sm.Q},
+		} {
+			t.Run(fmt.Sprintf("%d%s-c%d-%s", g.Members, g.Layout, g.ChunkSectors, c.name), func(t *testing.T) {
+				mem, s := resyncedParityMem(t, g, 21)
+				ctx := context.Background()
+				s.arr.Update(func(ms []engine.MemberStatus) { ms[c.lost].State = c.state })
+				good := mem.snapshot()
+				// The lost member's bytes wrong: not read, so not counted.
+				mem.cache[c.lost][5] ^= 0xff
+				lostBytes := bytes.Clone(mem.cache[c.lost])
+				if res, err := s.Run(ctx, Job{Kind: Check}); err != nil || res.Mismatches != 0 {
+					t.Fatalf("check of a consistent array, member %d %s: %+v, %v", c.lost, c.state, res, err)
+				}
+				// One row of the parity left wrong, in stripe 0.
+				mem.cache[c.remaining][4096+9] ^= 1
+				before := mem.snapshot()
+				if res, err := s.Run(ctx, Job{Kind: Check}); err != nil || res.Mismatches != 1 {
+					t.Fatalf("check of one wrong row of member %d: %+v, %v", c.remaining, res, err)
+				}
+				if !mem.equal(before) {
+					t.Fatal("check wrote a member")
+				}
+				if res, err := s.Run(ctx, Job{Kind: Repair}); err != nil || res.Mismatches != 1 || res.Repaired != 1 {
+					t.Fatalf("repair of one wrong row of member %d: %+v, %v", c.remaining, res, err)
+				}
+				for i := range g.Members {
+					if i != c.lost && !bytes.Equal(mem.cache[i], good[i]) {
+						t.Fatalf("after the repair member %d differs from the consistent array", i)
+					}
+				}
+				if !bytes.Equal(mem.cache[c.lost], lostBytes) {
+					t.Fatal("the lost member was written")
+				}
+				// A resync too: the parity left made right again.
+				mem.cache[c.remaining][9] ^= 1
+				if res, err := s.Run(ctx, Job{Kind: Resync}); err != nil || res.Repaired != 1 {
+					t.Fatalf("resync around member %d: %+v, %v", c.lost, res, err)
+				}
+				if !bytes.Equal(mem.cache[c.remaining], good[c.remaining]) || !bytes.Equal(mem.cache[c.lost], lostBytes) {
+					t.Fatal("the resync did not rewrite the parity left, or wrote the lost member")
+				}
+				// A second member out: refused.
+				other := (c.lost + 1) % g.Members
+				s.arr.Update(func(ms []engine.MemberStatus) { ms[other].State = engine.MemberFaulty })
+				for _, k := range []Kind{Check, Repair, Resync} {
+					if _, err := s.Run(ctx, Job{Kind: k}); !errors.Is(err, ErrDegraded) {
+						t.Fatalf("%s of a raid6 with two members out: %v", k, err)
+					}
+				}
+			})
+		}
 	}
 }
