@@ -517,6 +517,15 @@ func (a *Array) StartBackground() {
 		// A resync pending too runs when it ends (nextJob).
 		return
 	}
+	if a.Engine.Parity != nil {
+		// A raid6 with a role out resyncs around it, but a spare standing
+		// by takes the role first and the resync follows its rebuild, as
+		// md's recovery goes before its resync.
+		a.activateSpare()
+		if a.sync.busy() {
+			return
+		}
+	}
 	if a.startResync() {
 		return
 	}
@@ -558,8 +567,8 @@ func (a *Array) rebuildingBesides(targets []int) bool {
 // reports whether it did.
 func (a *Array) startResync() bool {
 	if !a.needsResync() || a.parityDegraded() {
-		// (A parity array's resync waits for its members: see
-		// parityDegraded.)
+		// (A parity array's resync waits for its members when as many
+		// are out as its parity covers: see parityDegraded.)
 		return false
 	}
 	job := resync.Job{Kind: resync.Resync, Need: a.neededResync, Unit: a.unit()}

@@ -15,9 +15,11 @@ import (
 // busy detection, checkpoints and status. What differs is here: the
 // barrier a job raises over a stripe is the array's stripe lock (the
 // requests' own, so no request is inside a stripe the job reads or
-// writes); a resync, check or repair needs every member in sync (md: a
-// degraded array is recovered, not resynced; check and repair are
-// refused); a check counts only stripes whose every region is trusted.
+// writes); a resync, check or repair needs fewer members out of sync
+// than the parity covers (md: a raid5 with one member out, a raid6 with
+// two, is recovered, not resynced, and check and repair are refused; a
+// raid6 with one out is worked on around it: resync/parity.go); a check
+// counts only stripes whose every region is trusted.
 
 // syncLockQueue is the stripe lock identity of parity sync work: no queue
 // has this ID (queues are fewer than 4096). Its waiter bit, 63, is shared
@@ -73,24 +75,28 @@ func (b *stripeBarrier) Lower() {
 	b.a.stripeLock.Unlock(b.first, b.last, engine.StripeToken(syncLockQueue, 0))
 }
 
-// parityDegraded reports whether a parity array has a member out of
-// sync: its resync waits (the rebuild that ends it starts the resync:
-// nextJob), its check and repair are refused.
+// parityDegraded reports whether a parity array has as many members out
+// of sync (faulty, missing or rebuilding) as its parity covers: a raid5
+// with one, a raid6 with two (md's mddev->degraded >= max_degraded). Its
+// resync waits (the rebuild that ends it starts the resync: nextJob), its
+// check and repair are refused. A raid6 with one member out is resynced,
+// checked and repaired around it.
 func (a *Array) parityDegraded() bool {
 	if a.Engine.Parity == nil {
 		return false
 	}
+	n := 0
 	for _, m := range a.Engine.State().Members {
 		if m.State != engine.MemberActive {
-			return true
+			n++
 		}
 	}
-	return false
+	return n >= a.Engine.Parity.ParityMembers()
 }
 
-// checkParityJob refuses a check or repair of a parity array with a
-// member out of sync, as md does: a lost member's data lives only in the
-// parity a repair would rewrite.
+// checkParityJob refuses a check or repair of a parity array degraded as
+// far as its parity covers (parityDegraded), as md does: a lost member's
+// data lives only in the parity a repair would rewrite.
 func (a *Array) checkParityJob(k resync.Kind) error {
 	if a.parityDegraded() {
 		return fmt.Errorf("cannot %s a degraded %s array: %w", k, a.Engine.Level(), resync.ErrDegraded)

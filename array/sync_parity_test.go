@@ -172,8 +172,8 @@ func TestParityResyncScheduled(t *testing.T) {
 // parity is wrong (here one P row, and for raid6 one Q row) and writes
 // nothing, while the queue writes to the same stripes; repair rewrites
 // them; a check then finds none; never-written and untrusted stripes are
-// not checked (their parity is garbage by design); with a member lost
-// both are refused.
+// not checked (their parity is garbage by design); with as many members
+// lost as the parity covers both are refused.
 func TestParityCheckRepair(t *testing.T) {
 	for _, level := range []engine.Level{engine.Level5, engine.Level6} {
 		t.Run(level.String(), func(t *testing.T) {
@@ -241,10 +241,17 @@ func TestParityCheckRepair(t *testing.T) {
 				t.Fatalf("check after repair: %+v", s)
 			}
 			pConsistent(t, a, span-span%per)
-			// A member lost: refused, as md does.
-			r.failOn = func(io engine.MemberIO) bool { return io.Member == 2 && io.Kind == engine.IOWrite }
-			for a.Engine.State().Members[2].State == engine.MemberActive {
-				pBatch(t, rng, h, r, ref, span, id)
+			// As many members lost as the parity covers (raid5: one,
+			// raid6: two): refused, as md does.
+			lose := []int{2}
+			if level == engine.Level6 {
+				lose = append(lose, 3)
+			}
+			for _, m := range lose {
+				r.failOn = func(io engine.MemberIO) bool { return int(io.Member) == m && io.Kind == engine.IOWrite }
+				for a.Engine.State().Members[m].State == engine.MemberActive {
+					pBatch(t, rng, h, r, ref, span, id)
+				}
 			}
 			r.failOn = nil
 			for _, repair := range []bool{false, true} {
