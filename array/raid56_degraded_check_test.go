@@ -107,7 +107,7 @@ func TestRaid6CheckRepairOneMemberOut(t *testing.T) {
 	}
 	check(true, 3*8, "repair of three wrong rows of the parity left")
 	after := fileBytes(t, paths...)
-	if !bytes.Equal(after[lost], before[lost]) {
+	if !bytes.Equal(after[lost][a.dataOffset:], before[lost][a.dataOffset:]) {
 		t.Fatal("the repair wrote the failed member")
 	}
 	check(false, 0, "check after the repair")
@@ -117,36 +117,50 @@ func TestRaid6CheckRepairOneMemberOut(t *testing.T) {
 	pReadAll(t, rng, h, r, ref, span)
 }
 
-// An unclean raid6 assembled with one member missing resyncs the regions
-// its bitmap had dirty, around the missing member (md resyncs a raid6
-// degraded by less than its parity covers), instead of waiting for a
-// rebuild: the parity left that a torn write made wrong in those stripes
-// (Q where the member holds data or P, P where it holds Q) is rewritten
-// from the data, the data rebuilt from P where the member held it.
-func TestRaid6UncleanOneMissingResyncs(t *testing.T) {
-	rng := rand.New(rand.NewSource(62))
+// uncleanRaid6 makes a raid6 of 6 members (with a spare, if spare) that
+// crashed while regions 2-3 were dirty, a torn write having left wrong
+// the parity of their stripes that stays when member missing is lost (Q
+// where it holds data or P, P where it holds Q), and returns the members'
+// paths, their bytes before the parity was made wrong, and the stripes
+// made wrong. The caller assembles it without member missing.
+func uncleanRaid6(t *testing.T, rng *rand.Rand, missing int, spare bool) (paths, spares []string, want [][]byte, wrong []uint64, ref []byte) {
+	t.Helper()
 	const span = 4096
 	a, paths, h, r, ref, id := parityGarbageArray(t, rng, engine.Level6, 6, span)
-	defer func() { a.Close() }()
+	defer a.Close()
 	pWhileSync(t, rng, a, h, r, ref, span, id)
+	if spare {
+		spares = memberFiles(t, 1, 16<<20)
+		if err := pDo(h, r, func() error { return a.AddSpare(spares[0]) }); err != nil {
+			t.Fatal(err)
+		}
+	}
 	g := *a.Engine.Parity
 	rs := a.Bitmap.Geometry().RegionSectors
 	per := g.ChunkSectors * uint64(g.DataMembers())
-	// A crash while regions 2-3 are dirty, a torn write having left the
-	// parity of their stripes wrong; member 1 is gone at the next start.
-	const missing = 1
 	for !a.Bitmap.StartWrite(2, 3, 0) {
 		a.fl.do(func() {})
 	}
 	a.fl.do(func() {})
 	persistLogCheckpoint(t, a)
-	want := fileBytes(t, paths...)
-	var wrong []uint64
+	want = fileBytes(t, paths...)
 	for s := 2 * rs / per; s < 4*rs/per; s++ {
 		flipChunkByte(t, a, raid6Left(g, missing, s), s, (s%2)*4096+300)
 		wrong = append(wrong, s)
 	}
-	a.Close() // the write never ended
+	return paths, spares, want, wrong, ref // (closed: the write never ended)
+}
+
+// An unclean raid6 assembled with one member missing resyncs the regions
+// its bitmap had dirty, around the missing member (md resyncs a raid6
+// degraded by less than its parity covers), instead of waiting for a
+// rebuild: the parity left wrong in those stripes is rewritten from the
+// data, the data rebuilt from P where the member held it; the missing
+// member is not written.
+func TestRaid6UncleanOneMissingResyncs(t *testing.T) {
+	rng := rand.New(rand.NewSource(62))
+	const missing = 1
+	paths, _, want, wrong, ref := uncleanRaid6(t, rng, missing, false)
 	var rest []string
 	for i, p := range paths {
 		if i != missing {
@@ -157,19 +171,21 @@ func TestRaid6UncleanOneMissingResyncs(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	defer a.Close()
 	if m := a.Engine.State().Members[missing]; m.State != engine.MemberMissing {
 		t.Fatalf("member %d assembled %s", missing, m.State)
 	}
 	if !a.Bitmap.NeedsSync(2) || !a.Bitmap.NeedsSync(3) {
 		t.Fatal("the dirty regions do not need sync after the crash")
 	}
-	r = &pRing{done: map[uint16]error{}}
-	h = a.newQueue(r)
+	r := &pRing{done: map[uint16]error{}}
+	h := a.newQueue(r)
 	a.StartBackground()
 	a.WaitSync()
 	if s := a.SyncStatus(); s.LastAction != "resync" || s.LastResult != "ok" || s.ResyncNeeded {
 		t.Fatalf("an unclean raid6 with a member missing after StartBackground: %+v", s)
 	}
+	g := *a.Engine.Parity
 	got := fileBytes(t, paths...)
 	cb := g.ChunkSectors << 9
 	for _, s := range wrong {
@@ -179,8 +195,61 @@ func TestRaid6UncleanOneMissingResyncs(t *testing.T) {
 			t.Fatalf("stripe %d: member %d's parity not rewritten by the resync", s, m)
 		}
 	}
-	if !bytes.Equal(got[missing], want[missing]) {
-		t.Fatal("the missing member was written")
+	if !bytes.Equal(got[missing][a.dataOffset:], want[missing][a.dataOffset:]) {
+		t.Fatal("the missing member's data was written")
 	}
-	pReadAll(t, rng, h, r, ref, span)
+	pReadAll(t, rng, h, r, ref, 4096)
+}
+
+// As above with a spare at assembly: the spare takes the missing role
+// before the resync starts (its rebuild goes first, as md's recovery
+// interrupts a resync), and the resync follows it.
+func TestRaid6UncleanOneMissingSpareFirst(t *testing.T) {
+	rng := rand.New(rand.NewSource(63))
+	const missing = 1
+	paths, spares, _, _, ref := uncleanRaid6(t, rng, missing, true)
+	var rest []string
+	for i, p := range paths {
+		if i != missing {
+			rest = append(rest, p)
+		}
+	}
+	a, err := Open(append(rest, spares...), CreateSpec{Level: -1}, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer a.Close()
+	if st := a.Status(); st.SpareDisks != 1 {
+		t.Fatalf("assembled: %+v", st)
+	}
+	before := make(chan string, 1) // the last job when the spare took the role
+	a.OnSpareActivated = func(role int, path string, err error) {
+		if err != nil || role != missing {
+			t.Errorf("spare activation: role %d, %v", role, err)
+		}
+		select {
+		case before <- a.SyncStatus().LastAction:
+		default:
+		}
+	}
+	r := &pRing{done: map[uint16]error{}}
+	h := a.newQueue(r)
+	a.StartBackground()
+	a.WaitSync()
+	select {
+	case last := <-before:
+		if last != "" {
+			t.Fatalf("the spare took the role after a %s", last)
+		}
+	default:
+		t.Fatal("the spare never took the role")
+	}
+	if s := a.SyncStatus(); s.LastAction != "resync" || s.LastResult != "ok" || s.ResyncNeeded {
+		t.Fatalf("after the spare's rebuild: %+v", s)
+	}
+	if st := a.Status(); st.State != "active" || st.SpareDisks != 0 {
+		t.Fatalf("after the spare's rebuild and the resync: %+v", st)
+	}
+	pConsistent(t, a, 4096)
+	pReadAll(t, rng, h, r, ref, 4096)
 }
