@@ -37,7 +37,9 @@ import (
 //     makes P match trivially; Q is then checked (rewritten) against
 //     that data. A wrong P and a wrong Q cannot be told apart there: a
 //     mismatch says they disagree, and a repair trusts P (rewrites Q),
-//     as md does.
+//     as md does. (md also writes the chunk it rebuilt to a lost member
+//     still present, a recovering one; here that member's rebuild
+//     does.)
 //   - Rebuild reads the other members' pieces (those readable over the
 //     stripe) and reconstructs the targets' (data from the others and P,
 //     or Q for raid6; P and Q recomputed), then writes them.
