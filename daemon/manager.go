@@ -82,6 +82,10 @@ type Manager struct {
 	// member operation that was under way recorded them.
 	stopping bool
 	stopped  []*served
+	// deleting are the arrays a Delete took out of arrays while it asks
+	// the kernel to stop their devices: the state file keeps them until
+	// the stop is done (a refused one puts them back, changing nothing).
+	deleting map[int]*served
 }
 
 // served is one array and its device.
@@ -108,7 +112,7 @@ func NewManager(ctrl *ublk.Control, opts ManagerOptions) *Manager {
 	if log == nil {
 		log = zap.NewNop()
 	}
-	return &Manager{ctrl: ctrl, opts: opts, log: log, arrays: map[int]*served{}, pending: map[int]StateEntry{}, growing: map[int]bool{}}
+	return &Manager{ctrl: ctrl, opts: opts, log: log, arrays: map[int]*served{}, pending: map[int]StateEntry{}, growing: map[int]bool{}, deleting: map[int]*served{}}
 }
 
 // Restore starts the arrays of the state file (see the package comment):
@@ -752,8 +756,17 @@ func (m *Manager) stop(s *served, del bool) (deleted bool, err error) {
 		err = s.d.Stop()
 	}
 	if errors.Is(err, ublk.ErrNotStopped) {
+		// Not stopped. For a del (Delete, Shutdown) nothing changes even
+		// if its queues ended meanwhile (failed: Delete's putBack hands
+		// that to ended, which recovers it; Shutdown leaves it to the
+		// next daemon): a clean mark and a close here would strand the
+		// requests the kernel still holds.
 		select {
-		case <-s.d.Done(): // its queues ended all the same: closed below
+		case <-s.d.Done():
+			if !del { // the watcher's: it ended, and is closed below
+				break
+			}
+			return false, stillServed{err}
 		default:
 			return false, stillServed{err}
 		}
@@ -822,6 +835,11 @@ func (m *Manager) saveState() error {
 			if m.arrays[s.n] == nil {
 				st.Arrays = append(st.Arrays, s.entry)
 			}
+		}
+	}
+	for _, s := range m.deleting {
+		if m.arrays[s.n] == nil {
+			st.Arrays = append(st.Arrays, s.entry)
 		}
 	}
 	for _, e := range m.pending {
@@ -1165,7 +1183,16 @@ func (m *Manager) Delete(n int) (DeleteResult, error) {
 		return DeleteResult{}, inUseErr
 	}
 	delete(m.arrays, n)
+	// (Still in the state file, written meanwhile by another operation,
+	// until the stop is done: a refused one changes nothing.)
+	m.deleting[n] = s
 	m.mu.Unlock()
+	putBack := func() {
+		m.putBack(s)
+		m.mu.Lock()
+		delete(m.deleting, n)
+		m.mu.Unlock()
+	}
 	// Where the driver can (7.0+), the kernel stops the device only if
 	// nothing has it open, plain opens included: no window between a
 	// check and the stop. Older drivers get the exclusive-open check
@@ -1174,19 +1201,22 @@ func (m *Manager) Delete(n int) (DeleteResult, error) {
 	// nothing either: the array stays served and in the state file.
 	var stopErr error
 	if err := s.d.StopUnused(); errors.Is(err, ublk.ErrInUse) {
-		m.putBack(s)
+		putBack()
 		return DeleteResult{}, inUseErr
 	} else if errors.Is(err, ublk.ErrNotStopped) {
-		m.putBack(s)
+		putBack()
 		return DeleteResult{}, fmt.Errorf("deleting %s: %w", DevicePath(n), err)
 	} else if !errors.Is(err, ublk.ErrNoSafeStop) {
 		stopErr = err // stopped; m.stop deletes it
 	}
 	deleted, err := m.stop(s, true)
 	if errors.As(err, new(stillServed)) {
-		m.putBack(s)
+		putBack()
 		return DeleteResult{}, fmt.Errorf("deleting %s: %w", DevicePath(n), err)
 	}
+	m.mu.Lock()
+	delete(m.deleting, n)
+	m.mu.Unlock()
 	err = errors.Join(stopErr, err)
 	if serr := m.saveState(); serr != nil {
 		err = errors.Join(err, serr)
