@@ -1,6 +1,7 @@
 package engine
 
 import (
+	"crypto/subtle"
 	"encoding/binary"
 	"errors"
 	"fmt"
@@ -515,4 +516,50 @@ func (p *Parity) RecoverParity(log, data [][]byte, lost uint64, parity [][]byte)
 		}
 	}
 	return nil
+}
+
+// RecoverParityKeepingP is RecoverParity for a raid6 entry one of whose
+// written chunks, data slot j, cannot be read (its member lost with the
+// crash): that chunk is taken to hold what the stripe's P on disk (pDisk)
+// implies, so P stays as it is, and Q is computed to agree with it, with
+// the entry's X (log) and with the other written chunks as they are on
+// disk. A chunk of X whose member is lost too is then rebuilt right from
+// P and Q, and the lost written chunk reads what P says: its new data if
+// the write's P reached the disk, else something else, as md's PPL allows
+// for the written part of a stripe. data[j] is not read. pDisk is used as
+// scratch. It does not allocate.
+func (p *Parity) RecoverParityKeepingP(log, data [][]byte, lost uint64, j int, pDisk []byte, parity [][]byte) error {
+	if p.Count() != 2 || j < 0 || j >= p.data || lost&(1<<uint(j)) != 0 || len(parity) != 2 || len(log) != 2 || len(data) != p.data {
+		return errParityShape
+	}
+	if err := p.checkLogged(lost); err != nil {
+		return err
+	}
+	n := len(pDisk)
+	for k := range parity {
+		switch {
+		case len(parity[k]) != n:
+			return errParityShape
+		case len(log[k]) == n:
+			copy(parity[k], log[k])
+		case len(log[k]) == 0 && lost == 0: // (no payload: L is zero)
+			clear(parity[k])
+		default:
+			return errParityShape
+		}
+	}
+	for s, b := range data {
+		if s == j || lost&(1<<uint(s)) != 0 {
+			continue
+		}
+		if len(b) != n {
+			return errParityShape
+		}
+		if err := p.enc.EncodeIdx(b, s, parity); err != nil {
+			return err
+		}
+	}
+	// The chunk P implies: P on disk less what the rest gives it.
+	subtle.XORBytes(pDisk, pDisk, parity[0])
+	return p.Update(pDisk, j, parity)
 }
