@@ -2,6 +2,7 @@ package array
 
 import (
 	"fmt"
+	"math/bits"
 
 	"github.com/ublk-raid/ublk-raid/engine"
 )
@@ -18,7 +19,10 @@ import (
 // checkpoint past every entry seen, so none is replayed again; but not
 // while a role is out (missing, or failed here): then the checkpoint
 // waits for the next superblock write (holdLog). An entry whose data
-// outside X cannot be read (a member lost with the crash) is left: it
+// outside X cannot be read (a member lost with the crash) keeps the
+// parity on disk, or on raid6 P on disk with Q recomputed to match (see
+// run below), so that X is still rebuilt right; one whose X cannot be
+// rebuilt so (more chunks lost than that covers) is left: it
 // returns how many were replayed and how many could not be. A dirty
 // assembly that was not forced is refused (ErrDirtyDegraded) when an
 // entry is left, before anything is written.
@@ -186,6 +190,11 @@ func (a *Array) recoverParityLog(asm *engine.Assembly) (replayed, left int, err 
 		dataBufs[i] = b
 	}
 	outBufs := [][]byte{make([]byte, pbuf), make([]byte, pbuf)}
+	pDiskBuf, freeP, err := alignedBuf(pbuf)
+	if err != nil {
+		return 0, 0, err
+	}
+	defer freeP()
 	bad := uint64(0) // members that failed a read
 	// Read as the states were before any replay write: a member failed
 	// by a write of it here still holds the data its role stands for,
@@ -208,13 +217,43 @@ func (a *Array) recoverParityLog(asm *engine.Assembly) (replayed, left int, err 
 			e := live[i]
 			sm := g.Stripe(e.Stripe)
 			skip := overlaps(blocked[e.Stripe], e.RowLo, e.RowHi)
+			gone := func(m int) bool { return bad&(1<<uint(m)) != 0 || !readable(m, e.Stripe) }
+			// The chunks lost with the crash: written ones (lostW, by
+			// slot), and chunks of X.
+			lostW, lostX := uint64(0), 0
 			for m := range g.Members {
-				slot := sm.Slot[m]
-				if slot >= 0 && e.Logged&(1<<uint(slot)) == 0 && (bad&(1<<uint(m)) != 0 || !readable(m, e.Stripe)) {
+				if slot := sm.Slot[m]; slot >= 0 && gone(m) {
+					if e.Logged&(1<<uint(slot)) == 0 {
+						lostW |= 1 << uint(slot)
+					} else {
+						lostX++
+					}
+				}
+			}
+			// A written chunk lost (its member failed by the write, or
+			// lost with the crash) may hold anything, as md's PPL allows
+			// for the written part of a stripe; the entry's X must still
+			// be rebuilt right. With no chunk of X lost, the parity on
+			// disk stays (settled: X is read directly, and the lost chunk
+			// is whatever that parity says). On raid6 with one written
+			// chunk lost, P on disk is kept (the chunk is what P implies)
+			// and Q computed from it, the log and the data: then a lost
+			// chunk of X, too, is rebuilt right from the two (keepP).
+			settle, keepP := false, -1
+			if lostW != 0 && !skip {
+				pOK := func(m, k int) bool {
+					return !gone(m) && writable(m) && e.Unlogged&(1<<uint(k)) == 0
+				}
+				switch {
+				case e.Parity == 2 && bits.OnesCount64(lostW) == 1 && pOK(sm.P, 0) && pOK(sm.Q, 1):
+					keepP = bits.TrailingZeros64(lostW)
+				case lostX == 0:
+					settle = true
+				default:
 					skip = true
 				}
 			}
-			for lo := e.RowLo; lo < e.RowHi && !skip; lo += pieceSectors {
+			for lo := e.RowLo; lo < e.RowHi && !skip && !settle; lo += pieceSectors {
 				hi := min(e.RowHi, lo+pieceSectors)
 				n := int(hi-lo) << 9
 				off := int64(a.dataOffset + (e.Stripe*g.ChunkSectors+lo)<<9)
@@ -224,7 +263,7 @@ func (a *Array) recoverParityLog(asm *engine.Assembly) (replayed, left int, err 
 						continue
 					}
 					data[slot] = nil
-					if e.Logged&(1<<uint(slot)) != 0 {
+					if (e.Logged|lostW)&(1<<uint(slot)) != 0 {
 						continue
 					}
 					data[slot] = dataBufs[slot][:n]
@@ -250,11 +289,23 @@ func (a *Array) recoverParityLog(asm *engine.Assembly) (replayed, left int, err 
 					}
 				}
 				out := [][]byte{outBufs[0][:n], outBufs[1][:n]}[:e.Parity]
-				if err := par.RecoverParity(log, data, e.Logged, out); err != nil {
+				if keepP >= 0 {
+					pDisk := pDiskBuf[:n]
+					if err := a.Members[sm.P].ReadAt(pDisk, off); err != nil {
+						a.Warnings = append(a.Warnings, fmt.Sprintf("write-hole log: %s: reading stripe %d for the replay: %v", a.Members[sm.P].Path, e.Stripe, err))
+						bad |= 1 << uint(sm.P)
+						skip = true
+						break
+					}
+					if err := par.RecoverParityKeepingP(log, data, e.Logged, keepP, pDisk, out); err != nil {
+						return fmt.Errorf("write-hole log entry %d (stripe %d): %w", e.Seq, e.Stripe, err)
+					}
+				} else if err := par.RecoverParity(log, data, e.Logged, out); err != nil {
 					return fmt.Errorf("write-hole log entry %d (stripe %d): %w", e.Seq, e.Stripe, err)
 				}
 				for k, pm := range []int{sm.P, sm.Q}[:e.Parity] {
-					if !writable(pm) || e.Unlogged&(1<<uint(k)) != 0 {
+					if !writable(pm) || e.Unlogged&(1<<uint(k)) != 0 || keepP >= 0 && k == 0 {
+						// (keepP: P stays as it is.)
 						// (Unlogged: the member was out when the write was
 						// made, which neither read nor wrote it; back
 						// since, rebuilt or rebuilding, it has its own

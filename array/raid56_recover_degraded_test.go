@@ -2,7 +2,6 @@ package array
 
 import (
 	"bytes"
-	"errors"
 	"math/rand"
 	"testing"
 
@@ -12,17 +11,22 @@ import (
 // A healthy raid5 not stopped cleanly, a write torn over data slots 1 and
 // 2 (slot 2 new on disk, slot 1 old, P old), its entry on P's member. At
 // assembly the member of slot 1 fails the read of its log area: it is
-// failed, the array is now dirty and degraded, and the entry (which
-// needs slot 1) is left. The same array assembled without that member is
-// refused (ErrDirtyDegraded), and so is this one (it started before, and
-// slot 1's rows read back as neither their old nor their new data).
-func TestParityLogReadFailureRefusedDirtyDegraded(t *testing.T) {
+// failed, the array is now dirty and degraded, and the entry's written
+// chunk on slot 1 is lost. The array starts, as without that member
+// (md with PPL starts a dirty degraded array): slot 1 may read anything
+// (md's PPL: the written part of a stripe), slot 0, which the write did
+// not touch, reads back as it was, and slot 2 as written. (Both were
+// refused as dirty degraded arrays until 2026-12-06.)
+func TestParityLogReadFailureStartsDirtyDegraded(t *testing.T) {
 	rng := rand.New(rand.NewSource(5))
 	tw := tornRaid5Write(t, rng, true, 0)
 	g, sm, sb := tw.g, tw.sm, tw.sb
-	var d2 int
+	var d0, d2 int
 	for m := range g.Members {
-		if sm.Slot[m] == 2 {
+		switch sm.Slot[m] {
+		case 0:
+			d0 = m
+		case 2:
 			d2 = m
 		}
 	}
@@ -59,16 +63,36 @@ func TestParityLogReadFailureRefusedDirtyDegraded(t *testing.T) {
 	for _, d := range devs {
 		d.Close()
 	}
-	// Control: without d1's member it is refused.
+	readBack := func(name string, a *Array, err error) {
+		t.Helper()
+		if err != nil {
+			t.Fatalf("%s: %v", name, err)
+		}
+		defer a.Close()
+		// The array sector of member m's rows.
+		at := func(m int) uint64 {
+			i := 0
+			for int(sm.Data[i]) != m {
+				i++
+			}
+			return tornStripe*g.ChunkSectors*uint64(g.DataMembers()) + uint64(i)*g.ChunkSectors + tornLo
+		}
+		if got := pReadOne(t, rng, a, at(d0), tornHi-tornLo); !bytes.Equal(got, tw.old[0]) {
+			t.Fatalf("%s: the rows of slot 0, not written, do not read back as they were", name)
+		}
+		if got := pReadOne(t, rng, a, at(d2), tornHi-tornLo); !bytes.Equal(got, newD2) {
+			t.Fatalf("%s: the rows of slot 2 do not read back as written", name)
+		}
+	}
+	// Without d1's member.
 	var give []string
 	for m, p := range tw.paths {
 		if m != tw.d1 {
 			give = append(give, p)
 		}
 	}
-	if _, err := Open(give, CreateSpec{Level: -1}, false); !errors.Is(err, engine.ErrDirtyDegraded) {
-		t.Fatalf("control: %v", err)
-	}
+	a, err := Open(give, CreateSpec{Level: -1}, false)
+	readBack("without the written chunk's member", a, err)
 	logLo, logHi := int64(sb.LogOffset), int64(sb.LogOffset+sb.LogBytes)
 	spec := CreateSpec{Level: -1, OpenDevice: func(p string) (Device, error) {
 		d, err := openFile(p)
@@ -77,91 +101,7 @@ func TestParityLogReadFailureRefusedDirtyDegraded(t *testing.T) {
 		}
 		return offFailDev{Device: d, fail: func(int64) bool { return false }, failRead: func(off int64) bool { return off >= logLo && off < logHi }}, nil
 	}}
-	// A member failing the read of its log area is failed: the array is
-	// then dirty and degraded with an entry left, refused as above.
-	if _, err := Open(tw.paths, spec, false); !errors.Is(err, engine.ErrDirtyDegraded) {
-		t.Fatalf("assembly with a member failing its log area's read, the entry needing it: %v, want the dirty degraded refusal", err)
-	}
-}
-
-// Two writes in flight at the crash: the torn one on stripe 1 (entry seq
-// on stripe 1's P member X), and a newer one on stripe 2 (entry seq+1 on
-// stripe 2's P member). Assembled without X (dirty degraded, no force):
-// the stripe 2 entry is replayed and a checkpoint past it (seq+2) is
-// written to the members present, before any superblock records X out.
-// The array is closed before its superblocks are written (a power cut
-// between Open and SetClean(false), or an Open whose caller then fails).
-// Assembled again with X, all current: X's entry (seq) is below the
-// checkpoint, so stripe 1's parity stays torn; d0 (never written) lost
-// then reads back wrong. (Found by a review: the assembly without X now
-// writes no checkpoint before a superblock write records X out.)
-func TestParityLogNoCheckpointPastMissingMembersEntries(t *testing.T) {
-	rng := rand.New(rand.NewSource(5))
-	tw := tornRaid5Write(t, rng, true, 0)
-	g, sb := tw.g, tw.sb
-	x := tw.sm.P
-	sm2 := g.Stripe(2)
-	if sm2.P == x {
-		t.Fatal("stripe 2 has the same P member")
-	}
-	// Its X: X's chunk of stripe 2 (not written), the others written.
-	off2 := int64(tw.sb.DataOffset + (2*g.ChunkSectors)<<9)
-	rows := make([][]byte, g.DataMembers())
-	for m := range g.Members {
-		if s := sm2.Slot[m]; s >= 0 {
-			dm, err := openFile(tw.paths[m])
-			if err != nil {
-				t.Fatal(err)
-			}
-			rows[s] = make([]byte, 8<<9)
-			if err := dm.ReadAt(rows[s], off2); err != nil {
-				t.Fatal(err)
-			}
-			dm.Close()
-		}
-	}
-	mask := uint64(1) << uint(sm2.Slot[x])
-	par, _ := engine.NewParity(g.DataMembers(), false)
-	lp := make([]byte, 8<<9)
-	if err := par.LogParity(rows, mask, [][]byte{lp}); err != nil {
-		t.Fatal(err)
-	}
-	e := engine.ParityLogEntry{Array: sb.ArrayUUID, Seq: tw.seq + 1, Stripe: 2, RowLo: 0, RowHi: 8, Logged: mask,
-		Written: (1<<uint(g.DataMembers()) - 1) &^ mask, Parity: 1, P: lp}
-	b := make([]byte, engine.ParityLogEntrySize(8, 1))
-	if _, err := e.Encode(b, g); err != nil {
-		t.Fatal(err)
-	}
-	d, err := openFile(tw.paths[sm2.P])
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := d.WriteAtDurable(b, int64(sb.LogOffset)+7*4096); err != nil {
-		t.Fatal(err)
-	}
-	d.Close()
-	var give []string
-	for m, p := range tw.paths {
-		if m != x {
-			give = append(give, p)
-		}
-	}
-	{
-		a, err := Open(give, CreateSpec{Level: -1}, false)
-		if err != nil {
-			t.Fatalf("dirty degraded without X: %v", err)
-		}
-		a.Close() // no superblock written since
-	}
-	a, err := Open(tw.paths, CreateSpec{Level: -1}, false)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer a.Close()
-	if err := a.Fail(tw.d0); err != nil {
-		t.Fatal(err)
-	}
-	if got := pReadOne(t, rng, a, tw.a0, tornHi-tornLo); !bytes.Equal(got, tw.old[tw.sm.Slot[tw.d0]]) {
-		t.Fatal("a chunk no write touched reads back wrong: the entry on X was killed by the checkpoint of an assembly without X")
-	}
+	// A member failing the read of its log area is failed: the same.
+	a, err = Open(tw.paths, spec, false)
+	readBack("with a member failing its log area's read", a, err)
 }
