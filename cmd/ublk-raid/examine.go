@@ -74,6 +74,9 @@ type roleJSON struct {
 	State          string `json:"state"`
 	MemberUUID     string `json:"member_uuid"`
 	RecoveryOffset uint64 `json:"recovery_offset_sectors,omitempty"`
+	// OutSince is, for a faulty or missing role, the generation that
+	// first recorded it out (omitted if unknown).
+	OutSince uint64 `json:"out_since_events,omitempty"`
 }
 
 // openExamined opens member read-only (without claiming it) and reads its
@@ -128,7 +131,7 @@ func runExamine(o examineOptions, stdout io.Writer) error {
 	}
 	for i := range sb.Members {
 		e := sb.Roles[i]
-		j.Roles = append(j.Roles, roleJSON{Role: i, State: e.State.String(), MemberUUID: engine.UUIDString(e.Member), RecoveryOffset: e.RecoveryOffset})
+		j.Roles = append(j.Roles, roleJSON{Role: i, State: e.State.String(), MemberUUID: engine.UUIDString(e.Member), RecoveryOffset: e.RecoveryOffset, OutSince: e.OutSince})
 	}
 	if o.output == "json" {
 		enc := json.NewEncoder(stdout)
@@ -166,7 +169,11 @@ func runExamine(o examineOptions, stdout io.Writer) error {
 		}
 	}
 	for _, r := range j.Roles {
-		fmt.Fprintf(tw, "Role %d\t: %s %s\n", r.Role, r.State, r.MemberUUID)
+		since := ""
+		if r.OutSince != 0 {
+			since = fmt.Sprintf(" (since events %d)", r.OutSince)
+		}
+		fmt.Fprintf(tw, "Role %d\t: %s %s%s\n", r.Role, r.State, r.MemberUUID, since)
 	}
 	return tw.Flush()
 }
