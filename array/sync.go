@@ -1223,9 +1223,10 @@ func (a *Array) addMember(path string, role int, readd, failActive, force bool) 
 		// its superblock block written back as it is, durably, before the
 		// member it replaces is failed. A spare too: it took its
 		// superblock when it was added, but may have died since, idle.
-		// (Its superblock is written only when it is added and when it
-		// takes a role, both under spareMu, held here: nothing newer is
-		// written back over.)
+		// (A spare's superblock also takes each generation, under a.mu,
+		// not held here: one written meanwhile may be written back over
+		// with the one before, leaving the spare a generation behind
+		// until the next, which assembly does not mind in a spare.)
 		b, err := m.ReadBlock(engine.SuperblockOffset, engine.SuperblockSize)
 		if err == nil {
 			err = m.WriteBlockSync(engine.SuperblockOffset, b)
