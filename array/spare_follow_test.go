@@ -185,3 +185,35 @@ func TestSpareSuperblockPowerCut(t *testing.T) {
 		}
 	}
 }
+
+// An added spare that cannot take the generation that lists it is
+// dropped at once: the add fails, and the members' tables do not list it.
+func TestAddSpareSuperblockWriteFailureFails(t *testing.T) {
+	paths := memberFiles(t, 3, 16<<20)
+	a, err := Open(paths[:2], CreateSpec{Level: engine.Level1, AssumeClean: true, NoBitmap: true}, true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer a.Close()
+	orig := writeSuperblock
+	t.Cleanup(func() { writeSuperblock = orig })
+	writeSuperblock = func(m *Member, b []byte) error {
+		if m.Path == paths[2] {
+			return errors.New("write: I/O error")
+		}
+		return orig(m, b)
+	}
+	if err := a.AddSpare(paths[2]); err == nil {
+		t.Fatalf("add of a spare that took no generation: no error")
+	}
+	if sp := a.Spares(); len(sp) != 0 {
+		t.Fatalf("spares: %v", sp)
+	}
+	uuid := superblockOf(t, paths[2]).MemberUUID
+	if listsSpare(superblockOf(t, paths[0]), uuid) {
+		t.Fatalf("the members' table lists the dropped spare")
+	}
+	if heldOpen(t, paths[2]) {
+		t.Fatalf("%s still held open", paths[2])
+	}
+}
