@@ -7,12 +7,12 @@ import (
 	"github.com/ublk-raid/ublk-raid/engine"
 )
 
-// rv2Array is a new raid5/6 array of members 16 MiB files (chunk 16
+// servedParity is a new raid5/6 array of members 16 MiB files (chunk 16
 // sectors, bitmap regions of 128 unless noBitmap), served by one queue,
 // after a batch of pBatch over its first span sectors (ref holds what it
 // wrote) and the initial resync. Returns the array, its member paths, the
 // queue and ring, ref and the write id counter.
-func rv2Array(t *testing.T, rng *rand.Rand, level engine.Level, members int, span uint64, noBitmap bool) (*Array, []string, *queue, *pRing, []byte, *uint64) {
+func servedParity(t *testing.T, rng *rand.Rand, level engine.Level, members int, span uint64, noBitmap bool) (*Array, []string, *queue, *pRing, []byte, *uint64) {
 	t.Helper()
 	paths := memberFiles(t, members, 16<<20)
 	spec := CreateSpec{Level: level, ChunkSectors: 16, RegionSectors: 128, NoBitmap: noBitmap}

@@ -8,14 +8,17 @@ import (
 	"github.com/ublk-raid/ublk-raid/engine"
 )
 
-// rv2ReplaceAllButFailed: a 4-member raid6 whose member 3 failed; then
+// Found by review: re-add and assembly refused such a member as a split
+// brain (engine.Diverged could not tell it from a side that ran on).
+//
+// replaceAllButFailed: a 4-member raid6 whose member 3 failed; then
 // members 0, 1 and 2 are each replaced in turn (one at a time, the array
 // never losing more than two). Member 3 never ran on its own: it only
 // missed writes. Returns the array, its paths now, and the failed path.
-func rv2ReplaceAllButFailed(t *testing.T) (*Array, []string, string, *queue, *pRing, []byte, *rand.Rand, *uint64) {
+func replaceAllButFailed(t *testing.T) (*Array, []string, string, *queue, *pRing, []byte, *rand.Rand, *uint64) {
 	rng := rand.New(rand.NewSource(11))
 	const span = 2048
-	a, paths, h, r, ref, id := rv2Array(t, rng, engine.Level6, 4, span, false)
+	a, paths, h, r, ref, id := servedParity(t, rng, engine.Level6, 4, span, false)
 	// The device as it was when it dropped off (its superblock could not
 	// take its own failure record: a member failed by I/O errors).
 	img, err := os.ReadFile(paths[3])
@@ -46,8 +49,8 @@ func rv2ReplaceAllButFailed(t *testing.T) (*Array, []string, string, *queue, *pR
 // md: a member that failed and missed writes is re-added from the bitmap
 // (its events are not older than events_cleared: nothing was cleared
 // while it was out), whoever holds the other roles now.
-func TestReview2ReAddAfterOthersReplaced(t *testing.T) {
-	a, _, old, h, r, ref, rng, id := rv2ReplaceAllButFailed(t)
+func TestReAddAfterOthersReplaced(t *testing.T) {
+	a, _, old, h, r, ref, rng, id := replaceAllButFailed(t)
 	defer func() { a.Close() }()
 	if err := pDo(h, r, func() error { return a.ReAdd(old) }); err != nil {
 		t.Fatalf("re-add of a member that only missed writes: %v", err)
@@ -58,8 +61,8 @@ func TestReview2ReAddAfterOthersReplaced(t *testing.T) {
 
 // The same members assembled (the daemon's restart): the failed member is
 // stale, not a split brain; the array starts.
-func TestReview2AssembleAfterOthersReplaced(t *testing.T) {
-	a, now, _, _, _, _, _, _ := rv2ReplaceAllButFailed(t)
+func TestAssembleAfterOthersReplaced(t *testing.T) {
+	a, now, _, _, _, _, _, _ := replaceAllButFailed(t)
 	if err := a.SetClean(true); err != nil {
 		t.Fatal(err)
 	}
@@ -77,8 +80,8 @@ func TestReview2AssembleAfterOthersReplaced(t *testing.T) {
 // As the daemon's restart assembles it (SkipAbsent, AsRecorded: the
 // state file lists the failed member, still held when the daemon
 // stopped).
-func TestReview2RestoreSpecAfterOthersReplaced(t *testing.T) {
-	a, now, _, _, _, _, _, _ := rv2ReplaceAllButFailed(t)
+func TestRestoreSpecAfterOthersReplaced(t *testing.T) {
+	a, now, _, _, _, _, _, _ := replaceAllButFailed(t)
 	if err := a.SetClean(true); err != nil {
 		t.Fatal(err)
 	}
