@@ -1063,21 +1063,6 @@ func pick(errs []error, tried []bool) []error {
 	return out
 }
 
-// outSince is the out-since generation to record for role i, out (faulty
-// or missing) with member at generation ev: the one the previous table
-// (prev, the freshest superblock held) records, if it had the same member
-// out already (0 there, unknown, stays unknown: a later generation would
-// make a member whose side ran on after it look as if it never took it),
-// else ev, the first generation to record it out.
-func outSince(prev *engine.Superblock, i int, member [16]byte, ev uint64) uint64 {
-	if prev != nil && i < int(prev.Members) {
-		if e := prev.Roles[i]; (e.State == engine.RoleFaulty || e.State == engine.RoleMissing) && e.Member == member {
-			return e.OutSince
-		}
-	}
-	return ev
-}
-
 // writeSuperblocks writes the next generation of superblocks, with role
 // states from st, to every member still in use. Called with a.mu held.
 func (a *Array) writeSuperblocks(st *engine.ArrayState, clean bool) error {
@@ -1138,14 +1123,12 @@ func (a *Array) writeSuperblocks(st *engine.ArrayState, clean bool) error {
 			} else if fresh != nil {
 				sb.Roles[i].Member = fresh.Roles[i].Member
 			}
-			sb.Roles[i].RecoveryOffset, sb.Roles[i].OutSince = 0, 0
+			sb.Roles[i].RecoveryOffset = 0
 			switch st.Members[i].State {
 			case engine.MemberFaulty:
 				sb.Roles[i].State = engine.RoleFaulty
-				sb.Roles[i].OutSince = outSince(fresh, i, sb.Roles[i].Member, ev)
 			case engine.MemberMissing:
 				sb.Roles[i].State = engine.RoleMissing
-				sb.Roles[i].OutSince = outSince(fresh, i, sb.Roles[i].Member, ev)
 			case engine.MemberRebuilding:
 				sb.Roles[i].State = engine.RoleRebuilding
 				sb.Roles[i].RecoveryOffset = a.checkpoint[i] // durable, not just reached

@@ -1542,7 +1542,7 @@ func (a *Array) previousRole(m *Member) (readdPlan, error) {
 	}
 	role := int(sb.Role)
 	if engine.Diverged(sb, cur) {
-		return readdPlan{}, fmt.Errorf("%w: %s ran without this array's members (its superblock, events %d, and this array's, events %d: each records the other's members failed or missing, or one does and the other side went on writing after that generation and gave a role to another device): its data differs and a re-add would mix both sides; to keep this array's data, wipe it and put it in role %d with replace (a full rebuild)",
+		return readdPlan{}, fmt.Errorf("%w: %s ran without this array's members (its superblock, events %d, records them failed or missing, and this array, events %d, records it gone): its data differs and a re-add would mix both sides; to keep this array's data, wipe it and put it in role %d with replace (a full rebuild)",
 			engine.ErrSplitBrain, m.Path, sb.Events, cur.Events, role)
 	}
 	p := readdPlan{role: role, uuid: sb.MemberUUID, bitmap: true}

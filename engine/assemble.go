@@ -608,9 +608,6 @@ func roleDesc(e RoleEntry) string {
 	if e.State == RoleRebuilding {
 		s += fmt.Sprintf(" at %d", e.RecoveryOffset)
 	}
-	if e.OutSince != 0 {
-		s += fmt.Sprintf(" since events %d", e.OutSince)
-	}
 	if e.Member != ([16]byte{}) {
 		s += " " + UUIDString(e.Member)
 	}
@@ -787,10 +784,7 @@ func excludes(sb *Superblock, in map[[16]byte]bool) bool {
 // tables, and each table records as failed or missing a member the other
 // holds in the array, or one does and the other has put another device in
 // the role of a member the first holds (a spare took the role, and its
-// failure record with it) and wrote generations after the first's side
-// recorded it out (ranAfter: a member that merely dropped out, after which
-// its role's peers were replaced one by one, never took the generation
-// that recorded it out). Two members that each ran alone after a split, or
+// failure record with it). Two members that each ran alone after a split, or
 // a member started alone after the others recorded it failed, are so:
 // their data diverged, and trusting one side's generation count, or
 // copying only one side's dirty regions onto the other, would mix them or
@@ -820,27 +814,7 @@ func Diverged(a, b *Superblock) bool {
 		return false
 	}
 	xa, xb := excludes(a, inb), excludes(b, ina)
-	return xa && xb || xa && replaced(b, a) && ranAfter(a, b) || xb && replaced(a, b) && ranAfter(b, a)
-}
-
-// ranAfter reports whether other's side went on writing generations after
-// sb's side recorded it out: sb's table records as failed or missing a
-// member other's table holds in the array since a generation at or below
-// other's events, or since an unknown generation (0: a superblock written
-// before the out-since field was, taken as a split, as it was before).
-// After a split, each side's first generation records the other side
-// out, at the generation after the split; a side that wrote since is at
-// it or past it. A member that merely dropped out never took the
-// generation that recorded it (or a member it held in the array) out: its
-// events are below it.
-func ranAfter(sb, other *Superblock) bool {
-	in := inArray(other)
-	for _, e := range sb.Roles[:sb.Members] {
-		if (e.State == RoleFaulty || e.State == RoleMissing) && e.Member != sb.MemberUUID && in[e.Member] && e.OutSince <= other.Events {
-			return true
-		}
-	}
-	return false
+	return xa && xb || xa && replaced(b, a) || xb && replaced(a, b)
 }
 
 // replaced reports whether sb's table gives a role to another member than
@@ -934,7 +908,7 @@ func splitBrain(ms []MemberSB, fsb *Superblock, kept *MemberSB) error {
 			for _, m := range ms {
 				all = append(all, m.Path)
 			}
-			return fmt.Errorf("%w in array %s: %s (events %d) and %s (events %d) each ran without the other (one records the other's side failed or missing, and the other's side records it so too, or went on writing after that generation and gave its role to another device), so their data may differ; if one of them is only an old member left out long ago, the member that ran with both sides is not given; give only one side's members to keep that side, or add --force %s to keep the freshest, %s, and fully rebuild the others from it",
+			return fmt.Errorf("%w in array %s: %s (events %d) and %s (events %d) each ran without the other (one records the other's side failed or missing, and the other's side records it so too, or gave its role to another device), so their data may differ; if one of them is only an old member left out long ago, the member that ran with both sides is not given; give only one side's members to keep that side, or add --force %s to keep the freshest, %s, and fully rebuild the others from it",
 				ErrSplitBrain, arrayDesc(fsb), a.Path, a.SB.Events, b.Path, b.SB.Events, strings.Join(all, " "), keep)
 		}
 	}

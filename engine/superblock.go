@@ -66,11 +66,7 @@ import (
 //	offset  size  field
 //	     0     4  state: 0 unused, 1 active, 2 faulty, 3 rebuilding, 4 missing, 5 spare
 //	     4     4  reserved
-//	     8     8  rebuilding: recovery offset in sectors (data below it is in sync);
-//	              faulty or missing: out since, the generation (events) of the first
-//	              superblock that recorded the role's member faulty or missing, kept
-//	              while the role stays out (0: unknown, written before this field
-//	              was; never above the superblock's events); otherwise 0
+//	     8     8  recovery offset in sectors (rebuilding only: data below it is in sync)
 //	    16    16  UUID of the member holding the role (or of the spare)
 //
 // Entries 0..members-1 describe the roles (active, faulty, rebuilding or
@@ -78,11 +74,6 @@ import (
 // array's spares. A member UUID appears at most once in the table; a member
 // holding a role is named by that role's entry (active, faulty or
 // rebuilding); a spare is named by no role entry.
-//
-// The out-since generation tells a member that merely dropped out (its own
-// superblock is older than the generation that recorded it out: it never
-// took it) from one whose side went on writing after the other side
-// recorded it out (a split brain): see Diverged.
 //
 // A superblock is also bounded by the member it was read from
 // (CheckMemberSize): the data area, and so the reserved area and the bitmap
@@ -202,13 +193,6 @@ type RoleEntry struct {
 	// RecoveryOffset is, for a rebuilding role, the sector (relative to the
 	// data offset) below which the role's member is in sync; zero otherwise.
 	RecoveryOffset uint64
-	// OutSince is, for a faulty or missing role, the generation (events)
-	// of the first superblock that recorded the role's member (Member)
-	// faulty or missing, kept by every later generation while the role
-	// stays out; 0 if unknown (a superblock written before the field
-	// was). Zero for other states. On disk it shares the 8 bytes of the
-	// recovery offset, which only a rebuilding role has.
-	OutSince uint64
 	// Member is the UUID of the member holding the role (for a missing
 	// role, of the last member that held it, or zero).
 	Member [16]byte
@@ -392,7 +376,7 @@ func (sb *Superblock) encode() []byte {
 	for i, e := range sb.Roles {
 		o := offRoles + i*roleEntrySize
 		le.PutUint32(b[o:], uint32(e.State))
-		le.PutUint64(b[o+8:], e.RecoveryOffset|e.OutSince) // validated: at most one is non-zero
+		le.PutUint64(b[o+8:], e.RecoveryOffset)
 		copy(b[o+16:o+32], e.Member[:])
 	}
 	seal(b)
@@ -478,11 +462,7 @@ func ParseSuperblock(b []byte) (*Superblock, error) {
 		}
 		e := &sb.Roles[i]
 		e.State = RoleState(le.Uint32(b[o:]))
-		if v := le.Uint64(b[o+8:]); e.State == RoleFaulty || e.State == RoleMissing {
-			e.OutSince = v
-		} else {
-			e.RecoveryOffset = v
-		}
+		e.RecoveryOffset = le.Uint64(b[o+8:])
 		copy(e.Member[:], b[o+16:o+32])
 	}
 	if err := sb.validate(); err != nil {
@@ -670,13 +650,6 @@ func (sb *Superblock) validateRoles() error {
 			}
 		} else if e.RecoveryOffset != 0 {
 			return fmt.Errorf("role table entry %d is %s but has recovery offset %d", i, e.State, e.RecoveryOffset)
-		}
-		if e.State == RoleFaulty || e.State == RoleMissing {
-			if e.OutSince > sb.Events {
-				return fmt.Errorf("role %d is %s since generation %d, past this superblock's events %d", i, e.State, e.OutSince, sb.Events)
-			}
-		} else if e.OutSince != 0 {
-			return fmt.Errorf("role table entry %d is %s but has an out-since generation %d", i, e.State, e.OutSince)
 		}
 		if e.Member == ([16]byte{}) {
 			if e.State != RoleMissing {

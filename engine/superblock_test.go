@@ -275,10 +275,6 @@ func TestParseSuperblockRejects(t *testing.T) {
 		{name: "spare in range", sb: func(sb *Superblock) { sb.Roles[3] = RoleEntry{State: RoleSpare, Member: sbUUID(9)} }, want: "role 3 is spare"},
 		{name: "unknown state", sb: func(sb *Superblock) { sb.Roles[0].State = 9 }, want: "entry 0 has unknown state 9"},
 		{name: "recovery offset on active", sb: func(sb *Superblock) { sb.Roles[0].RecoveryOffset = 8 }, want: "entry 0 is active but has recovery offset 8"},
-		{name: "out since past events", sb: func(sb *Superblock) { sb.Roles[3].OutSince = 43 }, want: "role 3 is missing since generation 43, past this superblock's events 42"},
-		{name: "faulty out since past events", sb: func(sb *Superblock) {
-			sb.Roles[0] = RoleEntry{State: RoleFaulty, OutSince: 1 << 63, Member: sbUUID(0xa0)}
-		}, want: "role 0 is faulty since generation 9223372036854775808, past"},
 		{name: "recovery past data", sb: func(sb *Superblock) { sb.Roles[2].RecoveryOffset = 2000008 }, want: "recovery offset 2000008 is past the data size"},
 		{name: "active without UUID", sb: func(sb *Superblock) { sb.Roles[0].Member = [16]byte{} }, want: "entry 0 is active without a member UUID"},
 		{name: "spare without UUID", sb: func(sb *Superblock) { sb.Roles[4].Member = [16]byte{} }, want: "entry 4 is spare without a member UUID"},
@@ -371,10 +367,6 @@ func TestParseSuperblockAccepts(t *testing.T) {
 		{"spare not in the table", func(sb *Superblock) { sb.Role = SpareRole; sb.MemberUUID = sbUUID(0xe4) }},
 		{"missing with last holder", func(sb *Superblock) { sb.Roles[3].Member = sbUUID(0xf5) }},
 		{"own role faulty", func(sb *Superblock) { sb.Roles[1].State = RoleFaulty }},
-		{"missing since", func(sb *Superblock) { sb.Roles[3].OutSince = 5 }},
-		{"faulty since this generation", func(sb *Superblock) {
-			sb.Roles[0] = RoleEntry{State: RoleFaulty, OutSince: 42, Member: sbUUID(0xa0)}
-		}},
 		{"own role rebuilding at end", func(sb *Superblock) {
 			sb.Roles[1] = RoleEntry{State: RoleRebuilding, RecoveryOffset: 2000000, Member: sbUUID(0xb1)}
 		}},
@@ -579,9 +571,6 @@ func sbGen() *rapid.Generator[*Superblock] {
 			if e.State == RoleRebuilding {
 				e.RecoveryOffset = rapid.Uint64Range(0, sb.DataSectors).Draw(t, "recovery")
 			}
-			if (e.State == RoleFaulty || e.State == RoleMissing) && rapid.Bool().Draw(t, "outSinceKnown") {
-				e.OutSince = rapid.Uint64Range(1, sb.Events).Draw(t, "outSince")
-			}
 			if e.State != RoleMissing || rapid.Bool().Draw(t, "lastHolder") {
 				e.Member = uuid(i)
 			}
@@ -667,26 +656,4 @@ func TestSuperblockByteFlip(t *testing.T) {
 			t.Fatalf("byte %d damaged: %v", i, err)
 		}
 	})
-}
-
-// The out-since generation is a faulty or missing role's only: given to
-// another state it is refused before anything is written (on disk it would
-// read back as that state's recovery offset, or not at all).
-func TestSuperblockOutSinceOnlyWhenOut(t *testing.T) {
-	for _, tc := range []struct {
-		name string
-		sb   func(*Superblock)
-		want string
-	}{
-		{"active", func(sb *Superblock) { sb.Roles[0].OutSince = 3 }, "entry 0 is active but has an out-since generation 3"},
-		{"rebuilding", func(sb *Superblock) { sb.Roles[2].OutSince = 3 }, "entry 2 is rebuilding but has an out-since generation 3"},
-		{"spare", func(sb *Superblock) { sb.Roles[4].OutSince = 3 }, "entry 4 is spare but has an out-since generation 3"},
-		{"past events", func(sb *Superblock) { sb.Roles[3].OutSince = 43 }, "role 3 is missing since generation 43, past this superblock's events 42"},
-	} {
-		sb := sbFixture()
-		tc.sb(sb)
-		if _, err := sb.MarshalBinary(); err == nil || !strings.Contains(err.Error(), tc.want) {
-			t.Errorf("%s: marshal: %v, want %q", tc.name, err, tc.want)
-		}
-	}
 }

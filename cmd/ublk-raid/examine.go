@@ -74,9 +74,6 @@ type roleJSON struct {
 	State          string `json:"state"`
 	MemberUUID     string `json:"member_uuid"`
 	RecoveryOffset uint64 `json:"recovery_offset_sectors,omitempty"`
-	// OutSince is, for a faulty or missing role, the generation that
-	// first recorded it out (omitted if unknown).
-	OutSince uint64 `json:"out_since_events,omitempty"`
 }
 
 // openExamined opens member read-only (without claiming it) and reads its
@@ -131,7 +128,7 @@ func runExamine(o examineOptions, stdout io.Writer) error {
 	}
 	for i := range sb.Members {
 		e := sb.Roles[i]
-		j.Roles = append(j.Roles, roleJSON{Role: i, State: e.State.String(), MemberUUID: engine.UUIDString(e.Member), RecoveryOffset: e.RecoveryOffset, OutSince: e.OutSince})
+		j.Roles = append(j.Roles, roleJSON{Role: i, State: e.State.String(), MemberUUID: engine.UUIDString(e.Member), RecoveryOffset: e.RecoveryOffset})
 	}
 	if o.output == "json" {
 		enc := json.NewEncoder(stdout)
@@ -169,11 +166,7 @@ func runExamine(o examineOptions, stdout io.Writer) error {
 		}
 	}
 	for _, r := range j.Roles {
-		since := ""
-		if r.OutSince != 0 {
-			since = fmt.Sprintf(" (since events %d)", r.OutSince)
-		}
-		fmt.Fprintf(tw, "Role %d\t: %s %s%s\n", r.Role, r.State, r.MemberUUID, since)
+		fmt.Fprintf(tw, "Role %d\t: %s %s\n", r.Role, r.State, r.MemberUUID)
 	}
 	return tw.Flush()
 }
