@@ -1244,10 +1244,20 @@ func (a *Array) addMember(path string, role int, readd, failActive, force bool) 
 		}
 	}
 	logReset := failActive && !readd
+	// A spare named leaves the spares before the member it replaces is
+	// failed: the failure's superblock update would otherwise write the
+	// spare too, and a spare failing that write is dropped, refusing
+	// the replace after the member was failed.
+	if spare != nil && !a.takeSpare(*spare) {
+		return fmt.Errorf("%s is no longer a spare", path)
+	}
 	// From here on the array changes.
 	if failActive {
 		if s := a.Engine.State().Members[role].State; s == engine.MemberActive || s == engine.MemberRebuilding {
 			if err := a.Fail(role); err != nil {
+				if spare != nil {
+					a.returnSpare(*spare)
+				}
 				drop()
 				return err
 			}
@@ -1255,9 +1265,6 @@ func (a *Array) addMember(path string, role int, readd, failActive, force bool) 
 	}
 	if spare != nil {
 		sp := *spare
-		if !a.takeSpare(sp) {
-			return fmt.Errorf("%s is no longer a spare", path)
-		}
 		err := a.addOpenPlanReset(sp.m, role, nil, sp.uuid, !logReset)
 		if err != nil {
 			a.returnSpare(sp)
