@@ -905,11 +905,14 @@ func (m *Manager) Add(_ context.Context, req AddRequest) (Array, error) {
 	if n >= 0 {
 		m.mu.Lock()
 		_, taken := m.arrays[n]
+		_, deleting := m.deleting[n]
 		e, reserved := m.pending[n]
 		m.mu.Unlock()
 		switch {
 		case taken:
 			return Array{}, Refused(fmt.Errorf("%s already serves an array", DevicePath(n)))
+		case deleting:
+			return Array{}, Refused(fmt.Errorf("%s is being deleted: add it once the del ends", DevicePath(n)))
 		case reserved:
 			return Array{}, Refused(fmt.Errorf("%s is reserved for array %s of the state file, which did not start: `ublk-raid del -n %d` forgets it", DevicePath(n), e.UUID, n))
 		}
@@ -1023,6 +1026,11 @@ func (m *Manager) taken(uuid string, n int) error {
 			return fmt.Errorf("array %s is served already as %s: its members are assembled once (fail, remove and re-add a member, or `ublk-raid del -n %d` first)", uuid, DevicePath(k), k)
 		}
 	}
+	for k, s := range m.deleting {
+		if k != n && s.a != nil && s.a.Status().UUID == uuid {
+			return fmt.Errorf("array %s is being deleted as %s: add it again once the del ends", uuid, DevicePath(k))
+		}
+	}
 	for k, e := range m.pending {
 		if k != n && e.UUID == uuid {
 			return fmt.Errorf("array %s is the state file's %s, which did not start: `ublk-raid del -n %d` forgets it", uuid, DevicePath(k), k)
@@ -1087,9 +1095,10 @@ func (m *Manager) firstFree() (int, error) {
 	for n := 0; n < MaxDevice; n++ {
 		m.mu.Lock()
 		_, a := m.arrays[n]
+		_, d := m.deleting[n]
 		_, p := m.pending[n]
 		m.mu.Unlock()
-		if a || p {
+		if a || d || p {
 			continue
 		}
 		exists, err := m.ctrl.Exists(uint32(n))
