@@ -274,6 +274,16 @@ func (a *Array) recoverParityLog(asm *engine.Assembly) (replayed, left int, err 
 						break
 					}
 				}
+				if keepP >= 0 {
+					// P on disk, which keepP keeps: read in the reading
+					// pass too, so that a member failing it refuses an
+					// assembly not forced before anything is written.
+					if err := a.Members[sm.P].ReadAt(pDiskBuf[:n], off); err != nil {
+						a.Warnings = append(a.Warnings, fmt.Sprintf("write-hole log: %s: reading stripe %d for the replay: %v", a.Members[sm.P].Path, e.Stripe, err))
+						bad |= 1 << uint(sm.P)
+						skip = true
+					}
+				}
 				if skip {
 					break
 				}
@@ -290,14 +300,7 @@ func (a *Array) recoverParityLog(asm *engine.Assembly) (replayed, left int, err 
 				}
 				out := [][]byte{outBufs[0][:n], outBufs[1][:n]}[:e.Parity]
 				if keepP >= 0 {
-					pDisk := pDiskBuf[:n]
-					if err := a.Members[sm.P].ReadAt(pDisk, off); err != nil {
-						a.Warnings = append(a.Warnings, fmt.Sprintf("write-hole log: %s: reading stripe %d for the replay: %v", a.Members[sm.P].Path, e.Stripe, err))
-						bad |= 1 << uint(sm.P)
-						skip = true
-						break
-					}
-					if err := par.RecoverParityKeepingP(log, data, e.Logged, keepP, pDisk, out); err != nil {
+					if err := par.RecoverParityKeepingP(log, data, e.Logged, keepP, pDiskBuf[:n], out); err != nil {
 						return fmt.Errorf("write-hole log entry %d (stripe %d): %w", e.Seq, e.Stripe, err)
 					}
 				} else if err := par.RecoverParity(log, data, e.Logged, out); err != nil {
