@@ -134,10 +134,6 @@ type Array struct {
 	// OnSpareActivated, if set, is told when a spare was put into a faulty
 	// or missing role (err nil: its rebuild started).
 	OnSpareActivated func(role int, path string, err error)
-	// OnSpareDropped, if set, is told (on its own goroutine) of a spare
-	// dropped because its superblock write failed (see
-	// writeSpareSuperblocks): it is no longer a spare of the array.
-	OnSpareDropped func(path string, err error)
 
 	// Bitmap is the write-intent bitmap (nil: none); BitmapInfo says what
 	// assembly found on the members (nil for a new array).
@@ -1362,18 +1358,6 @@ func (a *Array) writeSuperblocks(st *engine.ArrayState, clean bool) error {
 	if failed {
 		return a.writeSuperblocks(a.Engine.State(), clean)
 	}
-	// The spares take the generation too, after the members (see
-	// writeSpareSuperblocks). One whose write failed is dropped, and the
-	// next generation's role tables stop listing it; the members took
-	// this one, so the update itself stands.
-	for _, r := range roles {
-		if werrs[r] == nil {
-			if a.writeSpareSuperblocks(&sbs[r]) {
-				errs = append(errs, a.writeSuperblocks(a.Engine.State(), clean))
-			}
-			break
-		}
-	}
 	return errors.Join(errs...)
 }
 
@@ -1548,18 +1532,13 @@ func (a *Array) swapFile(role int, m, old *Member) error {
 // device), as md keeps a device with I/O pending (EBUSY), so that no
 // other user takes it while a late write may still land there.
 func (a *Array) closeWhenAnswered(m *Member) {
-	a.mu.Lock()
-	defer a.mu.Unlock()
-	a.closeWhenAnsweredLocked(m)
-}
-
-// closeWhenAnsweredLocked is closeWhenAnswered with a.mu held.
-func (a *Array) closeWhenAnsweredLocked(m *Member) {
 	if !lateOn(m) && !m.busy() {
 		m.Close()
 		return
 	}
+	a.mu.Lock()
 	a.answering = append(a.answering, m)
+	a.mu.Unlock()
 	go func() {
 		for {
 			time.Sleep(lateWait)

@@ -3,8 +3,7 @@
 // raid5/6 array's write-hole log first), runs one request executor per
 // ublk queue on that queue's ring (engine.Executor for raid0/1/10,
 // engine.ParityExecutor for raid5/6), persists member state changes to
-// the superblocks (the spares' too, after the members': writeSpareSuperblocks),
-// and runs the background jobs (resync, rebuild, check,
+// the superblocks, and runs the background jobs (resync, rebuild, check,
 // repair, read repair) and the write-intent bitmap's flusher.
 //
 // Threads: queue handlers run on their queue's locked thread (see package

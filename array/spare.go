@@ -41,74 +41,6 @@ func (a *Array) setSpareEntries(sb *engine.Superblock) {
 	}
 }
 
-// writeSpareSuperblocks writes each spare's superblock at the generation
-// the members just took (ref: one of theirs), with the spare role, so that
-// a spare's superblock shows the array's current events, clean state and
-// role table, as md's md_update_sb writes every device not faulty, spares
-// included. Called with a.mu held, by writeSuperblocks once the members
-// took the generation, never before: a power cut between leaves the spares
-// a generation behind the members, which assembly does not mind (a spare
-// is taken by its own superblock's role, and never decides the freshest
-// generation's state); written first, a spare could be the only holder of
-// a generation no member took (a clean mark, say) and assembly would take
-// its word for it.
-//
-// A spare whose write fails (or is given up after the member timeout) is
-// dropped from the spares and released (md fails such a spare, which is
-// then removed): it holds no data, so the update stands, but a device
-// that cannot take a superblock is not one to rebuild onto, and keeping
-// it would leave it holding an older generation than the array's. It
-// reports whether it dropped any: the caller writes another generation,
-// whose role tables no longer list them.
-func (a *Array) writeSpareSuperblocks(ref *engine.Superblock) (dropped bool) {
-	n := len(a.spares)
-	if n == 0 {
-		return false
-	}
-	ms := make([]*Member, n)
-	idx := make([]int, n)
-	blocks := make([][]byte, n)
-	merrs := make([]error, n)
-	for i, s := range a.spares {
-		ms[i], idx[i] = s.m, i
-		sb := *ref
-		sb.Role = engine.SpareRole
-		sb.MemberUUID = s.uuid
-		// Its own data area (what it can hold), as when it was added:
-		// the array's is the members'.
-		if uint64(s.m.Size) > sb.DataOffset {
-			sb.DataSectors = (uint64(s.m.Size) - sb.DataOffset) >> 9 &^ 7
-		}
-		blocks[i], merrs[i] = sb.MarshalBinary()
-	}
-	werrs := writeAll(ms, idx, a.MemberTimeout, func(i int) error {
-		if merrs[i] != nil {
-			return merrs[i]
-		}
-		m := ms[i]
-		if !m.sbWriting.CompareAndSwap(false, true) {
-			return errSuperblockLate
-		}
-		defer m.sbWriting.Store(false)
-		return writeSuperblock(m, blocks[i])
-	})
-	kept := a.spares[:0:0]
-	for i, s := range a.spares {
-		if werrs[i] == nil {
-			kept = append(kept, s)
-			continue
-		}
-		dropped = true
-		err := fmt.Errorf("superblock of spare %s: %w", s.m.Path, werrs[i])
-		a.closeWhenAnsweredLocked(s.m)
-		if f := a.OnSpareDropped; f != nil {
-			go f(s.m.Path, err)
-		}
-	}
-	a.spares = kept
-	return dropped
-}
-
 // AddSpare makes the device at path a spare of the array (mdadm --add):
 // its superblock says spare and the members' role tables list it. When
 // some role is faulty or missing, the spare takes it at once and a
@@ -219,11 +151,6 @@ func (a *Array) addSpares(ms []*Member, force bool) error {
 		a.mu.Lock()
 		a.spares = append(a.spares, spareMember{m: m, uuid: sbs[i].MemberUUID})
 		err = a.writeSuperblocks(a.Engine.State(), false)
-		if err == nil && !slices.ContainsFunc(a.spares, func(s spareMember) bool { return s.m == m }) {
-			// Its superblock did not take the generation: dropped
-			// (writeSpareSuperblocks) and released.
-			err = fmt.Errorf("spare %s: its superblock could not be written: not added", m.Path)
-		}
 		a.mu.Unlock()
 		if err != nil {
 			closeFrom(i + 1)

@@ -1223,10 +1223,9 @@ func (a *Array) addMember(path string, role int, readd, failActive, force bool) 
 		// its superblock block written back as it is, durably, before the
 		// member it replaces is failed. A spare too: it took its
 		// superblock when it was added, but may have died since, idle.
-		// (A spare's superblock also takes each generation, under a.mu,
-		// not held here: one written meanwhile may be written back over
-		// with the one before, leaving the spare a generation behind
-		// until the next, which assembly does not mind in a spare.)
+		// (Its superblock is written only when it is added and when it
+		// takes a role, both under spareMu, held here: nothing newer is
+		// written back over.)
 		b, err := m.ReadBlock(engine.SuperblockOffset, engine.SuperblockSize)
 		if err == nil {
 			err = m.WriteBlockSync(engine.SuperblockOffset, b)
@@ -1244,20 +1243,10 @@ func (a *Array) addMember(path string, role int, readd, failActive, force bool) 
 		}
 	}
 	logReset := failActive && !readd
-	// A spare named leaves the spares before the member it replaces is
-	// failed: the failure's superblock update would otherwise write the
-	// spare too, and a spare failing that write is dropped, refusing
-	// the replace after the member was failed.
-	if spare != nil && !a.takeSpare(*spare) {
-		return fmt.Errorf("%s is no longer a spare", path)
-	}
 	// From here on the array changes.
 	if failActive {
 		if s := a.Engine.State().Members[role].State; s == engine.MemberActive || s == engine.MemberRebuilding {
 			if err := a.Fail(role); err != nil {
-				if spare != nil {
-					a.returnSpare(*spare)
-				}
 				drop()
 				return err
 			}
@@ -1265,6 +1254,9 @@ func (a *Array) addMember(path string, role int, readd, failActive, force bool) 
 	}
 	if spare != nil {
 		sp := *spare
+		if !a.takeSpare(sp) {
+			return fmt.Errorf("%s is no longer a spare", path)
+		}
 		err := a.addOpenPlanReset(sp.m, role, nil, sp.uuid, !logReset)
 		if err != nil {
 			a.returnSpare(sp)

@@ -38,10 +38,9 @@ func TestCheckDuringSpareActivationRebuilds(t *testing.T) {
 		t.Fatal(err)
 	}
 	// The spare's superblock write as it takes the role (persist, after
-	// Members[role] = spare, before the rebuild's start) waits; the one
-	// before, the failure's generation written to the spare, does not.
+	// Members[role] = spare, before the rebuild's start) waits.
 	g.mu.Lock()
-	g.armed, g.lo, g.hi, g.skip = true, engine.SuperblockOffset, engine.SuperblockOffset+engine.SuperblockSize, 1
+	g.armed, g.lo, g.hi = true, engine.SuperblockOffset, engine.SuperblockOffset+engine.SuperblockSize
 	g.mu.Unlock()
 	if err := a.Fail(1); err != nil { // as a member failing by I/O error (Manager.Fail answers with a view, which waits for the gated write)
 		t.Fatal(err)

@@ -394,8 +394,8 @@ func joined(path, uuid string, listed []string) int {
 	}
 	if fresh == nil || sb.Events > fresh.Events {
 		// (The operation's update gives the device the members'
-		// generation, or, a spare whose write a power cut took, an older
-		// one: one ahead of them all ran elsewhere since.)
+		// generation, or, a spare, an older one: one ahead of them all
+		// ran elsewhere since.)
 		return joinedNo
 	}
 	for _, r := range fresh.Roles {
@@ -501,20 +501,6 @@ func (m *Manager) start(a *array.Array, n int, cfg ublk.Config, recover bool) (*
 				zap.Int("role", role), zap.String("member", path), zap.Bool("degraded", true))
 		}
 		a.MemberTimeout = m.opts.Queue.MemberTimeout
-		a.OnSpareDropped = func(path string, err error) {
-			// Its superblock write failed (see array.writeSpareSuperblocks):
-			// no longer a spare, nor listed in the state file, so that a
-			// restart does not take it back.
-			m.log.Error("spare dropped", zap.String("device", dev), zap.String("spare", path), zap.Error(err))
-			if s := sp.Load(); s != nil {
-				m.mu.Lock()
-				s.entry.Members = memberPaths(a.Status())
-				m.mu.Unlock()
-			}
-			if err := m.saveState(); err != nil {
-				m.log.Error("state file not written", zap.Error(err))
-			}
-		}
 		a.OnSpareActivated = func(role int, path string, err error) {
 			if err != nil {
 				m.log.Error("spare not activated", zap.String("device", dev), zap.Int("role", role), zap.String("spare", path), zap.Error(err))

@@ -19,7 +19,6 @@ type gatedDev struct {
 	mu      sync.Mutex
 	armed   bool
 	lo, hi  int64
-	skip    int // writes into [lo, hi) let through before the gate holds one
 	entered chan struct{}
 	release chan struct{}
 	once    sync.Once
@@ -28,9 +27,6 @@ type gatedDev struct {
 func (d *gatedDev) wait(off int64) {
 	d.mu.Lock()
 	hit := d.armed && off >= d.lo && off < d.hi
-	if hit && d.skip > 0 {
-		d.skip, hit = d.skip-1, false
-	}
 	d.mu.Unlock()
 	if hit {
 		d.once.Do(func() { close(d.entered) })

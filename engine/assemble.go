@@ -252,11 +252,7 @@ func AssembleWith(ms []MemberSB, opt AssembleOptions) (*Assembly, error) {
 				ErrDuplicateMember, p, m.Path, UUIDString(m.SB.MemberUUID))
 		}
 		owner[m.SB.MemberUUID] = m.Path
-		// At one generation a role holder's superblock is preferred to a
-		// spare's (the spares take each generation after the members, and
-		// hold their own data size): Freshest is the base of the next
-		// generation's superblocks.
-		if m.SB.Events > freshest.SB.Events || m.SB.Events == freshest.SB.Events && freshest.SB.IsSpare() && !m.SB.IsSpare() {
+		if m.SB.Events > freshest.SB.Events {
 			freshest = m
 		}
 	}
@@ -406,8 +402,8 @@ func AssembleWith(ms []MemberSB, opt AssembleOptions) (*Assembly, error) {
 			// data is not trusted; it is a spare again (as mdadm takes
 			// a device's own superblock's role), and the role missing
 			// is rebuilt onto it afresh, with no operator needed. (A
-			// spare's own superblock takes each generation after the
-			// members: a generation or more behind, it tells nothing.)
+			// spare's own superblock is not rewritten by updates, so
+			// its generation tells nothing.)
 			ra.State = RoleMissing
 			delete(holds, m.Path)
 		case !trusted:
