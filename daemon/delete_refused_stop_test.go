@@ -1,10 +1,8 @@
 package daemon
 
 import (
-	"bytes"
 	"errors"
 	"net/http"
-	"os"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -45,29 +43,6 @@ func refusingStop(t *testing.T, n int) (*Manager, *served, []string, string) {
 	return m, s, paths, state
 }
 
-// contents is the bytes of each file.
-func contents(t *testing.T, paths ...string) [][]byte {
-	t.Helper()
-	var out [][]byte
-	for _, p := range paths {
-		b, err := os.ReadFile(p)
-		if err != nil {
-			t.Fatal(err)
-		}
-		out = append(out, b)
-	}
-	return out
-}
-
-func unchanged(t *testing.T, before [][]byte, paths ...string) {
-	t.Helper()
-	for i, b := range contents(t, paths...) {
-		if !bytes.Equal(b, before[i]) {
-			t.Errorf("%s changed: the array was marked clean or closed under its still served device", paths[i])
-		}
-	}
-}
-
 // A del whose stop the kernel refuses changes nothing, as any refused
 // command: it answers at once, with one line and an error status (exit
 // 1, not the usage error's 2), and the array stays served, its members'
@@ -78,7 +53,7 @@ func unchanged(t *testing.T, before [][]byte, paths ...string) {
 func TestDeleteRefusedStopKeepsArrayServed(t *testing.T) {
 	const n = 1000 // no /dev/ublkb1000: not in use
 	m, s, paths, state := refusingStop(t, n)
-	before := contents(t, append(paths, state)...)
+	before := hashes(t, append(paths, state)...)
 	ch := make(chan error, 1)
 	go func() { _, err := m.Delete(n); ch <- err }()
 	var err error
@@ -102,7 +77,7 @@ func TestDeleteRefusedStopKeepsArrayServed(t *testing.T) {
 	if !still {
 		t.Error("the array is no longer served")
 	}
-	unchanged(t, before, append(paths, state)...)
+	sameHashes(t, "a del whose stop was refused", before, hashes(t, append(paths, state)...))
 }
 
 // A shutdown whose stop the kernel refuses leaves that device as it
@@ -110,7 +85,7 @@ func TestDeleteRefusedStopKeepsArrayServed(t *testing.T) {
 // marked clean nor closed under it, and in the state file.
 func TestShutdownRefusedStopLeavesDevice(t *testing.T) {
 	m, _, paths, state := refusingStop(t, 1000)
-	before := contents(t, append(paths, state)...)
+	before := hashes(t, append(paths, state)...)
 	ch := make(chan struct{})
 	go func() { m.Shutdown(false); close(ch) }()
 	select {
@@ -118,5 +93,5 @@ func TestShutdownRefusedStopLeavesDevice(t *testing.T) {
 	case <-time.After(20 * time.Second):
 		t.Fatal("shutdown hangs on a stop the kernel refused")
 	}
-	unchanged(t, before, append(paths, state)...)
+	sameHashes(t, "a shutdown whose stop was refused", before, hashes(t, append(paths, state)...))
 }
