@@ -1013,7 +1013,8 @@ func (m *Manager) taken(uuid string, n int) error {
 		}
 	}
 	for k, s := range m.deleting {
-		if k != n && s.a != nil && s.a.Status().UUID == uuid {
+		// (The entry's UUID: the array is closing, its locks held.)
+		if k != n && s.entry.UUID == uuid {
 			return fmt.Errorf("array %s is being deleted as %s: add it again once the del ends", uuid, DevicePath(k))
 		}
 	}
