@@ -606,7 +606,7 @@ func TestStartSlowRechecks(t *testing.T) {
 // geometry, with events above every header seen.
 func TestAssembleFallback(t *testing.T) {
 	b, a := newTestBitmap(t, 3000, 1024, 2, InitNeverWritten, Options{})
-	b.SetEvents(7)
+	b.SetEvents(4) // (one update ahead of the superblocks' 3, as a header can be)
 	a.flush(t, b)
 	g := b.Geometry()
 	for _, ar := range a.areas {
@@ -618,7 +618,7 @@ func TestAssembleFallback(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if !info.AllDirty || !errors.Is(info.Err, ErrCorrupt) || b2.Geometry() != g || b2.Events() != 7 || len(b2.DirtyRegions(nil)) != 3000 {
+	if !info.AllDirty || !errors.Is(info.Err, ErrCorrupt) || b2.Geometry() != g || b2.Events() != 4 || len(b2.DirtyRegions(nil)) != 3000 {
 		t.Fatalf("info %+v, events %d", info, b2.Events())
 	}
 	// Nothing readable: the default geometry.

@@ -12,7 +12,8 @@ type LoadInfo struct {
 	// Geometry is the bitmap's layout (zero if no copy was usable).
 	Geometry Geometry
 	// Events is the newest header events seen on any copy of this array
-	// (used or not): the bitmap's events are at least this, so a
+	// (used or not; a header more than one generation ahead of the
+	// superblock's is corrupt and left out): the bitmap's events are at least this, so a
 	// generation written to a header but not to the superblocks (a crash
 	// in between) is never reused.
 	Events uint64
@@ -126,6 +127,15 @@ func Load(cfg Config, copies [][]byte, opts Options) (*Bitmap, *LoadInfo, error)
 			continue
 		}
 		ci.Events = h.Events
+		if h.Events > cfg.Events+1 {
+			// A header is written at most one generation ahead of the
+			// superblocks (the update's bitmap batch commits before its
+			// superblock writes, and the next update takes that
+			// generation again). Further ahead it is corrupt or crafted:
+			// neither used nor let raise the array's events.
+			ci.Err = fmt.Errorf("%w: header events %d are more than one update ahead of the superblock's %d", ErrCorrupt, h.Events, cfg.Events)
+			continue
+		}
 		info.Events = max(info.Events, h.Events)
 		info.EventsCleared = max(info.EventsCleared, h.EventsCleared)
 		g, err := checkHeader(&h, &cfg, len(area))
