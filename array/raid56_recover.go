@@ -117,14 +117,7 @@ func (a *Array) recoverParityLog(asm *engine.Assembly) (replayed, left int, err 
 			}
 			continue
 		}
-		for _, e := range found {
-			// (An entry numbered past any checkpoint a header may hold
-			// is damaged or crafted: the run after this one numbers on
-			// from at most there, engine.MaxParityLogCheckpoint.)
-			if e.Seq < engine.MaxParityLogCheckpoint {
-				all = append(all, e)
-			}
-		}
+		all = append(all, found...)
 	}
 	par, err := engine.NewParity(g.DataMembers(), g.Level == engine.Level6)
 	if err != nil {
@@ -372,6 +365,25 @@ func (a *Array) recoverParityLog(asm *engine.Assembly) (replayed, left int, err 
 	out := false
 	for r := range a.Members {
 		out = out || !writable(r)
+	}
+	if next > engine.ParityLogRenumberAt && !failed && !out && left == 0 {
+		// Numbers this high come from a damaged or crafted header or
+		// entry (no array writes 2^62 times): every entry is replayed
+		// and durable, so every role's area is emptied and the run
+		// numbers from 1, far from the largest number a recovery reads.
+		// (A crash part way leaves some areas as they were, whose
+		// header's checkpoint is the largest: their entries are
+		// replayed again, as nothing was written since.) With a role
+		// out its area cannot be emptied, and its live entries would
+		// outnumber a new run's: the numbers go on.
+		for _, m := range a.Members {
+			if err := a.resetLogArea(m); err != nil {
+				return replayed, left, fmt.Errorf("renumbering the write-hole log from %d: %w", next, err)
+			}
+		}
+		a.logNext = 1
+		a.Warnings = append(a.Warnings, fmt.Sprintf("write-hole log: numbered up to %d (a damaged or crafted header or entry): the log areas were emptied and numbering starts again from 1", next))
+		return replayed, left, nil
 	}
 	if failed || out && !asm.Clean {
 		// A role is out (missing since the crash, or failed here): its

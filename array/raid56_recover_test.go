@@ -170,11 +170,31 @@ const tornStripe, tornLo, tornHi = 1, 0, 8
 
 func tornRaid5Write(t *testing.T, rng *rand.Rand, entry bool, belowCP uint64) tornWrite {
 	t.Helper()
+	return tornRaid5WriteFrom(t, rng, entry, belowCP, 0)
+}
+
+// tornRaid5WriteFrom is tornRaid5Write on an array whose log headers
+// were given checkpoint cp (not 0) and which was assembled again before
+// the writes.
+func tornRaid5WriteFrom(t *testing.T, rng *rand.Rand, entry bool, belowCP, cp uint64) tornWrite {
+	t.Helper()
 	paths := memberFiles(t, 4, 16<<20)
 	spec := CreateSpec{Level: engine.Level5, ChunkSectors: 16, RegionSectors: 128}
 	a, err := Open(paths, spec, true)
 	if err != nil {
 		t.Fatal(err)
+	}
+	if cp != 0 {
+		off, uuid := int64(a.logOffset), a.logUUID
+		a.WaitSync()
+		if err := a.SetClean(true); err != nil {
+			t.Fatal(err)
+		}
+		a.Close()
+		writeLogHeaders(t, paths, off, uuid, cp)
+		if a, err = Open(paths, CreateSpec{Level: -1}, false); err != nil {
+			t.Fatalf("log header checkpoint %d: %v", cp, err)
+		}
 	}
 	if err := a.SetClean(false); err != nil {
 		t.Fatal(err)

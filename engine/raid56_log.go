@@ -86,16 +86,18 @@ const (
 	// ParityLogHeaderSize is the size of an entry's header in bytes.
 	ParityLogHeaderSize = 4096
 	// MaxParityLogSeq is the largest entry number an entry read from disk
-	// may carry; MaxParityLogCheckpoint the largest checkpoint a log
-	// area header may (and a recovery passes over entries at or past it,
-	// so that the run after it numbers from at most there). Between them
-	// lie 2^62 numbers for that run, whose entries must decode: more
-	// than any array writes (2^62 writes at 10 million a second take
-	// 14,000 years). Both keep every number read from disk far enough
-	// below 2^64 that the numbers after it never wrap. (Encode takes any
-	// below 2^64-1.)
+	// may carry, and MaxParityLogCheckpoint the largest checkpoint a log
+	// area header may: below 2^63, far enough below 2^64 that the
+	// numbers after either never wrap (2^63 writes at 10 million a
+	// second take 29,000 years). A recovery whose next number is past
+	// ParityLogRenumberAt (only a damaged or crafted header or entry
+	// gets there) empties the log areas and numbers from 1 again, when
+	// every role is present to be emptied; so the run after it writes
+	// numbers and checkpoints the next recovery reads. (Encode takes
+	// any below 2^64-1.)
 	MaxParityLogSeq        = 1<<63 - 1
-	MaxParityLogCheckpoint = 1 << 62
+	MaxParityLogCheckpoint = MaxParityLogSeq
+	ParityLogRenumberAt    = 1 << 62
 )
 
 // Header field offsets (bytes within the entry).
