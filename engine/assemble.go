@@ -1,10 +1,12 @@
 package engine
 
 import (
+	"cmp"
 	"crypto/rand"
 	"errors"
 	"fmt"
 	"math"
+	"slices"
 	"strings"
 	"time"
 )
@@ -40,6 +42,18 @@ type RoleAssignment struct {
 	// role is RoleRebuilding from 0 on Path, every written region is
 	// copied onto it; its superblock is to be rewritten from Freshest.
 	Forced bool
+	// Promoted is set for a role whose member a forced assembly put in
+	// sync although its superblock is older than the freshest (or the
+	// freshest table does not trust it): the members in sync could not
+	// start the array without it (forceUp), so its data is trusted as
+	// it is, as mdadm --force "forces the event count" of the freshest
+	// of the stale devices. The writes it missed are lost. The role is
+	// RoleActive on Path; its superblock is to be rewritten from
+	// Freshest, and its bitmap copy and write-hole log area, from before
+	// it left, are not read. PromotedEvents is its own superblock's
+	// generation.
+	Promoted       bool
+	PromotedEvents uint64
 	// StalePath, for a missing role, is the input the freshest role table
 	// names for the role (as its holder, or as its last holder) but whose
 	// superblock is older: its data cannot be trusted, so the role is
@@ -135,6 +149,11 @@ type AssembleOptions struct {
 	// failed: forceKeep), and
 	// every other member given that the freshest table does not trust in
 	// its role is put back in it for a full rebuild (RoleAssignment.Forced).
+	// When the members so in sync cannot start the array (raid0: a
+	// role out; raid5: two; raid6: three; raid10: a chunk without a
+	// copy), the given members that can are put in sync as they are
+	// instead, the freshest first, until the array can start
+	// (RoleAssignment.Promoted; see forceUp).
 	// It also starts a raid5/6 array that is dirty and degraded
 	// (ErrDirtyDegraded), as mdadm --force does.
 	Force bool
@@ -183,7 +202,8 @@ func arrayDesc(sb *Superblock) string {
 //     of the other side failed or missing (Diverged). A
 //     freshest generation whose table marks every member given with
 //     current data failed is refused (ErrFailedMember). See
-//     AssembleOptions.Force.
+//     AssembleOptions.Force, which also puts stale members in sync when
+//     the members in sync cannot start the array (forceUp).
 func Assemble(ms []MemberSB) (*Assembly, error) { return AssembleWith(ms, AssembleOptions{}) }
 
 // AssembleWith is Assemble with options.
@@ -418,6 +438,12 @@ func AssembleWith(ms []MemberSB, opt AssembleOptions) (*Assembly, error) {
 			ra.RecoveryOffset = e.RecoveryOffset
 			slack[m.Path] = m.SB.Events < fsb.Events
 		}
+	}
+	var promoted map[string]bool
+	if opt.Force {
+		promoted = forceUp(ms, a, fsb, auth, forced)
+	}
+	for _, ra := range a.Roles {
 		switch ra.State {
 		case RoleActive:
 			a.ActiveRoles++
@@ -446,6 +472,7 @@ func AssembleWith(ms []MemberSB, opt AssembleOptions) (*Assembly, error) {
 	for i := range ms {
 		m := &ms[i]
 		switch {
+		case promoted[m.Path]:
 		case holds[m.Path]:
 			if (m.SB.Events < fsb.Events || refuted[m.Path]) && !slack[m.Path] && !forced[m.Path] {
 				a.Stale = append(a.Stale, m.Path)
@@ -474,6 +501,116 @@ func AssembleWith(ms []MemberSB, opt AssembleOptions) (*Assembly, error) {
 		}
 	}
 	return a, nil
+}
+
+// forceUp puts in sync, for a forced assembly whose members in sync
+// (a.Roles, as decided so far) cannot start the array, the members given
+// that can be: each holding a role by its own superblock (the role its
+// own table names it in, active, or faulty if it recorded its own
+// failure: not rebuilding, whose data above its offset was never
+// written) that is not in sync, laid out as the freshest says. The one
+// with the highest events goes first (of equal events, the first given),
+// and only while the array cannot start, and only one a chunk without a
+// copy lives on (raid10): as mdadm --force, which raises the event count
+// of the freshest stale device until enough are up to date (mdadm takes
+// the freshest even where it adds no copy a raid10 lacks). Such a
+// member, forced to a full rebuild (a.Roles[r].Forced), is in sync
+// instead; one that held the role (its freshest holder, older still) is
+// then only stale. It returns the paths put in sync, and drops them from
+// forced.
+func forceUp(ms []MemberSB, a *Assembly, fsb *Superblock, auth *MemberSB, forced map[string]bool) map[string]bool {
+	ok := startable(a, fsb)
+	if ok == nil || ok(-1) {
+		return nil
+	}
+	var cands []*MemberSB
+	for i := range ms {
+		m := &ms[i]
+		r := m.SB.Role
+		if m == auth || m.SB.IsSpare() || int(r) >= a.Members || geometryDiff(fsb, m.SB) != "" {
+			continue
+		}
+		if e := m.SB.Roles[r]; e.Member != m.SB.MemberUUID || e.State != RoleActive && e.State != RoleFaulty {
+			continue
+		}
+		if ra := a.Roles[r]; ra.State == RoleActive || ra.State == RoleRebuilding && !ra.Forced {
+			continue
+		}
+		cands = append(cands, m)
+	}
+	slices.SortStableFunc(cands, func(x, y *MemberSB) int { return cmp.Compare(y.SB.Events, x.SB.Events) })
+	var out map[string]bool
+	for _, m := range cands {
+		r := int(m.SB.Role)
+		if ok(-1) {
+			break
+		}
+		if a.Roles[r].State == RoleActive || !ok(r) {
+			continue
+		}
+		if ra := a.Roles[r]; ra.Forced {
+			delete(forced, ra.Path)
+		}
+		a.Roles[r] = RoleAssignment{State: RoleActive, Path: m.Path, Member: m.SB.MemberUUID, Promoted: true, PromotedEvents: m.SB.Events}
+		if out == nil {
+			out = make(map[string]bool)
+		}
+		out[m.Path] = true
+	}
+	return out
+}
+
+// startable returns, for the level of a, a test of a's roles in sync:
+// ok(-1) reports whether they can start the array, ok(r) whether role r
+// put in sync too would hold a chunk none of them holds (nil: the
+// layout is unknown; Assemble's callers refuse it).
+func startable(a *Assembly, fsb *Superblock) func(r int) bool {
+	active := func(r int) bool { return a.Roles[r].State == RoleActive }
+	count := func() int {
+		n := 0
+		for r := range a.Roles {
+			if active(r) {
+				n++
+			}
+		}
+		return n
+	}
+	switch Level(a.Level) {
+	case Level0:
+		return func(r int) bool { return r >= 0 || count() == a.Members }
+	case Level1:
+		return func(r int) bool { return r >= 0 || count() > 0 }
+	case Level5, Level6:
+		return func(r int) bool { return r >= 0 || !parityFailed(Level(a.Level), a.Members, count()) }
+	case Level10:
+		l, err := LayoutFromMD(a.Layout)
+		if err != nil {
+			return nil
+		}
+		g := Geometry{Level: Level10, Members: a.Members, Layout: l, ChunkSectors: uint64(a.ChunkSectors), MemberSectors: fsb.DataSectors}
+		return func(r int) bool {
+			// The pattern of members repeats within Members*Copies
+			// chunks (as array's geometryCovered).
+			var locs [MaxCopies]Location
+			limit := min(g.ArraySectors(), g.ChunkSectors*uint64(g.Members*g.Copies()+g.Members))
+			for s := uint64(0); s < limit; s += g.ChunkSectors {
+				held, onR := false, false
+				for _, loc := range g.Locate(s, locs[:0]) {
+					held = held || active(loc.Member)
+					onR = onR || loc.Member == r
+				}
+				switch {
+				case held:
+				case r < 0:
+					return false // a chunk without a copy
+				case onR:
+					return true // r would hold it
+				}
+			}
+			return r < 0
+		}
+	}
+	return nil
 }
 
 // refutedTables returns the members (by path) of generation events whose

@@ -1,0 +1,163 @@
+package engine
+
+import (
+	"slices"
+	"testing"
+)
+
+// fail returns a change that records roles failed, as the array writes
+// the generation after a member dropped out by I/O errors (the dropped
+// member's own superblock keeps the generation before).
+func fail(roles ...int) func(*Superblock) {
+	return func(sb *Superblock) {
+		for _, r := range roles {
+			sb.Roles[r].State = RoleFaulty
+		}
+		sb.Clean = false
+	}
+}
+
+// forcedUp lists, per role, the events a promoted role's member had, 0
+// for the others.
+func forcedUp(a *Assembly) []uint64 {
+	var out []uint64
+	for _, ra := range a.Roles {
+		if ra.Promoted {
+			out = append(out, ra.PromotedEvents)
+		} else {
+			out = append(out, 0)
+		}
+	}
+	return out
+}
+
+// TestAssembleForceUpRaid5: raid5 of 3; vdc drops out by I/O errors
+// (generation 2 records it failed, its own superblock stays at 1), writes
+// go on, a power cut takes vdb. vda alone cannot start the array; with
+// --force, vdc is put in sync as it is (mdadm's "forcing event count"),
+// not rebuilt from a single member, which rebuilds nothing.
+func TestAssembleForceUpRaid5(t *testing.T) {
+	g1 := asmNewArray(t, 5, uint32(LeftSymmetric), 3, 0)
+	g2 := asmNext(g1, fail(2))
+	g3 := asmNext(g2, nil)
+	ms := []MemberSB{asmInputs(t, g3[0])[0], asmInputs(t, g1[0], g1[1], g1[2])[2]}
+
+	a := mustAssemble(t, ms) // unforced: refused by its callers, as before
+	asmWantRoles(t, a, "active /dev/vda", "missing", "faulty /dev/vdc")
+	if !a.Failed {
+		t.Errorf("unforced: not failed")
+	}
+
+	a, err := AssembleWith(ms, AssembleOptions{Force: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	asmWantRoles(t, a, "active /dev/vda", "missing", "active /dev/vdc")
+	asmWantCounts(t, a, 2, 0, 0, 1, true, false)
+	if got := forcedUp(a); !slices.Equal(got, []uint64{0, 0, 1}) {
+		t.Errorf("promoted events = %v, want [0 0 1]", got)
+	}
+	if a.Roles[2].Forced || len(a.Stale) != 0 || a.Events != 3 {
+		t.Errorf("forced %v, stale %q, events %d", a.Roles[2].Forced, a.Stale, a.Events)
+	}
+
+	// A member whose own table says it was rebuilding holds nothing
+	// above its offset: never put in sync.
+	r := *g1[2]
+	r.Roles[2] = RoleEntry{State: RoleRebuilding, RecoveryOffset: 100, Member: r.MemberUUID}
+	ms[1] = asmInputs(t, g1[0], g1[1], &r)[2]
+	a, err = AssembleWith(ms, AssembleOptions{Force: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !a.Failed || a.Roles[2].Promoted {
+		t.Errorf("rebuilding member: failed %v, promoted %v", a.Failed, a.Roles[2].Promoted)
+	}
+}
+
+// TestAssembleForceUpOnlyAsNeeded: raid6 of 5 loses vde, then vdd, then
+// vdc, one generation each, then vdb in a power cut. Three must be in
+// sync: vdc and vdd (the freshest of the stale) are put in sync, vde is
+// still rebuilt in full. Of two that dropped out at once, the first given
+// is put in sync.
+func TestAssembleForceUpOnlyAsNeeded(t *testing.T) {
+	g1 := asmNewArray(t, 6, uint32(RightAsymmetric), 5, 0)
+	g2 := asmNext(g1, fail(4))
+	g3 := asmNext(g2, fail(3))
+	g4 := asmNext(g3, fail(2))
+	in := func(sbs ...*Superblock) []MemberSB { return asmInputs(t, sbs...) }
+	ms := in(g4[0], g4[1], g3[2], g2[3], g1[4])
+	ms = append(ms[:1], ms[2:]...) // vdb is gone
+	a, err := AssembleWith(ms, AssembleOptions{Force: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	asmWantRoles(t, a, "active /dev/vda", "missing", "active /dev/vdc", "active /dev/vdd", "rebuilding /dev/vde@0")
+	asmWantCounts(t, a, 3, 1, 0, 1, true, false)
+	if got := forcedUp(a); !slices.Equal(got, []uint64{0, 0, 3, 2, 0}) {
+		t.Errorf("promoted events = %v", got)
+	}
+	if !a.Roles[4].Forced {
+		t.Errorf("vde not rebuilt in full")
+	}
+
+	// Roles 2 and 3 drop out together, a power cut takes role 1: one of
+	// the two is needed, of equal events the first given.
+	h2 := asmNext(g1, fail(2, 3))
+	h3 := asmNext(h2, nil)
+	ms = in(h3[0], g1[3], g1[2], h3[4]) // vda, vdb (role 3), vdc (role 2), vdd (role 4)
+	a, err = AssembleWith(ms, AssembleOptions{Force: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	asmWantRoles(t, a, "active /dev/vda", "missing", "rebuilding /dev/vdc@0", "active /dev/vdb", "active /dev/vdd")
+	ms[1], ms[2] = ms[2], ms[1]
+	a, err = AssembleWith(ms, AssembleOptions{Force: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	asmWantRoles(t, a, "active /dev/vda", "missing", "active /dev/vdc", "rebuilding /dev/vdb@0", "active /dev/vdd")
+}
+
+// TestAssembleForceUpRaid10: raid10 near 2 of 4 ({0,1} and {2,3} mirror
+// each other). Role 1 drops out, then role 3, then a power cut takes
+// role 0: the pair {0,1} has no copy in sync. Role 1 is put in sync;
+// role 3, fresher but not needed (role 2 holds its pair), is rebuilt.
+func TestAssembleForceUpRaid10(t *testing.T) {
+	g1 := asmNewArray(t, 10, 0x102, 4, 0)
+	g2 := asmNext(g1, fail(1))
+	g3 := asmNext(g2, fail(3))
+	g4 := asmNext(g3, nil)
+	ms := asmInputs(t, g1[1], g4[2], g2[3]) // vda: role 1, vdb: role 2, vdc: role 3
+	if a := mustAssemble(t, ms); !a.Failed {
+		t.Errorf("unforced: not failed")
+	}
+	a, err := AssembleWith(ms, AssembleOptions{Force: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	asmWantRoles(t, a, "missing", "active /dev/vda", "active /dev/vdb", "rebuilding /dev/vdc@0")
+	if got := forcedUp(a); !slices.Equal(got, []uint64{0, 1, 0, 0}) || a.Failed {
+		t.Errorf("promoted events = %v, failed %v", got, a.Failed)
+	}
+}
+
+// TestAssembleForceUpRaid0: a raid0 member two generations behind (beyond
+// the slack) is stale, and a raid0 cannot start without it: forced, it
+// is put in sync (no rebuild is possible on raid0).
+func TestAssembleForceUpRaid0(t *testing.T) {
+	g1 := asmNewArray(t, 0, 0, 2, 0)
+	g3 := asmNext(asmNext(g1, nil), nil)
+	ms := asmInputs(t, g3[0], g1[1])
+	if a := mustAssemble(t, ms); !a.Failed {
+		t.Errorf("unforced: not failed")
+	}
+	a, err := AssembleWith(ms, AssembleOptions{Force: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	asmWantRoles(t, a, "active /dev/vda", "active /dev/vdb")
+	if a.Failed || a.Degraded || !a.Roles[1].Promoted {
+		t.Errorf("failed %v, degraded %v, promoted %v", a.Failed, a.Degraded, a.Roles[1].Promoted)
+	}
+}
