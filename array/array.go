@@ -733,9 +733,11 @@ func assemble(ms []*Member, inputs []engine.MemberSB, asm *engine.Assembly, spec
 		case engine.RoleActive, engine.RoleRebuilding:
 			i := byPath[ra.Path]
 			roles[r], sbs[r], used[i] = ms[i], inputs[i].SB, true
-			if ra.Forced {
+			if ra.Forced || ra.Promoted {
 				// Not trusted by the freshest table: it takes its role
-				// at the freshest generation and is rebuilt in full.
+				// at the freshest generation and is rebuilt in full
+				// (Forced), or is in sync as it is (Promoted: the array
+				// cannot start without it).
 				own := inputs[i].SB
 				if own.DataOffset != asm.Freshest.DataOffset {
 					return nil, fmt.Errorf("member %s has its data at byte %d, the array at %d: it cannot be rebuilt in place", ms[i].Path, own.DataOffset, asm.Freshest.DataOffset)
@@ -785,7 +787,7 @@ func assemble(ms []*Member, inputs []engine.MemberSB, asm *engine.Assembly, spec
 	}
 	g := geometryOf(asm.Freshest, sbs)
 	for r, ra := range asm.Roles {
-		if m := roles[r]; ra.Forced && m != nil {
+		if m := roles[r]; (ra.Forced || ra.Promoted) && m != nil {
 			if need := asm.Freshest.DataOffset + g.MemberSectors<<9; uint64(m.Size) < need {
 				return nil, fmt.Errorf("member %s is %d bytes; the array needs %d of it: it cannot be rebuilt in place (leave it out to assemble the array without it)", m.Path, m.Size, need)
 			}
@@ -829,7 +831,7 @@ func assemble(ms []*Member, inputs []engine.MemberSB, asm *engine.Assembly, spec
 	if fsb := asm.Freshest; fsb.BitmapBytes != 0 && g.Level != engine.Level0 {
 		forced := make([]bool, len(roles))
 		for r, ra := range asm.Roles {
-			forced[r] = ra.Forced
+			forced[r] = ra.Forced || ra.Promoted
 		}
 		if err := a.loadBitmap(fsb, roles, states, forced, opts); err != nil {
 			return nil, err
@@ -865,6 +867,19 @@ func assemble(ms []*Member, inputs []engine.MemberSB, asm *engine.Assembly, spec
 		return nil, err
 	}
 	if ea.Parity != nil {
+		// A member put in sync as it is (Promoted) holds entries from
+		// before it left the array, numbered below or among the ones
+		// written since: not read (recoverParityLog), and emptied first,
+		// so that a later assembly does not replay them over stripes
+		// written since. It cannot be failed (the array needs it): an
+		// error refuses the assembly, before anything else is written.
+		for r, ra := range asm.Roles {
+			if m := a.Members[r]; ra.Promoted && m != nil {
+				if err := a.resetLogArea(m); err != nil {
+					return nil, fmt.Errorf("array %q: %w", asm.Name, err)
+				}
+			}
+		}
 		// Everything is checked: the write-hole log is replayed before
 		// anything reads the parity or writes.
 		replayed, left, err := a.recoverParityLog(asm)
@@ -896,6 +911,13 @@ func assemble(ms []*Member, inputs []engine.MemberSB, asm *engine.Assembly, spec
 				asm.Members-asm.ActiveRoles, asm.Members))
 		}
 	}
+	for r, ra := range asm.Roles {
+		if ra.Promoted {
+			// As mdadm --force says it.
+			a.Warnings = append(a.Warnings, fmt.Sprintf("forcing event count in %s(%d) from %d up to %d: the writes it missed are lost",
+				ra.Path, r, ra.PromotedEvents, asm.Events))
+		}
+	}
 	return a, nil
 }
 
@@ -905,7 +927,10 @@ func assemble(ms []*Member, inputs []engine.MemberSB, asm *engine.Assembly, spec
 // bitmap. A member a forced assembly put back (forced) is left out: its
 // copy is the other side's history (split brain), and where the kept
 // side's copy is torn it would answer for it, so that a region the kept
-// side wrote reads never written and its forced rebuild skips it.
+// side wrote reads never written and its forced rebuild skips it. So is
+// one it put in sync as it is (Promoted, also in forced): its copy is
+// from before it left, and the kept side's copies record the regions
+// written since, where its data differs.
 func (a *Array) loadBitmap(fsb *engine.Superblock, roles []*Member, states []engine.MemberStatus, forced []bool, opts bitmap.Options) error {
 	cfg := bitmapConfig(fsb, arraySectors(a.Engine))
 	cfg.Events = a.events

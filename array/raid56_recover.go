@@ -38,8 +38,10 @@ func (a *Array) recoverParityLog(asm *engine.Assembly) (replayed, left int, err 
 		return a.Members[m] != nil && (ms.State == engine.MemberActive || ms.State == engine.MemberRebuilding)
 	}
 	// The log areas read: not a member a forced assembly put back, whose
-	// entries and checkpoint are the other side's (split brain).
-	trusted := func(m int) bool { return writable(m) && !asm.Roles[m].Forced }
+	// entries and checkpoint are the other side's (split brain), nor one
+	// it put in sync as it is (Promoted), whose entries are from before
+	// it left the array (emptied by assemble).
+	trusted := func(m int) bool { return writable(m) && !asm.Roles[m].Forced && !asm.Roles[m].Promoted }
 	readableAll := func(m int) bool {
 		return a.Members[m] != nil && a.Engine.State().Members[m].State == engine.MemberActive
 	}
