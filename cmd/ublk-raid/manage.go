@@ -223,6 +223,7 @@ const forceUsage = "overwrite devices that carry a filesystem, partition table, 
 // forceAssembleUsage is the rest of --force for commands that assemble
 // (add, run).
 const forceAssembleUsage = "; assemble members that disagree (split brain, or a member recorded as failed): the freshest is authoritative, the others are fully rebuilt from it" +
+	" (unless too few members are in sync to start the array: then the freshest stale ones are put in sync as they are, only as many as needed, and the writes they missed are lost)" +
 	"; start a raid5/6 not stopped cleanly, with a member out, whose write-hole log cannot replay every interrupted write (md's dirty degraded array)"
 
 // addSpares adds o's spares to running array o.number (add without
