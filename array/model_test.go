@@ -459,8 +459,10 @@ func newArrayModel(t *rapid.T) *arrayModel {
 	switch m.level {
 	case 10:
 		// Chunks of 8 KiB: the window spans many, over every member.
-		m.n = rapid.IntRange(2, 4).Draw(t, "members")
-		layout = rapid.SampledFrom([]engine.Layout{engine.LayoutN2, engine.LayoutF2, engine.LayoutO2}).Draw(t, "layout")
+		// Odd counts wrap near copies across rows, as md's do.
+		layout = rapid.SampledFrom([]engine.Layout{engine.LayoutN2, engine.LayoutF2, engine.LayoutO2,
+			engine.LayoutN3, engine.LayoutF3, engine.LayoutO3}).Draw(t, "layout")
+		m.n = rapid.IntRange(layout.Copies(), 5).Draw(t, "members")
 	case 5, 6:
 		// Chunks of 8 KiB as raid10's; md's minimum member counts.
 		m.n = rapid.IntRange(m.level-2, m.level).Draw(t, "members")
