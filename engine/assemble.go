@@ -153,7 +153,9 @@ type AssembleOptions struct {
 	// role out; raid5: two; raid6: three; raid10: a chunk without a
 	// copy), the given members that can are put in sync as they are
 	// instead, the freshest first, until the array can start
-	// (RoleAssignment.Promoted; see forceUp).
+	// (RoleAssignment.Promoted; see forceUp); never one on the other side
+	// of a split brain from them: if the kept side cannot start without
+	// such members, the assembly is refused (ErrSplitBrain).
 	// It also starts a raid5/6 array that is dirty and degraded
 	// (ErrDirtyDegraded), as mdadm --force does.
 	Force bool
@@ -284,6 +286,7 @@ func AssembleWith(ms []MemberSB, opt AssembleOptions) (*Assembly, error) {
 			freshest = m
 		}
 	}
+	var otherSide map[string]bool // with Force: the other table's holders at the freshest generation
 	if !opt.Force {
 		if err := splitBrain(ms, freshest.SB, forceKeep(ms, freshest.SB.Events, refuted)); err != nil {
 			return nil, err
@@ -308,6 +311,10 @@ func AssembleWith(ms []MemberSB, opt AssembleOptions) (*Assembly, error) {
 				refuted = make(map[string]bool)
 			}
 			refuted[m.Path] = true
+			if otherSide == nil {
+				otherSide = make(map[string]bool)
+			}
+			otherSide[m.Path] = true
 		}
 		if refuted[freshest.Path] {
 			freshest = keep
@@ -441,7 +448,10 @@ func AssembleWith(ms []MemberSB, opt AssembleOptions) (*Assembly, error) {
 	}
 	var promoted map[string]bool
 	if opt.Force {
-		promoted = forceUp(ms, a, fsb, auth, forced)
+		var err error
+		if promoted, err = forceUp(ms, a, fsb, auth, forced, otherSide); err != nil {
+			return nil, err
+		}
 	}
 	for _, ra := range a.Roles {
 		switch ra.State {
@@ -508,26 +518,62 @@ func AssembleWith(ms []MemberSB, opt AssembleOptions) (*Assembly, error) {
 // that can be: each holding a role by its own superblock (the role its
 // own table names it in, active, or faulty if it recorded its own
 // failure: not rebuilding, whose data above its offset was never
-// written) that is not in sync, laid out as the freshest says. The one
-// with the highest events goes first (of equal events, the first given),
-// and only while the array cannot start, and only one a chunk without a
-// copy lives on (raid10): as mdadm --force, which raises the event count
-// of the freshest stale device until enough are up to date (mdadm takes
-// the freshest even where it adds no copy a raid10 lacks). Such a
-// member, forced to a full rebuild (a.Roles[r].Forced), is in sync
-// instead; one that held the role (its freshest holder, older still) is
-// then only stale. It returns the paths put in sync, and drops them from
-// forced.
-func forceUp(ms []MemberSB, a *Assembly, fsb *Superblock, auth *MemberSB, forced map[string]bool) map[string]bool {
+// written) that is not in sync, laid out as the freshest says, and that
+// is not on the other side of a split brain from the members in sync
+// (see below). The one with the highest events goes first (of equal
+// events, the first given), and only while the array cannot start, and
+// only one a chunk without a copy lives on (raid10): as mdadm --force,
+// which raises the event count of the freshest stale device until enough
+// are up to date (mdadm takes the freshest even where it adds no copy a
+// raid10 lacks). Such a member, forced to a full rebuild
+// (a.Roles[r].Forced), is in sync instead; one that held the role (its
+// freshest holder, older still) is then only stale. It returns the paths
+// put in sync, and drops them from forced.
+//
+// A member on the other side of a split brain (otherSide: the holders
+// of the other table at the freshest generation; or one that diverged,
+// as splitBrain decides it, from a member in sync) is never put in
+// sync: its data is another history, and beside the kept side's it
+// would mix the two in one array. If the kept side cannot start the
+// array without such members, the assembly is refused (ErrSplitBrain)
+// rather than mixed: the operator keeps the other side by giving only
+// its members.
+func forceUp(ms []MemberSB, a *Assembly, fsb *Superblock, auth *MemberSB, forced, otherSide map[string]bool) (map[string]bool, error) {
 	ok := startable(a, fsb)
 	if ok == nil || ok(-1) {
-		return nil
+		return nil, nil
+	}
+	// The superblocks of the members in sync: the kept side.
+	var kept []*Superblock
+	for _, ra := range a.Roles {
+		if ra.State == RoleActive || ra.State == RoleRebuilding && !ra.Forced {
+			kept = append(kept, byPath(ms, ra.Path).SB)
+		}
+	}
+	diverged := func(m *MemberSB) bool {
+		if otherSide[m.Path] {
+			return true
+		}
+		for _, sb := range kept {
+			if Diverged(sb, m.SB) && !bridged(ms, sb, m.SB) {
+				return true
+			}
+		}
+		return false
 	}
 	var cands []*MemberSB
+	var others []string // on the other side, in input order
 	for i := range ms {
 		m := &ms[i]
 		r := m.SB.Role
-		if m == auth || m.SB.IsSpare() || int(r) >= a.Members || geometryDiff(fsb, m.SB) != "" {
+		if m == auth || m.SB.IsSpare() || slices.Contains(kept, m.SB) {
+			continue
+		}
+		if diverged(m) {
+			others = append(others, m.Path)
+			continue
+		}
+		if int(r) >= a.Members || geometryDiff(fsb, m.SB) != "" {
 			continue
 		}
 		if e := m.SB.Roles[r]; e.Member != m.SB.MemberUUID || e.State != RoleActive && e.State != RoleFaulty {
@@ -539,7 +585,11 @@ func forceUp(ms []MemberSB, a *Assembly, fsb *Superblock, auth *MemberSB, forced
 		cands = append(cands, m)
 	}
 	slices.SortStableFunc(cands, func(x, y *MemberSB) int { return cmp.Compare(y.SB.Events, x.SB.Events) })
-	var out map[string]bool
+	type up struct {
+		m      *MemberSB
+		before RoleAssignment // a.Roles[r] before it was put in sync
+	}
+	var ups []up // in the order put in sync
 	for _, m := range cands {
 		r := int(m.SB.Role)
 		if ok(-1) {
@@ -548,16 +598,40 @@ func forceUp(ms []MemberSB, a *Assembly, fsb *Superblock, auth *MemberSB, forced
 		if a.Roles[r].State == RoleActive || !ok(r) {
 			continue
 		}
+		// Two stale members of different sides are not put in sync
+		// together either.
+		if slices.ContainsFunc(ups, func(u up) bool { return Diverged(u.m.SB, m.SB) && !bridged(ms, u.m.SB, m.SB) }) {
+			others = append(others, m.Path)
+			continue
+		}
+		ups = append(ups, up{m, a.Roles[r]})
 		if ra := a.Roles[r]; ra.Forced {
 			delete(forced, ra.Path)
 		}
 		a.Roles[r] = RoleAssignment{State: RoleActive, Path: m.Path, Member: m.SB.MemberUUID, Promoted: true, PromotedEvents: m.SB.Events}
+	}
+	if !ok(-1) && len(others) > 0 {
+		side := "none"
+		var in []string
+		for _, ra := range a.Roles {
+			if ra.State == RoleActive || ra.State == RoleRebuilding && !ra.Forced {
+				in = append(in, ra.Path)
+			}
+		}
+		if len(in) > 0 {
+			side = strings.Join(in, ", ")
+		}
+		return nil, fmt.Errorf("%w in array %s: --force keeps the freshest side, but its members that can be in sync (%s) cannot start the array, and %s ran on the other side (another history: never put in sync beside the kept side's data); give more of the kept side's members, or give only the other side's members (add --force %s) to keep that side",
+			ErrSplitBrain, arrayDesc(fsb), side, strings.Join(others, ", "), strings.Join(others, " "))
+	}
+	var out map[string]bool
+	for _, u := range ups {
 		if out == nil {
 			out = make(map[string]bool)
 		}
-		out[m.Path] = true
+		out[u.m.Path] = true
 	}
-	return out
+	return out, nil
 }
 
 // startable returns, for the level of a, a test of a's roles in sync:

@@ -1,7 +1,9 @@
 package engine
 
 import (
+	"errors"
 	"slices"
+	"strings"
 	"testing"
 )
 
@@ -159,5 +161,73 @@ func TestAssembleForceUpRaid0(t *testing.T) {
 	asmWantRoles(t, a, "active /dev/vda", "active /dev/vdb")
 	if a.Failed || a.Degraded || !a.Roles[1].Promoted {
 		t.Errorf("failed %v, degraded %v, promoted %v", a.Failed, a.Degraded, a.Roles[1].Promoted)
+	}
+}
+
+// TestForceUpSkipsOtherSideOfSplitBrain: Found by review. With --force of
+// members of both sides of a split brain whose kept side could not start
+// the array alone, forceUp put a member of the other side in sync as it
+// was beside the kept side's: one array served from two diverged
+// histories (silent corruption). raid10 near-2 of 4 ({0,1} and {2,3}
+// mirror each other): side A ran with roles 0 and 2, side B with 1 and 3
+// (each holds a copy of every chunk); raid6 of 4: A with roles 0 and 1, B
+// with 2 and 3. Given A's role 0 and B's two, A is kept (the freshest, or
+// the first given) and cannot start alone: the assembly is refused as a
+// split brain naming the other side, and giving only that side keeps it.
+func TestForceUpSkipsOtherSideOfSplitBrain(t *testing.T) {
+	type split struct {
+		name       string
+		level      uint32
+		layout     uint32
+		outA, outB [2]int // roles each side records missing
+		gens       [2]int // generations each side wrote
+	}
+	for _, c := range []split{
+		{"raid10 n2 same events", 10, 0x102, [2]int{1, 3}, [2]int{0, 2}, [2]int{2, 2}},
+		{"raid10 n2 A fresher", 10, 0x102, [2]int{1, 3}, [2]int{0, 2}, [2]int{3, 2}},
+		{"raid6", 6, uint32(LeftSymmetric), [2]int{2, 3}, [2]int{0, 1}, [2]int{2, 2}},
+	} {
+		g1 := asmNewArray(t, c.level, c.layout, 4, 0)
+		run := func(out [2]int, gens int) []*Superblock {
+			s := g1
+			for i := range gens {
+				s = asmNext(s, func(sb *Superblock) {
+					if i == 0 {
+						sb.Roles[out[0]].State, sb.Roles[out[1]].State = RoleMissing, RoleMissing
+					}
+					sb.Clean = false
+				})
+			}
+			return s
+		}
+		a, b := run(c.outA, c.gens[0]), run(c.outB, c.gens[1])
+		mine := c.outB[0]                                   // a role side A ran with
+		theirs := []*Superblock{b[c.outA[0]], b[c.outA[1]]} // side B's members
+		ms := asmInputs(t, a[mine], theirs[0], theirs[1])
+		if _, err := Assemble(ms); !errors.Is(err, ErrSplitBrain) {
+			t.Fatalf("%s: unforced: %v, want a split brain", c.name, err)
+		}
+		x, err := AssembleWith(ms, AssembleOptions{Force: true})
+		if err == nil {
+			for r, ra := range x.Roles {
+				if ra.Promoted {
+					t.Errorf("%s: role %d (%s, the other side) put in sync as it is beside the kept side's %s", c.name, r, ra.Path, ms[0].Path)
+				}
+			}
+			t.Fatalf("%s: forced: assembled, want a refusal", c.name)
+		}
+		if !errors.Is(err, ErrSplitBrain) || !strings.Contains(err.Error(), "add --force /dev/vdb /dev/vdc") {
+			t.Errorf("%s: forced: %v, want a split brain naming the other side's members", c.name, err)
+		}
+		// Only the other side given: it is kept.
+		y, err := AssembleWith(asmInputs(t, theirs[0], theirs[1]), AssembleOptions{Force: true})
+		if err != nil || y.Failed {
+			t.Fatalf("%s: the other side alone: %v", c.name, err)
+		}
+		for r, ra := range y.Roles {
+			if ra.Promoted {
+				t.Errorf("%s: the other side alone: role %d promoted", c.name, r)
+			}
+		}
 	}
 }
