@@ -525,7 +525,10 @@ func AssembleWith(ms []MemberSB, opt AssembleOptions) (*Assembly, error) {
 // only one a chunk without a copy lives on (raid10): as mdadm --force,
 // which raises the event count of the freshest stale device until enough
 // are up to date (mdadm takes the freshest even where it adds no copy a
-// raid10 lacks). Such a member, forced to a full rebuild
+// raid10 lacks). Then those no longer needed (raid10: one put in sync
+// early whose chunks a later one also holds) are dropped again, the
+// least fresh first (of equal events, the last given), so that the
+// freshest are kept. Such a member, forced to a full rebuild
 // (a.Roles[r].Forced), is in sync instead; one that held the role (its
 // freshest holder, older still) is then only stale. It returns the paths
 // put in sync, and drops them from forced.
@@ -623,6 +626,24 @@ func forceUp(ms []MemberSB, a *Assembly, fsb *Superblock, auth *MemberSB, forced
 		}
 		return nil, fmt.Errorf("%w in array %s: --force keeps the freshest side, but its members that can be in sync (%s) cannot start the array, and %s ran on the other side (another history: never put in sync beside the kept side's data); give more of the kept side's members, or give only the other side's members (add --force %s) to keep that side",
 			ErrSplitBrain, arrayDesc(fsb), side, strings.Join(others, ", "), strings.Join(others, " "))
+	}
+	// Those no longer needed, the least fresh first, go back to what they
+	// were (rebuilt in full, or stale).
+	if ok(-1) {
+		for i := len(ups) - 1; i >= 0; i-- {
+			u := ups[i]
+			r := int(u.m.SB.Role)
+			promoted := a.Roles[r]
+			a.Roles[r] = u.before
+			if ok(-1) {
+				ups = slices.Delete(ups, i, i+1)
+				if u.before.Forced {
+					forced[u.before.Path] = true
+				}
+				continue
+			}
+			a.Roles[r] = promoted
+		}
 	}
 	var out map[string]bool
 	for _, u := range ups {

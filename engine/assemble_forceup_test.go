@@ -231,3 +231,40 @@ func TestForceUpSkipsOtherSideOfSplitBrain(t *testing.T) {
 		}
 	}
 }
+
+// TestForceUpDropsPromotedNotNeeded: Found by review. On raid10 with three
+// copies, the freshest-first loop put in sync a member that a later one
+// made unnecessary, and kept it: a stale member trusted as it was where
+// nothing needed it (and its copies disagreed with the later one's). raid10
+// near-3 of 5 (chunk c on roles 3c..3c+2 mod 5: {0,1,2}, {3,4,0},
+// {1,2,3}, {4,0,1}, {2,3,4}); roles 0, 2 and 3 drop out in that order, a
+// power cut takes role 1; role 4 is in sync. Role 3 (the freshest) adds
+// {1,2,3}, then role 2 is needed for {0,1,2} and holds {1,2,3} too: role 3
+// goes back to a full rebuild, and role 2 alone is in sync as it is.
+func TestForceUpDropsPromotedNotNeeded(t *testing.T) {
+	g1 := asmNewArray(t, 10, 0x103, 5, 0)
+	g2 := asmNext(g1, fail(0))
+	g3 := asmNext(g2, fail(2))
+	g4 := asmNext(g3, fail(3))
+	g5 := asmNext(g4, nil)
+	ms := asmInputs(t, g5[4], g1[0], g2[2], g3[3]) // vda: role 4; vdb: 0, vdc: 2, vdd: 3
+	a, err := AssembleWith(ms, AssembleOptions{Force: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var promoted []int
+	for r, ra := range a.Roles {
+		if ra.Promoted {
+			promoted = append(promoted, r)
+		}
+	}
+	if !slices.Equal(promoted, []int{2}) {
+		t.Errorf("promoted roles %v, want [2] (role 2 alone gives every chunk a copy with role 4)", promoted)
+	}
+	if ra := a.Roles[3]; ra.State != RoleRebuilding || !ra.Forced || ra.Path != "/dev/vdd" {
+		t.Errorf("role 3: %+v, want /dev/vdd rebuilt in full", ra)
+	}
+	if a.Failed {
+		t.Error("failed")
+	}
+}
