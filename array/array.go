@@ -867,24 +867,28 @@ func assemble(ms []*Member, inputs []engine.MemberSB, asm *engine.Assembly, spec
 		return nil, err
 	}
 	if ea.Parity != nil {
+		// Everything is checked: the write-hole log is replayed before
+		// anything reads the parity or writes.
+		replayed, left, err := a.recoverParityLog(asm)
+		if err != nil {
+			return nil, fmt.Errorf("array %q: write-hole log: %w", asm.Name, err)
+		}
 		// A member put in sync as it is (Promoted) holds entries from
 		// before it left the array, numbered below or among the ones
-		// written since: not read (recoverParityLog), and emptied first,
-		// so that a later assembly does not replay them over stripes
-		// written since. It cannot be failed (the array needs it): an
-		// error refuses the assembly, before anything else is written.
+		// written since: not read (recoverParityLog), and emptied now,
+		// after the replay, which can still refuse the assembly (a
+		// refusal leaves it as it was), so that a later assembly does
+		// not replay them over stripes written since. Until the first
+		// superblock update, after this, its own superblock keeps its
+		// old generation and the others' record it out: a crash before
+		// then leaves it stale, its area unread. It cannot be failed
+		// (the array needs it): an error refuses the assembly.
 		for r, ra := range asm.Roles {
 			if m := a.Members[r]; ra.Promoted && m != nil {
 				if err := a.resetLogArea(m); err != nil {
 					return nil, fmt.Errorf("array %q: %w", asm.Name, err)
 				}
 			}
-		}
-		// Everything is checked: the write-hole log is replayed before
-		// anything reads the parity or writes.
-		replayed, left, err := a.recoverParityLog(asm)
-		if err != nil {
-			return nil, fmt.Errorf("array %q: write-hole log: %w", asm.Name, err)
 		}
 		// A member a forced assembly put back holds the other side's
 		// entries (split brain), numbered as this array's: replayed at a
