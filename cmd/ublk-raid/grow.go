@@ -50,6 +50,6 @@ func newGrowCmd(socket *string) *cobra.Command {
 		},
 	}
 	c.Flags().IntVarP(&number, "number", "n", -1, "array (device) number")
-	c.Flags().StringVar(&size, "size", "", "each member's data area: max (the most every member allows) or a size (4096, 512K, 2G)")
+	c.Flags().StringVar(&size, "size", "", "each member's data area: max (the most every member allows) or a size (4096, 512K, 2G, 4T)")
 	return c
 }

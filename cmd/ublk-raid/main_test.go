@@ -78,12 +78,12 @@ func TestCLINoDriver(t *testing.T) {
 }
 
 func TestParseSize(t *testing.T) {
-	for in, want := range map[string]int64{"4096": 4096, "4K": 4096, "512k": 512 << 10, "1M": 1 << 20, "2G": 2 << 30} {
+	for in, want := range map[string]int64{"4096": 4096, "4K": 4096, "512k": 512 << 10, "1M": 1 << 20, "2G": 2 << 30, "4T": 4 << 40, "2t": 2 << 40} {
 		if got, err := parseSize(in); err != nil || got != want {
 			t.Errorf("parseSize(%q) = %d, %v; want %d", in, got, err, want)
 		}
 	}
-	for _, in := range []string{"", "K", "-1", "1.5M", "12X"} {
+	for _, in := range []string{"", "K", "-1", "1.5M", "12X", "8388608T"} {
 		if _, err := parseSize(in); err == nil {
 			t.Errorf("parseSize(%q) accepted", in)
 		}

@@ -211,8 +211,8 @@ func newAddCmd(socket *string) *cobra.Command {
 	c.Flags().StringVar(&o.run.name, "name", "", "array name (up to 32 bytes)")
 	o.run.addBitmapFlags(c)
 	c.Flags().StringArrayVar(&o.run.writeMostly, "write-mostly", nil,
-		"MEMBER (one of the members given) is read only when no other copy can serve (repeatable; raid1/raid10)")
-	c.Flags().StringArrayVar(&o.run.spares, "spare", nil, "hold DEVICE as a spare that takes a failed member's role (repeatable; raid1/raid10)")
+		"MEMBER (one of the members given) is read only when no other copy can serve (repeatable; raid1, 10, 5 and 6)")
+	c.Flags().StringArrayVar(&o.run.spares, "spare", nil, "hold DEVICE as a spare that takes a failed member's role (repeatable; raid1, 10, 5 and 6)")
 	c.Flags().BoolVar(&o.run.force, "force", false, forceUsage+forceAssembleUsage)
 	return c
 }

@@ -113,8 +113,8 @@ func (o *serveOptions) config() (ublk.Config, error) {
 		NoPin: o.noPin, NoFixedBuffers: o.noFixed, NoZeroCopy: o.noZC, BatchIO: o.batchIO, DeferTaskrun: o.defer_, PollFor: o.poll, Scheduler: o.sched}, nil
 }
 
-// parseSize parses 4096, 4K, 512k, 1M, 2G; a size that does not fit in
-// 63 bits is refused, not wrapped.
+// parseSize parses 4096, 4K, 512k, 1M, 2G, 4T (mdadm's suffixes); a size
+// that does not fit in 63 bits is refused, not wrapped.
 func parseSize(orig string) (int64, error) {
 	s := strings.TrimSpace(orig)
 	mult := int64(1)
@@ -126,6 +126,8 @@ func parseSize(orig string) (int64, error) {
 			mult = 1 << 20
 		case 'g', 'G':
 			mult = 1 << 30
+		case 't', 'T':
+			mult = 1 << 40
 		}
 		if mult != 1 {
 			s = s[:n-1]

@@ -132,8 +132,8 @@ func newRunCmd(logLevel *string) *cobra.Command {
 	o.addBitmapFlags(c)
 	c.Flags().DurationVar(&o.memberTimeout, "member-timeout", defaultMemberTimeout, "fail a member whose I/O takes longer than this (0: never)")
 	c.Flags().StringArrayVar(&o.writeMostly, "write-mostly", nil,
-		"MEMBER (one of the members given) is read only when no other copy can serve (repeatable; raid1/raid10)")
-	c.Flags().StringArrayVar(&o.spares, "spare", nil, "hold DEVICE as a spare that takes a failed member's role (repeatable; raid1/raid10)")
+		"MEMBER (one of the members given) is read only when no other copy can serve (repeatable; raid1, 10, 5 and 6)")
+	c.Flags().StringArrayVar(&o.spares, "spare", nil, "hold DEVICE as a spare that takes a failed member's role (repeatable; raid1, 10, 5 and 6)")
 	c.Flags().BoolVar(&o.force, "force", false, forceUsage+forceAssembleUsage)
 	return c
 }
