@@ -520,8 +520,21 @@ func AssembleWith(ms []MemberSB, opt AssembleOptions) (*Assembly, error) {
 // failure: not rebuilding, whose data above its offset was never
 // written) that is not in sync, laid out as the freshest says, and that
 // is not on the other side of a split brain from the members in sync
-// (see below). The one with the highest events goes first (of equal
-// events, the first given), and only while the array cannot start, and
+// (see below). Only each role's freshest claimant is a candidate: of the
+// members given whose own superblock holds the role (the kept side's
+// excepted, and those of the other side: not this history), the one
+// with the highest events (of equal events, the first given), as mdadm's
+// force_array only considers each role's best device. If that one
+// cannot be put in sync (it was rebuilding), no older claimant of the
+// role is: the role's device since holds newer data, below its rebuild
+// position. A claimant the freshest table no longer names for the role
+// (another device took it since) is a candidate all the same when that
+// device is not given or claims the role by its own superblock no
+// longer (a spare again after a torn activation): it is then the
+// role's freshest device at hand, as mdadm's best, whose missed writes
+// are lost as any stale member's. The candidate with the highest events
+// goes first (of equal events, the first given), and only while the
+// array cannot start, and
 // only one a chunk without a copy lives on (raid10): as mdadm --force,
 // which raises the event count of the freshest stale device until enough
 // are up to date (mdadm takes the freshest even where it adds no copy a
@@ -564,8 +577,8 @@ func forceUp(ms []MemberSB, a *Assembly, fsb *Superblock, auth *MemberSB, forced
 		}
 		return false
 	}
-	var cands []*MemberSB
-	var others []string // on the other side, in input order
+	var others []string                // on the other side, in input order
+	best := make(map[uint32]*MemberSB) // each role's freshest claimant
 	for i := range ms {
 		m := &ms[i]
 		r := m.SB.Role
@@ -579,8 +592,19 @@ func forceUp(ms []MemberSB, a *Assembly, fsb *Superblock, auth *MemberSB, forced
 		if int(r) >= a.Members || geometryDiff(fsb, m.SB) != "" {
 			continue
 		}
+		if b := best[r]; b == nil || m.SB.Events > b.SB.Events {
+			best[r] = m
+		}
+	}
+	var cands []*MemberSB
+	for i := range ms {
+		m := &ms[i]
+		r := m.SB.Role
+		if best[r] != m {
+			continue // not its role's freshest claimant (or not one at all)
+		}
 		if e := m.SB.Roles[r]; e.Member != m.SB.MemberUUID || e.State != RoleActive && e.State != RoleFaulty {
-			continue
+			continue // not in the role by its own table (rebuilding): nor is an older claimant
 		}
 		if ra := a.Roles[r]; ra.State == RoleActive || ra.State == RoleRebuilding && !ra.Forced {
 			continue
