@@ -748,6 +748,19 @@ func assemble(ms []*Member, inputs []engine.MemberSB, asm *engine.Assembly, spec
 				// members is the array's.
 				sb := *asm.Freshest
 				sb.Role, sb.MemberUUID = uint32(r), own.MemberUUID
+				if ra.Promoted {
+					// Its own generation, as on its device, so that
+					// superblock updates take it as behind: it is
+					// written before the members ahead, and an update
+					// it fails (it holds the last copy of some data)
+					// stops before they take a generation it lacks,
+					// which would leave it beyond assembly's slack
+					// (stale again, --force needed again) even after
+					// a torn update. (A member rebuilt in full, Forced,
+					// is never the last copy: an update it fails fails
+					// it, and it is rebuilt in full again.)
+					sb.Events = own.Events
+				}
 				sbs[r] = &sb
 			}
 			if ra.State == engine.RoleRebuilding {

@@ -1564,18 +1564,20 @@ func (a *Array) refSB() *engine.Superblock {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	st := a.Engine.State()
+	// The freshest: a member behind (one put in sync by a forced
+	// assembly, until the first update; one that failed the last
+	// update while holding the last copy of some data) keeps its own
+	// generation there.
 	var ref *engine.Superblock
 	for r, s := range a.SBs {
-		if s != nil && st.Members[r].State == engine.MemberActive {
+		if s != nil && st.Members[r].State == engine.MemberActive && (ref == nil || s.Events > ref.Events) {
 			ref = s
-			break
 		}
 	}
 	if ref == nil {
 		for _, s := range a.SBs {
-			if s != nil {
+			if s != nil && (ref == nil || s.Events > ref.Events) {
 				ref = s
-				break
 			}
 		}
 	}
