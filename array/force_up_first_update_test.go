@@ -4,10 +4,7 @@ import (
 	"bytes"
 	"errors"
 	"math/rand"
-	"os"
 	"testing"
-
-	"github.com/ublk-raid/ublk-raid/engine"
 )
 
 // forcedStart builds a raid5 of 3 whose member drop (0 or 2) dropped out
@@ -16,30 +13,12 @@ import (
 // stays as the cut left it), member 2 several generations behind; then
 // starts it with add --force of members
 // 0 and 2, which puts member 2 in sync as it is. It returns the paths,
-// the forced array and the data the array holds at sector 0 (span
+// the forced array and the data the array holds at sector 0 (droppedSpan
 // sectors).
 func forcedStart(t *testing.T, drop int) ([]string, *Array, []byte) {
 	rng := rand.New(rand.NewSource(7))
-	paths := memberFiles(t, 3, 16<<20)
-	a, err := Open(paths, CreateSpec{Level: engine.Level5, ChunkSectors: 16, AssumeClean: true}, true)
-	if err != nil {
-		t.Fatal(err)
-	}
-	const span = 8 * 32
-	data := make([]byte, span<<9)
-	rng.Read(data)
-	pWriteOne(t, rng, a, 0, data)
-	keep, err := os.ReadFile(paths[drop])
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := a.Fail(drop); err != nil {
-		t.Fatal(err)
-	}
-	if err := os.WriteFile(paths[drop], keep, 0o600); err != nil {
-		t.Fatal(err)
-	}
-	neu := make([]byte, span/2<<9)
+	paths, a, data, _ := droppedRaid5Member(t, rng, drop)
+	neu := make([]byte, droppedSpan/2<<9)
 	rng.Read(neu)
 	pWriteOne(t, rng, a, 0, neu)
 	if err := a.SetClean(true); err != nil {
@@ -52,22 +31,11 @@ func forcedStart(t *testing.T, drop int) ([]string, *Array, []byte) {
 	copy(data, neu)
 	a.Close() // power cut; member 1 lost with it
 
-	a, err = Open([]string{paths[0], paths[2]}, CreateSpec{Level: -1, Force: true}, false)
+	a, err := Open([]string{paths[0], paths[2]}, CreateSpec{Level: -1, Force: true}, false)
 	if err != nil {
 		t.Fatalf("forced: %v", err)
 	}
 	return paths, a, data
-}
-
-// sbEvents is the generation of the superblock on the member file p.
-func sbEvents(t *testing.T, p string) uint64 {
-	t.Helper()
-	b := fileBytes(t, p)[0]
-	sb, err := engine.ParseSuperblock(b[engine.SuperblockOffset : engine.SuperblockOffset+4096])
-	if err != nil {
-		t.Fatal(err)
-	}
-	return sb.Events
 }
 
 // failSuperblockOnce makes the next superblock write to path fail.
@@ -100,13 +68,13 @@ func failSuperblockOnce(t *testing.T, path string) {
 // crash before the first update).
 func TestForceUpPromotedFailsFirstUpdate(t *testing.T) {
 	paths, a, data := forcedStart(t, 2)
-	before := sbEvents(t, paths[0])
+	before := superblockOf(t, paths[0]).Events
 	failSuperblockOnce(t, paths[2])
 	if err := a.SetClean(false); err == nil {
 		t.Fatal("first update: no error, though the promoted member failed its superblock write")
 	}
 	a.Close() // stopped (power cut)
-	if e0, e2 := sbEvents(t, paths[0]), sbEvents(t, paths[2]); e0 != before {
+	if e0, e2 := superblockOf(t, paths[0]).Events, superblockOf(t, paths[2]).Events; e0 != before {
 		t.Errorf("member 0 took generation %d (was %d) that the promoted member 2 (at %d) did not", e0, before, e2)
 	}
 	x, err := Open([]string{paths[0], paths[1]}, CreateSpec{Level: -1}, false)
@@ -133,7 +101,7 @@ func TestForceUpPromotedTakesTornFirstUpdate(t *testing.T) {
 	a.Close() // stopped (power cut)
 	x, err := Open([]string{paths[0], paths[2]}, CreateSpec{Level: -1}, false)
 	if err != nil {
-		t.Fatalf("unforced: %v (events on disk: member 0 %d, member 2 %d)", err, sbEvents(t, paths[0]), sbEvents(t, paths[2]))
+		t.Fatalf("unforced: %v (events on disk: member 0 %d, member 2 %d)", err, superblockOf(t, paths[0]).Events, superblockOf(t, paths[2]).Events)
 	}
 	x.Close()
 }

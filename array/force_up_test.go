@@ -41,28 +41,8 @@ func pWriteOne(t *testing.T, rng *rand.Rand, a *Array, sector uint64, b []byte) 
 // refused (1 of 3 members active).
 func TestForceUpStaleRaid5Member(t *testing.T) {
 	rng := rand.New(rand.NewSource(7))
-	paths := memberFiles(t, 3, 16<<20)
-	a, err := Open(paths, CreateSpec{Level: engine.Level5, ChunkSectors: 16, AssumeClean: true}, true)
-	if err != nil {
-		t.Fatal(err)
-	}
+	paths, a, old, keep := droppedRaid5Member(t, rng, 2)
 	g := *a.Engine.Parity
-	const span = 8 * 32 // 8 stripes of two 16-sector data chunks
-	old := make([]byte, span<<9)
-	rng.Read(old)
-	pWriteOne(t, rng, a, 0, old)
-	// Member 2 drops out, its superblock as it was (an I/O error writes
-	// nothing on it; Fail records the failure on it too).
-	keep, err := os.ReadFile(paths[2])
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := a.Fail(2); err != nil {
-		t.Fatal(err)
-	}
-	if err := os.WriteFile(paths[2], keep, 0o600); err != nil {
-		t.Fatal(err)
-	}
 	staleEvents := a.SBs[0].Events - 1
 	sb := *a.SBs[0]
 	logArea := func(b []byte) []byte {
@@ -72,7 +52,7 @@ func TestForceUpStaleRaid5Member(t *testing.T) {
 	if zero(logArea(keep)) {
 		t.Fatal("member 2's write-hole log area holds no entry: the test proves nothing of it")
 	}
-	neu := make([]byte, span/2<<9)
+	neu := make([]byte, droppedSpan/2<<9)
 	rng.Read(neu)
 	pWriteOne(t, rng, a, 0, neu)
 	a.Close() // power cut: not stopped cleanly; member 1 is lost with it
@@ -88,7 +68,7 @@ func TestForceUpStaleRaid5Member(t *testing.T) {
 		t.Fatal("unforced: refused, yet members written")
 	}
 
-	a, err = Open(give, CreateSpec{Level: -1, Force: true}, false)
+	a, err := Open(give, CreateSpec{Level: -1, Force: true}, false)
 	if err != nil {
 		t.Fatalf("forced: %v", err)
 	}
@@ -110,14 +90,14 @@ func TestForceUpStaleRaid5Member(t *testing.T) {
 		t.Error("member 2's write-hole log area still holds its old entries")
 	}
 	a.StopSync()
-	got := pReadOne(t, rng, a, 0, span)
-	for s := uint64(0); s < span; s += g.ChunkSectors {
+	got := pReadOne(t, rng, a, 0, droppedSpan)
+	for s := uint64(0); s < droppedSpan; s += g.ChunkSectors {
 		stripe, _, m, _ := g.LocateData(s)
 		w := old[s<<9 : (s+g.ChunkSectors)<<9]
 		switch {
-		case s < span/2 && m == 1:
+		case s < droppedSpan/2 && m == 1:
 			continue // written since, rebuilt from a stale member: anything
-		case s < span/2 && m == 0:
+		case s < droppedSpan/2 && m == 0:
 			w = neu[s<<9 : (s+g.ChunkSectors)<<9]
 		}
 		if !bytes.Equal(got[s<<9:(s+g.ChunkSectors)<<9], w) {
@@ -133,4 +113,35 @@ func TestForceUpStaleRaid5Member(t *testing.T) {
 	if a, err = Open(give, CreateSpec{Level: -1}, false); err != nil {
 		t.Fatalf("after the forced start, unforced: %v", err)
 	}
+}
+
+// droppedSpan is how many sectors droppedRaid5Member writes: 8 stripes
+// of two 16-sector data chunks.
+const droppedSpan = 8 * 32
+
+// droppedRaid5Member creates a raid5 of 3 member files (16-sector
+// chunks), writes droppedSpan sectors of random data (old) at sector 0,
+// and drops member drop out of it with its superblock as it was (an I/O
+// error writes nothing on it; Fail records the failure on it too, so its
+// file is put back as it was before, keep). The array stays open.
+func droppedRaid5Member(t *testing.T, rng *rand.Rand, drop int) (paths []string, a *Array, old, keep []byte) {
+	t.Helper()
+	paths = memberFiles(t, 3, 16<<20)
+	a, err := Open(paths, CreateSpec{Level: engine.Level5, ChunkSectors: 16, AssumeClean: true}, true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	old = make([]byte, droppedSpan<<9)
+	rng.Read(old)
+	pWriteOne(t, rng, a, 0, old)
+	if keep, err = os.ReadFile(paths[drop]); err != nil {
+		t.Fatal(err)
+	}
+	if err := a.Fail(drop); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(paths[drop], keep, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return paths, a, old, keep
 }
