@@ -989,25 +989,15 @@ func geometryCovered(ea *engine.Array) bool {
 	if ea.Parity != nil {
 		return parityCovered(ea)
 	}
-	g := ea.Geo
 	st := ea.State()
-	var locs [engine.MaxCopies]engine.Location
-	step := g.ChunkSectors
-	if g.Level == engine.Level1 {
-		step = g.ArraySectors()
-	}
-	// The pattern of members repeats within Members*Copies chunks.
-	limit := min(g.ArraySectors(), step*uint64(g.Members*g.Copies()+g.Members))
-	for s := uint64(0); s < limit; s += step {
-		ok := false
-		for _, l := range g.Locate(s, locs[:0]) {
-			ok = ok || st.Members[l.Member].State == engine.MemberActive
+	return ea.Geo.EveryChunk(func(copies []engine.Location) bool {
+		for _, l := range copies {
+			if st.Members[l.Member].State == engine.MemberActive {
+				return true
+			}
 		}
-		if !ok {
-			return false
-		}
-	}
-	return true
+		return false
+	})
 }
 
 // SetClean records in every member's superblock whether the array is

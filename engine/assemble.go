@@ -707,26 +707,23 @@ func startable(a *Assembly, fsb *Superblock) func(r int) bool {
 			return nil
 		}
 		g := Geometry{Level: Level10, Members: a.Members, Layout: l, ChunkSectors: uint64(a.ChunkSectors), MemberSectors: fsb.DataSectors}
-		return func(r int) bool {
-			// The pattern of members repeats within Members*Copies
-			// chunks (as array's geometryCovered).
-			var locs [MaxCopies]Location
-			limit := min(g.ArraySectors(), g.ChunkSectors*uint64(g.Members*g.Copies()+g.Members))
-			for s := uint64(0); s < limit; s += g.ChunkSectors {
-				held, onR := false, false
-				for _, loc := range g.Locate(s, locs[:0]) {
-					held = held || active(loc.Member)
-					onR = onR || loc.Member == r
-				}
-				switch {
-				case held:
-				case r < 0:
-					return false // a chunk without a copy
-				case onR:
-					return true // r would hold it
+		// ok(-1): every chunk has a copy in sync; ok(r): r holds a copy
+		// of a chunk that has none.
+		held := func(copies []Location) bool {
+			for _, loc := range copies {
+				if active(loc.Member) {
+					return true
 				}
 			}
-			return r < 0
+			return false
+		}
+		return func(r int) bool {
+			if r < 0 {
+				return g.EveryChunk(held)
+			}
+			return !g.EveryChunk(func(copies []Location) bool {
+				return held(copies) || !slices.ContainsFunc(copies, func(l Location) bool { return l.Member == r })
+			})
 		}
 	}
 	return nil

@@ -404,6 +404,26 @@ func (g Geometry) Locate(s uint64, out []Location) []Location {
 	return out
 }
 
+// EveryChunk calls f with the copies of each chunk in one repetition of
+// the layout's pattern of members (within Members*Copies chunks; raid1:
+// its one chunk, the whole array) and reports whether f returned true
+// for every one (it stops at the first false). It is how coverage is
+// judged: whether every chunk has a copy on members of some kind.
+func (g Geometry) EveryChunk(f func(copies []Location) bool) bool {
+	var locs [MaxCopies]Location
+	step := g.ChunkSectors
+	if g.Level == Level1 {
+		step = g.ArraySectors()
+	}
+	limit := min(g.ArraySectors(), step*uint64(g.Members*g.Copies()+g.Members))
+	for s := uint64(0); s < limit; s += step {
+		if !f(g.Locate(s, locs[:0])) {
+			return false
+		}
+	}
+	return true
+}
+
 // ChunkEnd returns the number of sectors from s to the end of s's chunk:
 // every copy of the sectors in [s, s+ChunkEnd(s)) is contiguous on its
 // member, so one member request per copy serves them. For raid1 (no chunks)

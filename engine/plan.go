@@ -264,24 +264,14 @@ func (a *Array) coveredWithout(st *ArrayState, m int) bool {
 		}
 		return lost <= a.Parity.ParityMembers()
 	}
-	g := a.Geo
-	var locs [MaxCopies]Location
-	step := g.ChunkSectors
-	if g.Level == Level1 {
-		step = g.ArraySectors()
-	}
-	// The pattern of members repeats within Members*Copies chunks.
-	limit := min(g.ArraySectors(), step*uint64(g.Members*g.Copies()+g.Members))
-	for s := uint64(0); s < limit; s += step {
-		ok := false
-		for _, l := range g.Locate(s, locs[:0]) {
-			ok = ok || (l.Member != m && st.Members[l.Member].State == MemberActive)
+	return a.Geo.EveryChunk(func(copies []Location) bool {
+		for _, l := range copies {
+			if l.Member != m && st.Members[l.Member].State == MemberActive {
+				return true
+			}
 		}
-		if !ok {
-			return false
-		}
-	}
-	return true
+		return false
+	})
 }
 
 // MaxPlanIOs is the capacity a plan needs for requests of up to maxBytes.
