@@ -1155,8 +1155,12 @@ func (a *Array) addMember(path string, role int, readd, failActive, force bool) 
 	for r, old := range a.Members {
 		if old != nil && old.Path == path {
 			if !readd {
+				st := a.Engine.State().Members[r].State
 				a.mu.Unlock()
-				return fmt.Errorf("%s already holds role %d: use re-add", path, r)
+				if st == engine.MemberFaulty {
+					return fmt.Errorf("%s already holds role %d: use re-add", path, r)
+				}
+				return fmt.Errorf("%s already holds role %d", path, r)
 			}
 			role, m = r, old // still open since it failed: reuse it
 		}

@@ -193,7 +193,8 @@
 // cannot fail, so the control path refused it and nothing was stopped)
 // answers that error (500: the kernel's, not the array's state) and
 // changes nothing: the array stays served, its members and the state
-// file as they were; another del may try again. A
+// file as they were; another del may try again (one while the first is
+// under way is refused, 409). A
 // corrupt state file stops serve before anything is touched; it is never
 // overwritten.
 //

@@ -1164,6 +1164,13 @@ func (m *Manager) Delete(n int) (DeleteResult, error) {
 		m.mu.Unlock()
 		return DeleteResult{}, errGrowing(n)
 	}
+	if _, ok := m.deleting[n]; s == nil && ok {
+		// Another del asks the kernel to stop it: not "no such array"
+		// (the CLI would stop the device itself, behind the daemon),
+		// and a refused stop serves it again.
+		m.mu.Unlock()
+		return DeleteResult{}, Refused(fmt.Errorf("%s is being deleted by another del: try again once that del ends", DevicePath(n)))
+	}
 	if s == nil {
 		_, ok := m.pending[n]
 		m.mu.Unlock()
@@ -1344,6 +1351,9 @@ func (m *Manager) DeleteAll() (DeleteResult, error) {
 	}
 	for n := range m.pending {
 		ns = append(ns, n)
+	}
+	for n := range m.deleting {
+		ns = append(ns, n) // refused while another del stops it
 	}
 	m.mu.Unlock()
 	sort.Ints(ns)
@@ -1827,6 +1837,11 @@ func (m *Manager) Replace(n int, member, with string, force bool) (Array, error)
 	r, err := role(s, member)
 	if err != nil {
 		return Array{}, err
+	}
+	if s.a.RoleOf(with) == r {
+		// MEMBER given as its role number names NEW (as the CLI
+		// refuses it for a path).
+		return Array{}, Invalid(fmt.Errorf("replace %s with %s: NEW is the device holding that role", member, with))
 	}
 	old := s.a.Status().Members[r]
 	held := s.a.RoleOf(with) // (a refusal may name a member: not the new one)

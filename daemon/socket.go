@@ -17,7 +17,8 @@ const DefaultSocket = "/run/ublk-raid/control.sock"
 // 0700 if missing (an existing directory is left as it is), the socket is
 // made 0600, so only root (the daemon's user) can talk to it. A socket
 // file left by a daemon that died is replaced; one a live daemon answers
-// on is not (error: another daemon runs). Closing the listener removes the
+// on is not (error: another daemon runs), nor is anything that is not a
+// socket. Closing the listener removes the
 // socket file.
 func Listen(path string) (*net.UnixListener, error) {
 	dir := filepath.Dir(path)
@@ -26,7 +27,13 @@ func Listen(path string) (*net.UnixListener, error) {
 			return nil, fmt.Errorf("control socket directory: %w", err)
 		}
 	}
-	if _, err := os.Lstat(path); err == nil {
+	if fi, err := os.Lstat(path); err == nil {
+		if fi.Mode()&os.ModeSocket == 0 {
+			// Connecting to a path that is no socket is refused too
+			// (ECONNREFUSED): never remove what is not a socket (a
+			// state file named by mistake).
+			return nil, fmt.Errorf("control socket %s exists and is not a socket", path)
+		}
 		c, err := net.DialTimeout("unix", path, time.Second)
 		if err == nil {
 			c.Close()
