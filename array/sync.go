@@ -1377,7 +1377,15 @@ func (a *Array) addOpenPlanReset(m *Member, role int, re *readdPlan, uuid [16]by
 			return err
 		}
 	}
-	a.preemptResync()
+	// A resync stopped here resumes once the rebuild ends (nextJob); when
+	// none starts (the member's first superblock write failed, or the
+	// update did), at once: a failed add must not leave it stopped.
+	resume := a.preemptResync()
+	defer func() {
+		if resume {
+			a.startResync()
+		}
+	}()
 	a.mu.Lock()
 	old := a.Members[role]
 	a.Members[role] = m
@@ -1434,7 +1442,9 @@ func (a *Array) addOpenPlanReset(m *Member, role int, re *readdPlan, uuid [16]by
 			return false
 		}
 	}
-	return a.sync.start(resync.Job{Kind: resync.Rebuild, Targets: []int{role}, Need: need2}, regions)
+	err := a.sync.start(resync.Job{Kind: resync.Rebuild, Targets: []int{role}, Need: need2}, regions)
+	resume = err != nil
+	return err
 }
 
 // preemptResync stops a running resync so that the rebuild about to start
@@ -1442,20 +1452,20 @@ func (a *Array) addOpenPlanReset(m *Member, role int, re *readdPlan, uuid [16]by
 // initial sync may take hours): the resync stays pending (its bitmap
 // regions, full-resync position and marks are kept) and starts again when
 // the rebuild ends (nextJob). Called with spareMu held, so that no resync
-// is kicked in between.
-func (a *Array) preemptResync() {
-	a.preemptJob(func(k resync.Kind) bool { return k == resync.Resync })
+// is kicked in between. It says whether it stopped one.
+func (a *Array) preemptResync() bool {
+	return a.preemptJob(func(k resync.Kind) bool { return k == resync.Resync })
 }
 
 // preemptJob stops the running job if its kind is one of those which
-// says, and waits until it no longer runs (see preemptResync). Called
-// with spareMu held.
-func (a *Array) preemptJob(which func(resync.Kind) bool) {
+// says, and waits until it no longer runs (see preemptResync); it says
+// whether it stopped one. Called with spareMu held.
+func (a *Array) preemptJob(which func(resync.Kind) bool) bool {
 	y := a.sync
 	y.mu.Lock()
 	if !y.running || !which(y.kind) {
 		y.mu.Unlock()
-		return
+		return false
 	}
 	cancel, done := y.cancel, y.done
 	y.mu.Unlock()
@@ -1468,7 +1478,7 @@ func (a *Array) preemptJob(which func(resync.Kind) bool) {
 		running := y.running && y.done == done
 		y.mu.Unlock()
 		if !running {
-			return
+			return true
 		}
 		time.Sleep(time.Millisecond)
 	}
