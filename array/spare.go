@@ -1,6 +1,7 @@
 package array
 
 import (
+	"bytes"
 	"crypto/rand"
 	"errors"
 	"fmt"
@@ -136,13 +137,30 @@ func (a *Array) addSpares(ms []*Member, force bool) error {
 		}
 		sbs[i], wipes[i] = sb, sigs
 	}
-	for i, m := range ms {
+	blocks := make([][]byte, len(ms))
+	for i := range ms {
 		b, err := sbs[i].MarshalBinary()
-		if err == nil {
-			err = wipeSignatures(m, wipes[i])
+		if err != nil {
+			closeFrom(0)
+			return fmt.Errorf("superblock of spare %s: %w", ms[i].Path, err)
 		}
+		blocks[i] = b
+	}
+	if len(ms) > 1 {
+		// Two names of one storage (multipath nodes: each opens, O_EXCL
+		// or not) pass every check above, neither carrying a superblock
+		// yet. Each takes its superblock, then each must still read its
+		// own: one overwritten by a later one shares its storage. A
+		// refusal puts back what each had there and adds none.
+		if err := a.distinctSpares(ms, blocks); err != nil {
+			closeFrom(0)
+			return err
+		}
+	}
+	for i, m := range ms {
+		err := wipeSignatures(m, wipes[i])
 		if err == nil {
-			err = m.WriteBlockSync(engine.SuperblockOffset, b)
+			err = m.WriteBlockSync(engine.SuperblockOffset, blocks[i])
 		}
 		if err != nil {
 			closeFrom(i)
@@ -158,6 +176,53 @@ func (a *Array) addSpares(ms []*Member, force bool) error {
 		}
 	}
 	a.activateSpare()
+	return nil
+}
+
+// distinctSpares writes each device of ms its superblock blocks[i] and
+// reads them all back: a device that no longer holds its own block shares
+// its storage with a later one. It then puts back every block it
+// replaced (the last first: on shared storage the first one read is the
+// original) and refuses. Blocks are written, durably, only where the
+// devices are to become spares.
+func (a *Array) distinctSpares(ms []*Member, blocks [][]byte) error {
+	orig := make([][]byte, len(ms))
+	for i, m := range ms {
+		b, err := m.ReadBlock(engine.SuperblockOffset, engine.SuperblockSize)
+		if err != nil {
+			return fmt.Errorf("%s cannot be read: %w", m.Path, err)
+		}
+		orig[i] = b
+	}
+	restore := func(n int) {
+		for i := n - 1; i >= 0; i-- {
+			_ = ms[i].WriteBlockSync(engine.SuperblockOffset, orig[i])
+		}
+	}
+	for i, m := range ms {
+		if err := m.WriteBlockSync(engine.SuperblockOffset, blocks[i]); err != nil {
+			restore(i + 1)
+			return fmt.Errorf("superblock of spare %s: %w", m.Path, err)
+		}
+	}
+	for i, m := range ms {
+		b, err := m.ReadBlock(engine.SuperblockOffset, engine.SuperblockSize)
+		if err != nil {
+			restore(len(ms))
+			return fmt.Errorf("%s cannot be read: %w", m.Path, err)
+		}
+		if bytes.Equal(b, blocks[i]) {
+			continue
+		}
+		same := "another device given"
+		for j := i + 1; j < len(ms); j++ {
+			if bytes.Equal(b, blocks[j]) {
+				same = ms[j].Path
+			}
+		}
+		restore(len(ms))
+		return fmt.Errorf("%s and %s are the same storage: give it once", m.Path, same)
+	}
 	return nil
 }
 
