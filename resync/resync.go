@@ -779,6 +779,15 @@ func (r *run) arrayStep(a uint64) (n uint64, did bool, err error) {
 	defer r.bar.Lower()
 	st := r.arr.State()
 	locs := g.Locate(a, r.locs[:0])
+	// A step (a resync starts at a marked sector, not at a step's start)
+	// ends at a rebuilding copy's offset, as rebuildStep's: below it that
+	// copy is read by requests and must be synced with the others, so it
+	// takes part in the whole step or in none of it.
+	for _, l := range locs {
+		if m := st.Members[l.Member]; m.State == engine.MemberRebuilding && m.RebuildOffset > l.Sector && m.RebuildOffset < l.Sector+n {
+			n = m.RebuildOffset - l.Sector
+		}
+	}
 	count := 0
 	for _, l := range locs {
 		if readable(st, l.Member, l.Sector+n) {
