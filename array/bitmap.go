@@ -44,6 +44,10 @@ type flusher struct {
 	// whether the member stays in sync (kept as the last copy of some
 	// data).
 	onMemberError func(role int, err error) (kept bool)
+	// clearsAgain: a batch that may write regions clean failed (a member
+	// kept in sync failed it); its blocks go out again in a later batch,
+	// which must flush first too, whatever made it.
+	clearsAgain bool
 	// keptMissing: roles a failed batch marked missing for the bitmap
 	// that stayed in sync (kept as the last copy): marked present again
 	// once one takes a batch (commit), or no region would clear again
@@ -118,11 +122,13 @@ func (f *flusher) run() {
 // clears says the batch may write regions clean (Tick, ClearIdle): each
 // member is flushed first, so the data writes of those regions are
 // durable before a bit says the copies agree (md writes bitmap pages with
-// PREFLUSH). Batches that only set bits need no flush.
+// PREFLUSH). Batches that only set bits need no flush; one after a
+// failed batch that may write regions clean does (clearsAgain).
 //
 // It reports false when a member that stays in sync failed the batch:
 // the writes waiting for its regions fail (Bitmap.Failed).
 func (f *flusher) commit(bt *bitmap.Batch, clears bool) bool {
+	clears = clears || f.clearsAgain
 	st := f.a.Engine.State()
 	var roles []int
 	// a.Members changes under a.mu, which a waiter may hold
@@ -227,6 +233,7 @@ func (f *flusher) commit(bt *bitmap.Batch, clears bool) bool {
 		// member that keeps failing).
 		events = f.bm.Events()
 	}
+	f.clearsAgain = kept && clears
 	if events != 0 {
 		w := f.waiters[:0]
 		for _, r := range f.waiters {
