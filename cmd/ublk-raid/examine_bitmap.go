@@ -23,13 +23,17 @@ func newExamineBitmapCmd() *cobra.Command {
 // version 1 bitmap does not record it and is taken as cleared at its
 // events.
 type examineBitmapJSON struct {
-	Member       string   `json:"member"`
-	ArrayUUID    string   `json:"array_uuid"`
-	Version      int      `json:"version"`
-	Events       uint64   `json:"events"`
-	Cleared      uint64   `json:"events_cleared"`
-	SBEvents     uint64   `json:"superblock_events"`
-	Stale        bool     `json:"stale"` // older than the superblock: not trusted at assembly
+	Member    string `json:"member"`
+	ArrayUUID string `json:"array_uuid"`
+	Version   int    `json:"version"`
+	Events    uint64 `json:"events"`
+	Cleared   uint64 `json:"events_cleared"`
+	SBEvents  uint64 `json:"superblock_events"`
+	Stale     bool   `json:"stale"` // older than the superblock: not trusted at assembly
+	// Corrupt: why assembly does not use the copy at all, if it does not
+	// (its header more than one update ahead of the superblock, or
+	// another array's).
+	Corrupt      string   `json:"corrupt,omitempty"`
 	RegionBytes  uint64   `json:"region_bytes"`
 	BlockBytes   int      `json:"block_bytes"`
 	ArrayBytes   uint64   `json:"array_bytes"`
@@ -67,6 +71,13 @@ func runExamineBitmap(o examineOptions, stdout io.Writer) error {
 		SBEvents: sb.Events, Stale: s.Header.Events < sb.Events, RegionBytes: s.Header.RegionSectors << 9,
 		BlockBytes: s.Header.BlockSize, ArrayBytes: s.Header.ArraySectors << 9, Regions: s.Header.Regions,
 		Dirty: s.Dirty, Clean: s.Clean, NeverWritten: s.NeverWritten}
+	switch {
+	case s.Header.ArrayUUID != sb.ArrayUUID:
+		j.Corrupt = "another array's bitmap"
+	case s.Header.Events > sb.Events+1:
+		// As bitmap.Load: a header is at most one update ahead.
+		j.Corrupt = "header more than one update ahead of the superblock"
+	}
 	for _, be := range s.BadBlocks {
 		j.BadBlocks = append(j.BadBlocks, fmt.Sprintf("block %d: %v", be.Block, be.Err))
 	}
@@ -79,6 +90,9 @@ func runExamineBitmap(o examineOptions, stdout io.Writer) error {
 	stale := ""
 	if j.Stale {
 		stale = " (stale: older than the superblock, not trusted)"
+	}
+	if j.Corrupt != "" {
+		stale = " (corrupt: " + j.Corrupt + ": not used)"
 	}
 	fmt.Fprintf(tw, "Member\t: %s\n", j.Member)
 	fmt.Fprintf(tw, "Array UUID\t: %s\n", j.ArrayUUID)
