@@ -103,6 +103,12 @@ type CreateSpec struct {
 	// state file that lost a member (changed while the daemon was down)
 	// must not start the array degraded, which leaves that member stale.
 	AsRecorded bool
+	// Queues and MaxIOBytes (raid5/6; 0: not checked) are how the array
+	// is to be served: each queue needs a ring of the write-hole log
+	// that holds one write's entries (parityLogRing), checked before
+	// anything is written, so that a create or assembly the device
+	// would refuse changes nothing.
+	Queues, MaxIOBytes int
 }
 
 // ErrMemberAbsent refuses an assembly with SkipAbsent: a role the freshest
@@ -556,6 +562,9 @@ func newArray(ms, spares []*Member, spec CreateSpec, wipes map[*Member]signature
 	if engine.IsParityLevel(spec.Level) {
 		aspec.Layout = uint32(spec.ParityLayout)
 		aspec.LogBytes = parityLogBytes(minSize, parityGeometryOf(spec, len(ms)))
+		if err := logRingsFit(aspec.LogBytes, parityGeometryOf(spec, len(ms)), spec.Queues, spec.MaxIOBytes); err != nil {
+			return nil, err
+		}
 	}
 	for _, m := range ms {
 		aspec.MemberNames = append(aspec.MemberNames, m.Path)
@@ -838,6 +847,11 @@ func assemble(ms []*Member, inputs []engine.MemberSB, asm *engine.Assembly, spec
 	}
 	a.stateGen = st.Gen
 	a.durable.Store(st.Gen)
+	if ea.Parity != nil && a.logBytes > 0 {
+		if err := logRingsFit(a.logBytes, *ea.Parity, spec.Queues, spec.MaxIOBytes); err != nil {
+			return nil, err
+		}
+	}
 	if ea.Parity != nil && !parityCovered(ea) || ea.Parity == nil && !geometryCovered(ea) {
 		return nil, fmt.Errorf("array %q cannot be assembled: the active members do not hold a copy of every chunk", asm.Name)
 	}

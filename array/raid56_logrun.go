@@ -63,6 +63,27 @@ func (a *Array) SetQueueCount(n int) error {
 	return nil
 }
 
+// ringBytes is the size of each of k queues' rings in a write-hole log
+// area of logBytes.
+func ringBytes(logBytes uint64, k int) uint64 {
+	return (logBytes - engine.ParityLogHeaderSize) / uint64(k) &^ 4095
+}
+
+// logRingsFit refuses k queues serving writes of up to maxIO bytes when
+// a ring of a log area of logBytes cannot hold one write's entries. k or
+// maxIO 0: not known, nothing checked.
+func logRingsFit(logBytes uint64, g engine.ParityGeometry, k, maxIO int) error {
+	if k <= 0 || maxIO <= 0 || logBytes == 0 {
+		return nil
+	}
+	need := g.ParityLogBytesPerRequest(maxIO)
+	if logBytes < engine.ParityLogHeaderSize || ringBytes(logBytes, k) < uint64(need) {
+		return fmt.Errorf("array: the write-hole log area (%d bytes) is too small for %d queues: each needs %d bytes for writes of %d bytes; serve it with fewer queues or smaller I/O",
+			logBytes, k, need, maxIO)
+	}
+	return nil
+}
+
 // parityLogRing is the ring of queue id (of queues serving writes of up
 // to maxIO bytes), starting the run-time log with the first.
 func (a *Array) parityLogRing(id, maxIO int) (*engine.ParityLogRing, *parityLog, error) {
@@ -75,12 +96,11 @@ func (a *Array) parityLogRing(id, maxIO int) (*engine.ParityLogRing, *parityLog,
 	if id >= k {
 		return nil, nil, fmt.Errorf("array: queue %d, but the write-hole log has rings for %d queues", id, k)
 	}
-	size := (a.logBytes - engine.ParityLogHeaderSize) / uint64(k) &^ 4095
-	need := a.Engine.Parity.ParityLogBytesPerRequest(maxIO)
-	if size < uint64(need) {
-		return nil, nil, fmt.Errorf("array: the write-hole log area (%d bytes) is too small for %d queues: each needs %d bytes for writes of %d bytes; serve it with fewer queues or smaller I/O",
-			a.logBytes, k, need, maxIO)
+	if err := logRingsFit(a.logBytes, *a.Engine.Parity, k, maxIO); err != nil {
+		return nil, nil, err
 	}
+	size := ringBytes(a.logBytes, k)
+	need := a.Engine.Parity.ParityLogBytesPerRequest(maxIO)
 	if a.plog == nil {
 		a.logQueues = k
 		pl := &parityLog{clock: engine.NewParityLogClock(a.logNext, k), rings: make([]*engine.ParityLogRing, k),

@@ -457,7 +457,9 @@ func (m *Manager) endJoining(s *served) {
 // missing or spare; every member recorded active present (otherwise the
 // entry stays pending: see CreateSpec.AsRecorded).
 func (m *Manager) restoreSpec(e StateEntry) array.CreateSpec {
+	c := m.config(e.Number, e.Queues, e.Depth, e.MaxIOBytes).Normalized()
 	return array.CreateSpec{SyncMinBytes: e.SyncMinBytes, SyncMaxBytes: e.SyncMaxBytes, SkipAbsent: true, AsRecorded: true, UUID: e.UUID,
+		Queues: c.Queues, MaxIOBytes: c.MaxIOBytes,
 		Taken: func(uuid string) error { return m.taken(uuid, e.Number) }}
 }
 
@@ -929,6 +931,10 @@ func (m *Manager) Add(_ context.Context, req AddRequest) (Array, error) {
 	// data diverges), with --force or not: mdadm refuses a device of an
 	// array already active.
 	spec.Taken = func(uuid string) error { return m.taken(uuid, -1) }
+	// A raid5/6 write-hole log too small for the queues or the I/O size
+	// is refused before anything is written.
+	c := m.config(n, req.Queues, req.Depth, req.MaxIOBytes).Normalized()
+	spec.Queues, spec.MaxIOBytes = c.Queues, c.MaxIOBytes
 	a, err := array.Open(req.Members, spec, spec.Level >= 0)
 	if err != nil {
 		return Array{}, Refused(err)

@@ -143,6 +143,13 @@ func (c *Config) normalize() {
 	}
 }
 
+// Normalized is c with its defaults filled in (queues, depth, max I/O
+// size) as Create takes them.
+func (c Config) Normalized() Config {
+	c.normalize()
+	return c
+}
+
 // Validate checks a configuration without touching the kernel.
 func (c Config) Validate() error {
 	c.normalize()

@@ -294,6 +294,12 @@ func runArray(o runOptions, spec array.CreateSpec, cfg ublk.Config, stdout io.Wr
 			return fmt.Errorf("%s exists already: `ublk-raid list`", daemon.DevicePath(n))
 		}
 	}
+	if !o.recover {
+		// A raid5/6 write-hole log too small for the queues or the I/O
+		// size is refused before anything is written.
+		n := cfg.Normalized()
+		spec.Queues, spec.MaxIOBytes = n.Queues, n.MaxIOBytes
+	}
 	prepareProcess(log)
 	a, err := busyRetry(o.recover, func() (*array.Array, error) { return openArray(o.members, spec) })
 	if err != nil {
