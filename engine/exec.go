@@ -578,7 +578,18 @@ func (e *Executor) Done(tag uint16, id OpID, res int32) {
 	if io.Kind == IORead && res == want && e.Now != nil && op < r.planned {
 		e.bal.Complete(int(io.Member), io.Sectors, r.sent, e.Now())
 	}
-	if io.Kind != IORead && e.be.Departed(tag, id, io) {
+	// A read waited for past the timeout (a zero-copy request's pages)
+	// whose member was failed then: in a range awaiting resync another
+	// copy is the chosen one since, and reads answered from it; this
+	// late answer, the failed copy's, may differ. Read again from the
+	// chosen copy, as a read given up is.
+	lateHung := res == want && io.Kind == IORead && op < len(r.hung) && r.hung[op] &&
+		e.unsynced(r.sector+uint64(io.BufOff>>9), io.Sectors)
+	if lateHung {
+		r.failed[op] = true
+		io.Avoid |= 1 << uint(io.Member)
+		e.retryRead(tag, r, io, false)
+	} else if io.Kind != IORead && e.be.Departed(tag, id, io) {
 		// Its device left the role while it ran: no copy, no blame. The
 		// write is acknowledged only once the role's drop is durable,
 		// as for a write blamed on its member (memberFailed): a device
@@ -611,7 +622,7 @@ func (e *Executor) Done(tag uint16, id OpID, res int32) {
 			copy(r.buf[io.BufOff:io.BufOff+io.Sectors<<9], d)
 		}
 	}
-	if res == want && io.Kind == IORead && op >= r.planned && e.ReadRepair != nil {
+	if res == want && io.Kind == IORead && op >= r.planned && e.ReadRepair != nil && !lateHung {
 		// A retried read succeeded: the copies that failed need a rewrite.
 		if bad := (io.Avoid | io.Deprio) &^ (1 << uint(io.Member)); bad != 0 {
 			e.ReadRepair(r.sector+uint64(io.BufOff>>9), io.Sectors, bad)
