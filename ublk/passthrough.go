@@ -40,6 +40,11 @@ func (p *Passthrough) Params() Params {
 	if m.Rotational {
 		b.Attrs |= AttrRotational
 	}
+	if m.ReadOnly {
+		// As loop and dm over a read-only backing device: not offered
+		// writable only to fail every write.
+		b.Attrs |= AttrReadOnly
+	}
 	d := &pr.Discard
 	if m.WriteZeroes {
 		d.MaxWriteZeroesSectors = 1 << 21 // 1 GiB per request
