@@ -339,6 +339,28 @@ func Open(paths []string, spec CreateSpec, create bool) (*Array, error) {
 			withSB = append(withSB, m)
 		}
 	}
+	if u, ok := oneArray(inputs); ok {
+		// The members make one array: a spare carrying another array's
+		// superblock is that spare's problem alone, never a reason to
+		// take the members for foreign (and, with --level --force, to
+		// create a new array over them).
+		var keepIn []engine.MemberSB
+		var keepM []*Member
+		for i, in := range spareIn {
+			if in.SB.ArrayUUID == u {
+				keepIn, keepM = append(keepIn, in), append(keepM, withSB[i])
+				continue
+			}
+			if !spec.Force {
+				closeAll()
+				closeSpares()
+				return nil, fmt.Errorf("spare %s belongs to array %s (name %q), not %s like the members: leave it out, or --force overwrites it as a blank spare",
+					in.Path, engine.UUIDString(in.SB.ArrayUUID), in.SB.Name, engine.UUIDString(u))
+			}
+			blank = append(blank, withSB[i])
+		}
+		spareIn, withSB = keepIn, keepM
+	}
 	asm, err := engine.AssembleWith(append(append([]engine.MemberSB(nil), inputs...), spareIn...),
 		engine.AssembleOptions{Force: spec.Force})
 	// Devices carrying superblocks that make no one array (of other
@@ -487,6 +509,21 @@ func Open(paths []string, spec CreateSpec, create bool) (*Array, error) {
 		a.Warnings = append(a.Warnings, fmt.Sprintf("spares not added: %v", err))
 	}
 	return a, nil
+}
+
+// oneArray returns the array UUID every member input with a superblock
+// carries, if they all carry one and the same.
+func oneArray(inputs []engine.MemberSB) (u [16]byte, ok bool) {
+	for _, in := range inputs {
+		if in.SB == nil {
+			return u, false
+		}
+		if ok && in.SB.ArrayUUID != u {
+			return u, false
+		}
+		u, ok = in.SB.ArrayUUID, true
+	}
+	return u, ok
 }
 
 // checkBlankSpare refuses a blank spare given at assembly that the array
@@ -808,6 +845,34 @@ func assemble(ms []*Member, inputs []engine.MemberSB, asm *engine.Assembly, spec
 		}
 	}
 	g := geometryOf(asm.Freshest, sbs)
+	// A spare of this array that cannot hold a member's data area (a
+	// grow since it was last given, or another logical block size) is
+	// left out, as md does not bind a device smaller than the array's
+	// members: activated, it would be refused, leaving the array
+	// degraded with an idle spare.
+	var spareWarnings []string
+	kept := spares[:0]
+	for _, sp := range spares {
+		need := asm.Freshest.DataOffset + g.MemberSectors<<9
+		var lb int
+		for _, m := range roles {
+			if m != nil {
+				lb = m.LogicalBlock
+				break
+			}
+		}
+		switch {
+		case uint64(sp.m.Size) < need:
+			spareWarnings = append(spareWarnings, fmt.Sprintf("spare %s left out: it is %d bytes; a spare needs at least %d", sp.m.Path, sp.m.Size, need))
+		case lb != 0 && sp.m.LogicalBlock != lb:
+			spareWarnings = append(spareWarnings, fmt.Sprintf("spare %s left out: it has %d-byte logical blocks; the array has %d", sp.m.Path, sp.m.LogicalBlock, lb))
+		default:
+			kept = append(kept, sp)
+			continue
+		}
+		sp.m.Close()
+	}
+	spares = kept
 	for r, ra := range asm.Roles {
 		if m := roles[r]; (ra.Forced || ra.Promoted) && m != nil {
 			if need := asm.Freshest.DataOffset + g.MemberSectors<<9; uint64(m.Size) < need {
@@ -839,7 +904,7 @@ func assemble(ms []*Member, inputs []engine.MemberSB, asm *engine.Assembly, spec
 	st := ea.SetState(states)
 	a := &Array{Engine: ea, Members: roles, SBs: sbs, dataOffset: asm.Freshest.DataOffset, logOffset: asm.Freshest.LogOffset, events: asm.Events, spares: spares,
 		logBytes: asm.Freshest.LogBytes, logUUID: asm.Freshest.ArrayUUID, logNext: 1,
-		checkpoint: map[int]uint64{}}
+		checkpoint: map[int]uint64{}, Warnings: spareWarnings}
 	for r, m := range states {
 		if m.State == engine.MemberRebuilding {
 			a.checkpoint[r] = m.RebuildOffset // durable: from the superblocks
