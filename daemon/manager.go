@@ -392,11 +392,21 @@ func joined(path, uuid string, listed []string) int {
 			fresh = o
 		}
 	}
-	if fresh == nil || sb.Events > fresh.Events {
-		// (The operation's update gives the device the members'
-		// generation, or, a spare, an older one: one ahead of them all
-		// ran elsewhere since.)
+	if fresh == nil {
 		return joinedNo
+	}
+	if sb.Events > fresh.Events {
+		// (The operation's update gives the device the members'
+		// generation, or, a spare, an older one: ahead of them all it ran
+		// elsewhere since. Unless one ahead as a spare activated within
+		// the operation (add-spare activates one for a role waiting)
+		// whose update a power cut let reach it alone: its own table
+		// names it in its role, rebuilding, which assembly takes.)
+		own := sb.Role < sb.Members && sb.Roles[sb.Role].Member == sb.MemberUUID &&
+			sb.Roles[sb.Role].State == engine.RoleRebuilding
+		if sb.Events != fresh.Events+1 || !own {
+			return joinedNo
+		}
 	}
 	for _, r := range fresh.Roles {
 		if r.Member == sb.MemberUUID && (r.State == engine.RoleActive || r.State == engine.RoleRebuilding || r.State == engine.RoleSpare) {
