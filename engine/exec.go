@@ -624,7 +624,7 @@ func (e *Executor) Done(tag uint16, id OpID, res int32) {
 	}
 	if res == want && io.Kind == IORead && op >= r.planned && e.ReadRepair != nil && !lateHung {
 		// A retried read succeeded: the copies that failed need a rewrite.
-		if bad := (io.Avoid | io.Deprio) &^ (1 << uint(io.Member)); bad != 0 {
+		if bad := (io.Avoid | io.Deprio) &^ io.Busy &^ (1 << uint(io.Member)); bad != 0 {
 			e.ReadRepair(r.sector+uint64(io.BufOff>>9), io.Sectors, bad)
 		}
 	}
@@ -889,8 +889,13 @@ func (e *Executor) retryRead(tag uint16, r *request, io MemberIO, busy bool) {
 		sector := r.sector + uint64(io.BufOff>>9) + uint64(done)
 		start := len(r.ios)
 		r.ios, err = e.arr.PlanRead(&e.sc, st, sector, n, avoid, deprio, bal, r.ios)
+		busyMask := io.Busy &^ bit
+		if busy {
+			busyMask |= bit
+		}
 		for i := start; i < len(r.ios); i++ {
 			r.ios[i].BufOff += io.BufOff + done<<9 // PlanRead counts from its first sector
+			r.ios[i].Busy = busyMask
 		}
 		done += n
 	}

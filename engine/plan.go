@@ -40,6 +40,10 @@ type MemberIO struct {
 	// range (never asked again); Deprio lists members that failed reading
 	// a larger range containing it (asked only if no other copy is left).
 	Avoid, Deprio uint64
+	// Busy lists the members of Avoid and Deprio that only answered
+	// EAGAIN (could not take the read, no error of their own): not
+	// copies to repair.
+	Busy uint64
 }
 
 // MemberState is a member's role state as the planner sees it.
