@@ -88,7 +88,7 @@ func newServeCmd(logLevel, socket *string) *cobra.Command {
 	c.Flags().BoolVar(&o.noPin, "no-pin", false, "do not pin queue threads to their CPUs (--queue-cpus any)")
 	c.Flags().StringVar(&o.cpus, "queue-cpus", queueCPUsDefault, queueCPUsUsage)
 	c.Flags().BoolVar(&o.noFixed, "no-fixed-buffers", false, "do not register I/O buffers with io_uring")
-	c.Flags().BoolVar(&o.noZC, "no-zero-copy", false, noZeroCopyUsage)
+	c.Flags().BoolVar(&o.noZC, "no-zero-copy", false, noZeroCopyUsage+" (devices the daemon creates; recovered ones keep theirs)")
 	c.Flags().BoolVar(&o.batchIO, "batch-io", false, batchIOUsage+" (devices the daemon creates; recovered ones keep theirs)")
 	c.Flags().BoolVar(&o.defer_, "defer-taskrun", true, "create queue rings with IORING_SETUP_DEFER_TASKRUN (completions run when the queue thread waits; --defer-taskrun=false: as they come)")
 	c.Flags().DurationVar(&o.poll, "poll", 0, "queue threads poll this long after activity before sleeping (e.g. 50us)")
