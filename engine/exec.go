@@ -579,11 +579,13 @@ func (e *Executor) Done(tag uint16, id OpID, res int32) {
 		e.bal.Complete(int(io.Member), io.Sectors, r.sent, e.Now())
 	}
 	// A read waited for past the timeout (a zero-copy request's pages)
-	// whose member was failed then: in a range awaiting resync another
+	// whose member was failed then (not one kept as the last copy, still
+	// the chosen one): in a range awaiting resync another
 	// copy is the chosen one since, and reads answered from it; this
 	// late answer, the failed copy's, may differ. Read again from the
 	// chosen copy, as a read given up is.
 	lateHung := res == want && io.Kind == IORead && op < len(r.hung) && r.hung[op] &&
+		e.arr.State().Members[io.Member].State != MemberActive &&
 		e.unsynced(r.sector+uint64(io.BufOff>>9), io.Sectors)
 	if lateHung {
 		r.failed[op] = true
