@@ -671,6 +671,11 @@ func newArray(ms, spares []*Member, spec CreateSpec, wipes map[*Member]signature
 			return nil, fmt.Errorf("spare %s is %d bytes; it needs at least %d", m.Path, m.Size, sb.DataOffset+g.MemberSectors<<9)
 		}
 	}
+	// Nor may two of them be one storage (two nodes of one disk): one
+	// role's writes would land on another's.
+	if err := distinctDevices(append(append([]*Member(nil), ms...), spares...)); err != nil {
+		return nil, err
+	}
 	// Everything is checked; now, and only now, write.
 	for i, m := range append(append([]*Member(nil), ms...), spares...) {
 		if err := wipeSignatures(m, wipes[m]); err != nil {

@@ -3,6 +3,7 @@ package array
 import (
 	"bytes"
 	"crypto/rand"
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"github.com/ublk-raid/ublk-raid/resync"
@@ -146,16 +147,11 @@ func (a *Array) addSpares(ms []*Member, force bool) error {
 		}
 		blocks[i] = b
 	}
-	if len(ms) > 1 {
-		// Two names of one storage (multipath nodes: each opens, O_EXCL
-		// or not) pass every check above, neither carrying a superblock
-		// yet. Each takes its superblock, then each must still read its
-		// own: one overwritten by a later one shares its storage. A
-		// refusal puts back what each had there and adds none.
-		if err := a.distinctSpares(ms, blocks); err != nil {
-			closeFrom(0)
-			return err
-		}
+	// Two names of one storage (multipath nodes: each opens, O_EXCL or
+	// not) pass every check above, neither carrying a superblock yet.
+	if err := distinctDevices(ms); err != nil {
+		closeFrom(0)
+		return err
 	}
 	for i, m := range ms {
 		err := wipeSignatures(m, wipes[i])
@@ -179,13 +175,30 @@ func (a *Array) addSpares(ms []*Member, force bool) error {
 	return nil
 }
 
-// distinctSpares writes each device of ms its superblock blocks[i] and
-// reads them all back: a device that no longer holds its own block shares
-// its storage with a later one. It then puts back every block it
-// replaced (the last first: on shared storage the first one read is the
-// original) and refuses. Blocks are written, durably, only where the
-// devices are to become spares.
-func (a *Array) distinctSpares(ms []*Member, blocks [][]byte) error {
+// distinctDevices refuses devices of ms that share their storage (two
+// nodes of one disk), which nothing else tells while neither carries a
+// superblock: each takes a block of its own at the superblock's offset,
+// then each must still read its own (one overwritten by a later one
+// shares its storage). What each held there is put back in every case
+// (the last first: on shared storage the first one read is the original),
+// so the devices are left as they were; only an error putting a block
+// back leaves a probe block on that device (said in the error).
+func distinctDevices(ms []*Member) (err error) {
+	if len(ms) < 2 {
+		return nil
+	}
+	var token [16]byte
+	if _, err := rand.Read(token[:]); err != nil {
+		return err
+	}
+	probe := func(i int) []byte {
+		b := make([]byte, engine.SuperblockSize)
+		for off := 0; off+24 <= len(b); off += 24 {
+			copy(b[off:], token[:])
+			binary.LittleEndian.PutUint64(b[off+16:], uint64(i))
+		}
+		return b
+	}
 	orig := make([][]byte, len(ms))
 	for i, m := range ms {
 		b, err := m.ReadBlock(engine.SuperblockOffset, engine.SuperblockSize)
@@ -194,33 +207,34 @@ func (a *Array) distinctSpares(ms []*Member, blocks [][]byte) error {
 		}
 		orig[i] = b
 	}
-	restore := func(n int) {
-		for i := n - 1; i >= 0; i-- {
-			_ = ms[i].WriteBlockSync(engine.SuperblockOffset, orig[i])
+	written := 0
+	defer func() {
+		for i := written - 1; i >= 0; i-- {
+			if werr := ms[i].WriteBlockSync(engine.SuperblockOffset, orig[i]); werr != nil {
+				err = errors.Join(err, fmt.Errorf("%s: putting back its block at byte %d: %w", ms[i].Path, engine.SuperblockOffset, werr))
+			}
 		}
-	}
+	}()
 	for i, m := range ms {
-		if err := m.WriteBlockSync(engine.SuperblockOffset, blocks[i]); err != nil {
-			restore(i + 1)
-			return fmt.Errorf("superblock of spare %s: %w", m.Path, err)
+		if err := m.WriteBlockSync(engine.SuperblockOffset, probe(i)); err != nil {
+			return fmt.Errorf("%s cannot be written: %w", m.Path, err)
 		}
+		written = i + 1
 	}
 	for i, m := range ms {
 		b, err := m.ReadBlock(engine.SuperblockOffset, engine.SuperblockSize)
 		if err != nil {
-			restore(len(ms))
 			return fmt.Errorf("%s cannot be read: %w", m.Path, err)
 		}
-		if bytes.Equal(b, blocks[i]) {
+		if bytes.Equal(b, probe(i)) {
 			continue
 		}
 		same := "another device given"
 		for j := i + 1; j < len(ms); j++ {
-			if bytes.Equal(b, blocks[j]) {
+			if bytes.Equal(b, probe(j)) {
 				same = ms[j].Path
 			}
 		}
-		restore(len(ms))
 		return fmt.Errorf("%s and %s are the same storage: give it once", m.Path, same)
 	}
 	return nil
