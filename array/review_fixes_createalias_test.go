@@ -8,7 +8,7 @@ import (
 	"github.com/ublk-raid/ublk-raid/engine"
 )
 
-// TestReviewFixesCreateAliasMembers: Found by review. the sibling of
+// TestReviewFixesCreateAliasMembers: Found by review: the sibling of
 // TestReviewReaddAliasSparesOneCall (4418c80). A create naming the same
 // storage twice (two nodes of one disk) passes every check, no device
 // carrying a superblock yet: the one storage takes two roles of a raid5,

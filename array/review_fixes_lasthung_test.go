@@ -10,7 +10,7 @@ import (
 	"github.com/ublk-raid/ublk-raid/ublk"
 )
 
-// TestReviewFixesZCHungReadLastCopy: Found by review. the sibling of
+// TestReviewFixesZCHungReadLastCopy: Found by review: the sibling of
 // TestReviewZCUnsyncedHungReadAnswerChanges (75850f3) where the hung
 // read's member is the last copy: Tick does not fail it (FailRedundant
 // keeps it), yet its late answer is dropped as a failed copy's

@@ -10,7 +10,7 @@ import (
 	"github.com/ublk-raid/ublk-raid/engine"
 )
 
-// TestReviewFixesAddSparesFailedWipeLeavesSuperblock: Found by review. since 4418c80,
+// TestReviewFixesAddSparesFailedWipeLeavesSuperblock: Found by review: since 4418c80,
 // addSpares of two devices first writes every device's new superblock
 // (distinctSpares), then goes through them again erasing signatures and
 // writing superblocks. When the second device's erase fails (a write
