@@ -113,8 +113,9 @@ type SyncReport struct {
 	// or clean in the bitmap).
 	Position, Synced, Skipped uint64
 	Mismatches                uint64 // check/repair: 4 KiB blocks
-	// ReadErrorsRewritten: raid5/6 4 KiB rows that failed a read and
-	// were rewritten from the parity (and read back right).
+	// ReadErrorsRewritten: raid5/6 4 KiB rows (raid1/10 blocks) that
+	// failed a read and were rewritten from the parity (another copy),
+	// and read back right.
 	ReadErrorsRewritten uint64
 	// LostRows: raid5/6 4 KiB rows that more members failed to read than
 	// the parity covers (check/repair): lost, left as they are.
@@ -842,7 +843,7 @@ func (y *syncer) start(job resync.Job, regions int) error {
 	if y.running {
 		k := y.kind
 		y.mu.Unlock()
-		return fmt.Errorf("a %s is running: wait for it or stop it first", k)
+		return fmt.Errorf("a %s is running: try again once it ends (`detail` shows its progress)", k)
 	}
 	if y.stopped {
 		y.mu.Unlock()

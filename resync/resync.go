@@ -175,9 +175,10 @@ type Job struct {
 	// member could not read from the parity, as md does): a member that
 	// does not answer (a timeout) is failed instead.
 	Unrepairable func(err error) bool
-	// OnReadErrorRewritten, if set, is told of each 4 KiB row of a
-	// raid5/6 member rewritten from the parity after a read error (and
-	// read back right): Result.ReadErrorsRewritten as it happens.
+	// OnReadErrorRewritten, if set, is told of each 4 KiB row (raid5/6,
+	// rewritten from the parity) or block (raid1/10, from another copy)
+	// of a member rewritten after a read error and read back right:
+	// Result.ReadErrorsRewritten as it happens.
 	OnReadErrorRewritten func(role int)
 }
 
@@ -196,10 +197,10 @@ type Result struct {
 	Mismatches uint64
 	Repaired   uint64 // 4 KiB block writes to copies that differed (Repair), per copy
 	ReadErrors uint64 // member reads that failed and were served by another copy
-	// ReadErrorsRewritten counts the 4 KiB rows of raid5/6 members that
-	// failed a read and were rewritten from the parity, and read back
-	// right (Resync, Check, Repair; ReadErrors counts the failed piece
-	// reads that led to them).
+	// ReadErrorsRewritten counts the 4 KiB rows of raid5/6 members (or
+	// blocks of raid1/10 copies) that failed a read and were rewritten
+	// from the parity (another copy), and read back right (ReadErrors
+	// counts the failed reads that led to them).
 	ReadErrorsRewritten uint64
 	// LostRows counts the 4 KiB rows of raid5/6 stripes that more members
 	// failed to read than the parity covers (Check, Repair): their data
@@ -469,6 +470,15 @@ func (r *run) flush() error {
 	return nil
 }
 
+// noAnswer reports whether err is a member's that does not answer (a
+// timeout: Job.Unrepairable): its reads are not retried unit by unit
+// nor its blocks rewritten (each would wait the timeout out again); it
+// is failed, kept if it holds the last copy, and the job stops, as a
+// raid5/6 job does.
+func (r *run) noAnswer(err error) bool {
+	return r.job.Unrepairable != nil && r.job.Unrepairable(err)
+}
+
 func (r *run) memberError(role int, op string, sector uint64, err error) error {
 	e := &MemberError{Role: role, Op: op, Sector: sector, Err: err}
 	if r.job.OnMemberError != nil {
@@ -655,6 +665,8 @@ func (r *run) readOne(st *engine.ArrayState, locs []engine.Location, n uint64, b
 		case e == nil:
 			// Replaced during the read: the data may be the new device's.
 			lastErr = fmt.Errorf("member %d was replaced", l.Member)
+		case r.noAnswer(e):
+			return -1, 1 << uint(cands[0]), r.memberError(l.Member, "read", l.Sector, e)
 		default:
 			failed = 1 << uint(cands[0])
 			lastErr = &MemberError{Role: l.Member, Op: "read", Sector: l.Sector, Err: e}
@@ -675,6 +687,9 @@ func (r *run) readOne(st *engine.ArrayState, locs []engine.Location, n uint64, b
 			}
 			if e := r.members.ReadAt(c.Member, p, c.Sector+off); e != nil {
 				failed |= 1 << uint(i)
+				if r.noAnswer(e) {
+					return -1, failed, r.memberError(c.Member, "read", c.Sector+off, e)
+				}
 				lastErr = &MemberError{Role: c.Member, Op: "read", Sector: c.Sector + off, Err: e}
 				continue
 			}
@@ -721,6 +736,14 @@ func (r *run) rewriteFailed(st *engine.ArrayState, locs []engine.Location, faile
 			}
 			if err := r.readBack(l.Member, len(buf), l.Sector+off); err != nil {
 				return err
+			}
+			// Counted as raid5/6 counts its rows (md's scrub reports
+			// the errors it corrected).
+			for range max(1, len(buf)>>12) {
+				r.res.ReadErrorsRewritten++
+				if r.job.OnReadErrorRewritten != nil {
+					r.job.OnReadErrorRewritten(l.Member)
+				}
 			}
 		}
 	}
@@ -777,6 +800,13 @@ func (r *run) arrayStep(a uint64) (n uint64, did bool, err error) {
 		return 0, false, err
 	}
 	defer r.bar.Lower()
+	if r.job.Need != nil && !r.job.Need(a, n) {
+		// A write in flight until the raise left the copies different
+		// and marked the range (a member kept as the last copy): not a
+		// mismatch, the resync's (md holds the range against writes).
+		r.res.Skipped += n
+		return n, false, nil
+	}
 	st := r.arr.State()
 	locs := g.Locate(a, r.locs[:0])
 	// A step (a resync starts at a marked sector, not at a step's start)
@@ -854,9 +884,16 @@ func (r *run) checkRange(st *engine.ArrayState, locs []engine.Location, n uint64
 		}
 		buf := r.bufs[k][:bytesN]
 		if err := r.members.ReadAt(l.Member, buf, l.Sector); err != nil {
+			if r.noAnswer(err) {
+				return r.memberError(l.Member, "read", l.Sector, err)
+			}
 			failed |= 1 << uint(i)
 			lastErr = &MemberError{Role: l.Member, Op: "read", Sector: l.Sector, Err: err}
-			if !r.readUnits(k, l, n, buf, &lastErr) {
+			read, stop := r.readUnits(k, l, n, buf, &lastErr)
+			if stop != nil {
+				return stop
+			}
+			if !read {
 				continue // nothing of it read
 			}
 			partial |= 1 << uint(k)
@@ -960,14 +997,17 @@ func (r *run) checkRange(st *engine.ArrayState, locs []engine.Location, n uint64
 
 // readUnits reads copy l (the k-th in member order) of the step again a
 // retry unit at a time into buf, marking the sectors of the units that
-// fail in r.bad[k]; it reports whether any unit read.
-func (r *run) readUnits(k int, l engine.Location, n uint64, buf []byte, lastErr *error) bool {
+// fail in r.bad[k]; it reports whether any unit read, and stops at a
+// member that does not answer (noAnswer) with its error.
+func (r *run) readUnits(k int, l engine.Location, n uint64, buf []byte, lastErr *error) (read bool, stop error) {
 	unit := uint64(r.cfg.RetryUnit)
-	read := false
 	for off := uint64(0); off < n; {
 		u := min(unit-(l.Sector+off)%unit, n-off)
 		p := r.unitBuf[:u<<9]
 		if err := r.members.ReadAt(l.Member, p, l.Sector+off); err != nil {
+			if r.noAnswer(err) {
+				return read, r.memberError(l.Member, "read", l.Sector+off, err)
+			}
 			*lastErr = &MemberError{Role: l.Member, Op: "read", Sector: l.Sector + off, Err: err}
 			for sec := off; sec < off+u; sec++ {
 				r.bad[k][sec/64] |= 1 << (sec % 64)
@@ -978,7 +1018,7 @@ func (r *run) readUnits(k int, l engine.Location, n uint64, buf []byte, lastErr 
 		}
 		off += u
 	}
-	return read
+	return read, nil
 }
 
 // isBad reports whether sector sec of the step failed to read on the
