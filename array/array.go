@@ -1457,6 +1457,8 @@ func (a *Array) writeSuperblocks(st *engine.ArrayState, clean bool) error {
 			}
 			if len(a.spares) > 0 {
 				go a.activateSpare()
+			} else {
+				go a.interruptScrub()
 			}
 		}
 	}

@@ -285,6 +285,20 @@ func (a *Array) logicalBlock() int {
 	return 0
 }
 
+// interruptScrub stops a running check or repair after a member failed
+// with no spare standing by (activateSpare does with one), as md's
+// md_error interrupts any sync: left running, it would compare fewer
+// copies than it started with and end "ok", and refuse re-add and
+// replace until it ends. It is not resumed (neither is md's).
+func (a *Array) interruptScrub() {
+	if a.sync == nil {
+		return
+	}
+	a.spareMu.Lock()
+	defer a.spareMu.Unlock()
+	a.preemptJob(func(k resync.Kind) bool { return k == resync.Check || k == resync.Repair })
+}
+
 // activateSpare puts a spare into the first faulty or missing role and
 // starts its rebuild, when there is both and no background job runs (a
 // job's end calls it again). Safe from any goroutine.
