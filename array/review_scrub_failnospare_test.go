@@ -2,6 +2,7 @@ package array
 
 import (
 	"sync"
+	"sync/atomic"
 	"testing"
 
 	"github.com/ublk-raid/ublk-raid/engine"
@@ -20,6 +21,7 @@ import (
 // difference after it was never looked at.
 func TestReviewScrubCheckFailureWithoutSpareReportsOK(t *testing.T) {
 	paths := memberFiles(t, 2, 8<<20)
+	setRW := hookRW(t) // (before Open: its repair worker takes memberRW)
 	a, err := Open(paths, CreateSpec{Level: engine.Level1, AssumeClean: true, NoBitmap: true}, true)
 	if err != nil {
 		t.Fatal(err)
@@ -30,7 +32,7 @@ func TestReviewScrubCheckFailureWithoutSpareReportsOK(t *testing.T) {
 	dev0 := a.Members[0].Device
 	from := int64(a.dataOffset + 2<<20)
 	var once sync.Once
-	memberRW = func(d Device, p []byte, off int64, write bool) error {
+	setRW(func(d Device, p []byte, off int64, write bool) error {
 		if d == dev0 && p != nil && !write && off >= from {
 			// The check reached 2 MiB: member 1 fails now (an operator's
 			// fail, or a queue's write error: md_error either way).
@@ -41,7 +43,7 @@ func TestReviewScrubCheckFailureWithoutSpareReportsOK(t *testing.T) {
 			})
 		}
 		return deviceRW(d, p, off, write)
-	}
+	})
 	t.Cleanup(func() { memberRW = deviceRW })
 	a.sync.s = resync.New(a.Engine, a.xbar, newMemberIO(a), resync.Config{})
 	var rep SyncReport
@@ -62,4 +64,19 @@ func TestReviewScrubCheckFailureWithoutSpareReportsOK(t *testing.T) {
 		t.Errorf("member 1 failed 2 MiB into the check; the check compared %d of %d sectors (skipped %d) and still ended %q with mismatch_cnt %d: md interrupts a check on any member failure (MD_RECOVERY_INTR), and the difference at 6 MiB was never compared",
 			rep.Synced, a.Engine.ArraySectors(), rep.Skipped, s.LastCheckResult, s.MismatchCnt)
 	}
+}
+
+// hookRW installs, before an array is opened (its repair worker takes
+// memberRW when it starts), a memberRW that calls the function given
+// later to set (deviceRW until then).
+func hookRW(t *testing.T) (set func(func(Device, []byte, int64, bool) error)) {
+	var cur atomic.Pointer[func(Device, []byte, int64, bool) error]
+	memberRW = func(d Device, p []byte, off int64, write bool) error {
+		if f := cur.Load(); f != nil {
+			return (*f)(d, p, off, write)
+		}
+		return deviceRW(d, p, off, write)
+	}
+	t.Cleanup(func() { memberRW = deviceRW })
+	return func(f func(Device, []byte, int64, bool) error) { cur.Store(&f) }
 }

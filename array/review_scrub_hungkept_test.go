@@ -27,6 +27,7 @@ import (
 // one bounce buffer left behind per given-up read.
 func TestReviewScrubCheckHungKeptMemberHoldsStop(t *testing.T) {
 	paths := memberFiles(t, 4, 8<<20)
+	setRW := hookRW(t) // (before Open: its repair worker takes memberRW)
 	a, err := Open(paths, CreateSpec{Level: engine.Level10, Layout: engine.LayoutF2, ChunkSectors: 128,
 		AssumeClean: true, NoBitmap: true}, true)
 	if err != nil {
@@ -43,13 +44,13 @@ func TestReviewScrubCheckHungKeptMemberHoldsStop(t *testing.T) {
 	dev0 := a.Members[0].Device
 	release := make(chan struct{})
 	var hung atomic.Int64
-	memberRW = func(d Device, p []byte, off int64, write bool) error {
+	setRW(func(d Device, p []byte, off int64, write bool) error {
 		if d == dev0 && p != nil && !write {
 			hung.Add(1)
 			<-release // member 0 stops answering reads
 		}
 		return deviceRW(d, p, off, write)
-	}
+	})
 	var once sync.Once
 	rel := func() { once.Do(func() { close(release) }) }
 	t.Cleanup(func() { rel(); memberRW = deviceRW })

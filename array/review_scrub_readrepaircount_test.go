@@ -24,6 +24,7 @@ func TestReviewScrubCheckReadRepairCounted(t *testing.T) {
 	} {
 		t.Run(spec.Level.String(), func(t *testing.T) {
 			paths := memberFiles(t, 2, 8<<20)
+			setRW := hookRW(t) // (before Open: its repair worker takes memberRW)
 			a, err := Open(paths, spec, true)
 			if err != nil {
 				t.Fatal(err)
@@ -33,7 +34,7 @@ func TestReviewScrubCheckReadRepairCounted(t *testing.T) {
 			// on both members for raid1 and raid10 n2 over 2 members).
 			off := int64(a.dataOffset + 128<<9)
 			bad := &badSectorRW{bad: map[Device][2]int64{a.Members[1].Device: {off, off + 4096}}}
-			memberRW = bad.rw
+			setRW(bad.rw)
 			t.Cleanup(func() { memberRW = deviceRW })
 			a.sync.s = resync.New(a.Engine, a.xbar, newMemberIO(a), resync.Config{})
 			var rep SyncReport

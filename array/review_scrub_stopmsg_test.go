@@ -18,6 +18,7 @@ import (
 // array). The contract: a refusal is one clear line.
 func TestReviewScrubBusyRefusalNamesNoStop(t *testing.T) {
 	paths := memberFiles(t, 2, 8<<20)
+	setRW := hookRW(t) // (before Open: its repair worker takes memberRW)
 	a, err := Open(paths, CreateSpec{Level: engine.Level1, AssumeClean: true, NoBitmap: true}, true)
 	if err != nil {
 		t.Fatal(err)
@@ -27,13 +28,13 @@ func TestReviewScrubBusyRefusalNamesNoStop(t *testing.T) {
 	release := make(chan struct{})
 	var rel, reached sync.Once
 	at := make(chan struct{})
-	memberRW = func(d Device, p []byte, off int64, write bool) error {
+	setRW(func(d Device, p []byte, off int64, write bool) error {
 		if d == dev0 && p != nil && !write {
 			reached.Do(func() { close(at) })
 			<-release // the check stays running
 		}
 		return deviceRW(d, p, off, write)
-	}
+	})
 	t.Cleanup(func() { rel.Do(func() { close(release) }); memberRW = deviceRW })
 	a.sync.s = resync.New(a.Engine, a.xbar, newMemberIO(a), resync.Config{})
 	if err := a.Check(false); err != nil {
