@@ -858,24 +858,13 @@ func assemble(ms []*Member, inputs []engine.MemberSB, asm *engine.Assembly, spec
 	var spareWarnings []string
 	kept := spares[:0]
 	for _, sp := range spares {
-		need := asm.Freshest.DataOffset + g.MemberSectors<<9
-		var lb int
-		for _, m := range roles {
-			if m != nil {
-				lb = m.LogicalBlock
-				break
-			}
-		}
-		switch {
-		case uint64(sp.m.Size) < need:
-			spareWarnings = append(spareWarnings, fmt.Sprintf("spare %s left out: it is %d bytes; a spare needs at least %d", sp.m.Path, sp.m.Size, need))
-		case lb != 0 && sp.m.LogicalBlock != lb:
-			spareWarnings = append(spareWarnings, fmt.Sprintf("spare %s left out: it has %d-byte logical blocks; the array has %d", sp.m.Path, sp.m.LogicalBlock, lb))
-		default:
-			kept = append(kept, sp)
+		// (The checks a blank spare given at assembly passes.)
+		if err := checkBlankSpare(sp.m, ms[0], asm, inputs); err != nil {
+			spareWarnings = append(spareWarnings, fmt.Sprintf("spare left out: %v", err))
+			sp.m.Close()
 			continue
 		}
-		sp.m.Close()
+		kept = append(kept, sp)
 	}
 	spares = kept
 	for r, ra := range asm.Roles {
