@@ -567,10 +567,7 @@ func (a *Array) writeMostlyMask(paths []string) (uint64, error) {
 // readSB reads m's superblock for assembly.
 func readSB(m *Member) engine.MemberSB {
 	in := engine.MemberSB{Path: m.Path}
-	b, err := m.ReadBlock(engine.SuperblockOffset, engine.SuperblockSize)
-	if err != nil {
-		in.Err = err
-	} else if sb, err := engine.ParseSuperblock(b); err != nil {
+	if sb, _, err := engine.ReadSuperblock(m.ReadBlock); err != nil {
 		in.Err = err
 	} else if err := sb.CheckMemberSize(uint64(m.Size)); err != nil {
 		in.Err = err // bounded by the device before anything trusts it
@@ -685,7 +682,7 @@ func newArray(ms, spares []*Member, spec CreateSpec, wipes map[*Member]signature
 		if err != nil {
 			return nil, err
 		}
-		if err := m.WriteBlockSync(engine.SuperblockOffset, b); err != nil {
+		if err := writeSB(m, b); err != nil {
 			return nil, err
 		}
 	}
@@ -1475,6 +1472,19 @@ var errSuperblockLate = errors.New("a superblock write given up after the member
 // writeSuperblock writes a superblock block to m durably (a variable:
 // tests inject failures).
 var writeSuperblock = func(m *Member, b []byte) error {
+	return writeSB(m, b)
+}
+
+// writeSB writes superblock block b to m durably: its shadow copy first,
+// where the member's layout has one, then the primary, each flushed, so
+// that a power cut tears at most one of them (engine.ReadSuperblock takes
+// the shadow where the primary was torn).
+func writeSB(m *Member, b []byte) error {
+	if off, ok := engine.ShadowOffsetOf(b); ok {
+		if err := m.WriteBlockSync(int64(off), b); err != nil {
+			return err
+		}
+	}
 	return m.WriteBlockSync(engine.SuperblockOffset, b)
 }
 

@@ -11,6 +11,12 @@
 // from any queue thread (a member failure blocks the queue that reports it
 // until the new state is durable, which is rare and brief).
 //
+// A superblock block goes to a member through writeSB only: the shadow
+// copy first, then the primary, each flushed (engine/superblock_shadow.go),
+// and is read back through engine.ReadSuperblock only, so that a power cut
+// tearing an update on every member at once leaves an array that
+// assembles.
+//
 // A role's device as the queues see it is a roleDevice, published under
 // Array.mu with Array.Members each time a device takes the role (the same
 // device re-added included): an operation records the one it went to, and

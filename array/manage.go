@@ -134,11 +134,11 @@ func (a *Array) FailedRoleOf(path string) int {
 		return -1
 	}
 	defer f.Close()
-	b := make([]byte, engine.SuperblockSize)
-	if _, err := f.ReadAt(b, engine.SuperblockOffset); err != nil {
-		return -1
-	}
-	sb, err := engine.ParseSuperblock(b)
+	sb, _, err := engine.ReadSuperblock(func(off int64, n int) ([]byte, error) {
+		b := make([]byte, n)
+		_, err := f.ReadAt(b, off)
+		return b, err
+	})
 	ref := a.refSB()
 	if err != nil || ref == nil || sb.ArrayUUID != ref.ArrayUUID || sb.IsSpare() || int(sb.Role) >= a.Engine.MemberCount() {
 		return -1

@@ -49,5 +49,5 @@ func (a *Array) markFailed(role int, m *Member, own *engine.Superblock) {
 // writeMarked writes superblock block b to m durably (the device holds a
 // reference on its file for the call).
 func writeMarked(m *Member, b []byte) error {
-	return m.WriteBlockSync(engine.SuperblockOffset, b)
+	return writeSB(m, b)
 }

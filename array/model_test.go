@@ -6,6 +6,7 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"io"
 	"maps"
 	"math/rand/v2"
 	"runtime"
@@ -1991,10 +1992,12 @@ func (m *arrayModel) assemble(t *rapid.T, all bool) {
 	for _, p := range disks {
 		d := m.rack.Disk(p)
 		m.rack.SetFaults(d)
-		// A superblock torn by a power cut is no superblock: mdadm
-		// refuses an assembly naming such a device, and so does Open;
-		// the model leaves it out (the one event of slack).
-		if _, err := engine.ParseSuperblock(m.rack.Current(d, engine.SuperblockOffset, engine.SuperblockSize)); err == nil {
+		// A superblock torn by a power cut, primary and shadow (a
+		// member whose layout has none), is no superblock: Open refuses
+		// an assembly naming such a device; the model leaves it out (the
+		// one event of slack). A torn primary whose shadow holds the
+		// update is a superblock (engine.ReadSuperblock).
+		if _, _, err := m.readSB(d); err == nil {
 			give = append(give, p)
 			fresh = fresh || !m.stale[p]
 		}
@@ -2117,17 +2120,28 @@ func (m *arrayModel) noneActive() bool {
 	return !m.a.Engine.CoveredWithout(-1)
 }
 
+// readSB reads d's superblock as the array does, from what a power cut
+// left on it.
+func (m *arrayModel) readSB(d *memdev.Disk) (*engine.Superblock, bool, error) {
+	return engine.ReadSuperblock(func(off int64, n int) ([]byte, error) {
+		if off < 0 || off+int64(n) > m.rack.Size(d) {
+			return nil, io.EOF
+		}
+		return m.rack.Current(d, off, n), nil
+	})
+}
+
 // superblocks describes the disks' superblocks as a power cut left them
 // (for an availability failure).
 func (m *arrayModel) superblocks(paths []string) string {
 	var b strings.Builder
 	for _, p := range paths {
-		sb, err := engine.ParseSuperblock(m.rack.Current(m.rack.Disk(p), engine.SuperblockOffset, engine.SuperblockSize))
+		sb, shadow, err := m.readSB(m.rack.Disk(p))
 		if err != nil {
 			fmt.Fprintf(&b, "%s: %v; ", p, err)
 			continue
 		}
-		fmt.Fprintf(&b, "%s: role %d events %d roles", p, sb.Role, sb.Events)
+		fmt.Fprintf(&b, "%s: role %d events %d shadow %v roles", p, sb.Role, sb.Events, shadow)
 		for r := range m.n {
 			fmt.Fprintf(&b, " %d:%v", r, sb.Roles[r].State)
 		}

@@ -170,10 +170,8 @@ func (a *Array) checkNewDevice(m *Member, ref *engine.Superblock, force bool) (s
 		return nil, errors.New("the array has no superblock to compare with")
 	}
 	var old *engine.Superblock
-	if b, err := m.ReadBlock(engine.SuperblockOffset, engine.SuperblockSize); err == nil {
-		if sb, err := engine.ParseSuperblock(b); err == nil {
-			old = sb
-		}
+	if sb, _, err := engine.ReadSuperblock(m.ReadBlock); err == nil {
+		old = sb
 	}
 	switch {
 	case old == nil:

@@ -156,7 +156,7 @@ func (a *Array) addSpares(ms []*Member, force bool) error {
 	for i, m := range ms {
 		err := wipeSignatures(m, wipes[i])
 		if err == nil {
-			err = m.WriteBlockSync(engine.SuperblockOffset, blocks[i])
+			err = writeSB(m, blocks[i])
 		}
 		if err != nil {
 			closeFrom(i)

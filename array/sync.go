@@ -1532,11 +1532,10 @@ type readdPlan struct {
 // would mix both sides' data, block by block.
 func (a *Array) previousRole(m *Member) (readdPlan, error) {
 	notMember := fmt.Errorf("%s is not a member of this array: use replace to put a new device in", m.Path)
-	b, err := m.ReadBlock(engine.SuperblockOffset, engine.SuperblockSize)
-	if err != nil {
+	sb, _, err := engine.ReadSuperblock(m.ReadBlock)
+	if err != nil && !errors.Is(err, engine.ErrNoSuperblock) && !errors.Is(err, engine.ErrCorruptSuperblock) {
 		return readdPlan{}, fmt.Errorf("%s: read its superblock: %w", m.Path, err)
 	}
-	sb, err := engine.ParseSuperblock(b)
 	cur := a.refSB()
 	if err != nil || sb.ArrayUUID != cur.ArrayUUID || sb.IsSpare() || int(sb.Role) >= a.Engine.MemberCount() {
 		return readdPlan{}, notMember

@@ -430,15 +430,11 @@ func readSuperblock(path string) (*engine.Superblock, error) {
 		return nil, err
 	}
 	defer d.Close()
-	b, err := d.ReadBlock(engine.SuperblockOffset, engine.SuperblockSize)
-	if err != nil {
-		return nil, err
-	}
-	sb, err := engine.ParseSuperblock(b)
-	if err != nil {
+	sb, _, err := engine.ReadSuperblock(d.ReadBlock)
+	if errors.Is(err, engine.ErrNoSuperblock) || errors.Is(err, engine.ErrCorruptSuperblock) {
 		return nil, &superblockParseError{err}
 	}
-	return sb, nil
+	return sb, err
 }
 
 // joining records paths as devices a member operation on s is putting

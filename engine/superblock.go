@@ -17,14 +17,16 @@ import (
 //
 // Every member carries one 4096-byte superblock at byte SuperblockOffset
 // (4096, like md's v1.2 metadata), so the first 4 KiB of the member (where
-// partition tables and boot sectors live) is never written. The layout of a
-// member is
+// partition tables and boot sectors live) is never written, and a shadow
+// copy of it that each update writes first (superblock_shadow.go). The
+// layout of a member is
 //
 //	[0, 4096)                     untouched
 //	[4096, 8192)                  superblock
 //	[BitmapOffset, +BitmapBytes)  write-intent bitmap (inside the reserved area)
+//	[top-4096, top)               the superblock's shadow copy, top = LogOffset or DataOffset
 //	[LogOffset, +LogBytes)        raid5/6 write-hole log (inside the reserved area, at its end)
-//	[8192, DataOffset)            reserved area: bitmap, headroom and log
+//	[8192, DataOffset)            reserved area: bitmap, headroom, shadow and log
 //	[DataOffset, +DataSectors*512) data
 //
 // All integers are little-endian; offsets and sizes in the header are bytes
@@ -262,11 +264,11 @@ var castagnoli = crc32.MakeTable(crc32.Castagnoli)
 
 // Reserve returns the data offset, in bytes, for a member of memberBytes
 // with a write-intent bitmap of bitmapBytes: room for the superblock, the
-// bitmap (placed at SuperblockOffset+SuperblockSize, rounded up to 4 KiB)
-// and headroom so the bitmap can grow later without moving data (like
-// mdadm: memberBytes/1024 rounded down to a power of two, at most 128 MiB),
-// rounded up to 1 MiB and at least 1 MiB. It does not check that the result
-// fits in the member.
+// bitmap (placed at SuperblockOffset+SuperblockSize, rounded up to 4 KiB),
+// headroom so the bitmap can grow later without moving data (like mdadm:
+// memberBytes/1024 rounded down to a power of two, at most 128 MiB) and the
+// superblock's shadow copy, rounded up to 1 MiB and at least 1 MiB. It does
+// not check that the result fits in the member.
 func Reserve(memberBytes uint64, bitmapBytes uint64) (dataOffset uint64) {
 	var headroom uint64
 	if memberBytes >= 1<<10 {
@@ -276,7 +278,7 @@ func Reserve(memberBytes uint64, bitmapBytes uint64) (dataOffset uint64) {
 		headroom = 0
 	}
 	end := uint64(SuperblockOffset + SuperblockSize)
-	for _, n := range []uint64{roundUp(bitmapBytes, BitmapAlign), headroom} {
+	for _, n := range []uint64{roundUp(bitmapBytes, BitmapAlign), headroom, SuperblockSize} {
 		if end > math.MaxUint64-n {
 			return math.MaxUint64 &^ (DataOffsetAlign - 1)
 		}

@@ -414,16 +414,16 @@ func TestSuperblockReserve(t *testing.T) {
 		member, bitmap, want uint64
 	}{
 		{0, 0, MiB},
-		{64 * MiB, 0, MiB},                               // 64 KiB headroom
-		{64 * MiB, 4096, MiB},                            // bitmap fits in the first MiB
-		{64 * MiB, MiB - 8192 - 64<<10, MiB},             // exactly
-		{64 * MiB, MiB - 8192 - 64<<10 + 1, 2 * MiB},     // rounded to 4 KiB: one page too many
-		{1 << 30, 0, 2 * MiB},                            // 1 MiB headroom
-		{1<<30 - 1, 0, MiB},                              // 512 KiB headroom
-		{1 << 40, 0, 129 * MiB},                          // 128 MiB headroom (capped)
-		{1 << 50, 32 * MiB, 161 * MiB},                   // capped
-		{3 << 20, 1 << 62, 1<<62 + MiB},                  // big bitmap
-		{0, math.MaxUint64, math.MaxUint64 &^ (MiB - 1)}, // saturates
+		{64 * MiB, 0, MiB},    // 64 KiB headroom
+		{64 * MiB, 4096, MiB}, // bitmap fits in the first MiB
+		{64 * MiB, MiB - 8192 - 64<<10 - 4096, MiB},         // exactly (with the shadow superblock)
+		{64 * MiB, MiB - 8192 - 64<<10 - 4096 + 1, 2 * MiB}, // rounded to 4 KiB: one page too many
+		{1 << 30, 0, 2 * MiB},                               // 1 MiB headroom
+		{1<<30 - 1, 0, MiB},                                 // 512 KiB headroom
+		{1 << 40, 0, 129 * MiB},                             // 128 MiB headroom (capped)
+		{1 << 50, 32 * MiB, 161 * MiB},                      // capped
+		{3 << 20, 1 << 62, 1<<62 + MiB},                     // big bitmap
+		{0, math.MaxUint64, math.MaxUint64 &^ (MiB - 1)},    // saturates
 	} {
 		if got := Reserve(tc.member, tc.bitmap); got != tc.want {
 			t.Errorf("Reserve(%d, %d) = %d (%d MiB), want %d", tc.member, tc.bitmap, got, got/MiB, tc.want)

@@ -335,6 +335,13 @@ func (r *Rack) Current(d *Disk, off int64, n int) []byte {
 	return p
 }
 
+// Size returns d's size in bytes.
+func (r *Rack) Size(d *Disk) int64 {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return d.props.Size
+}
+
 func (d *Disk) read(p []byte, off int64) {
 	d.readStable(p, off)
 	for s := off / SectorSize; s < (off+int64(len(p)))/SectorSize; s++ {

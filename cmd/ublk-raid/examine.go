@@ -67,6 +67,10 @@ type examineJSON struct {
 	Created   time.Time  `json:"created"`
 	Updated   time.Time  `json:"updated"`
 	Roles     []roleJSON `json:"roles"`
+	// FromShadow: the primary superblock was torn by an interrupted update
+	// and this is its shadow copy, which holds that update (the next
+	// update rewrites both).
+	FromShadow bool `json:"from_shadow_copy"`
 }
 
 type roleJSON struct {
@@ -79,35 +83,38 @@ type roleJSON struct {
 // openExamined opens member read-only (without claiming it) and reads its
 // superblock. The caller closes the member.
 func openExamined(member string) (*ublk.Member, *engine.Superblock, error) {
+	m, sb, _, err := openExaminedCopy(member)
+	return m, sb, err
+}
+
+// openExaminedCopy is openExamined, also saying whether the superblock was
+// read from its shadow copy (the primary torn by an interrupted update).
+func openExaminedCopy(member string) (*ublk.Member, *engine.Superblock, bool, error) {
 	m, err := ublk.OpenMemberReadOnly(member)
 	if err != nil {
-		return nil, nil, err
+		return nil, nil, false, err
 	}
-	b, err := m.ReadBlock(engine.SuperblockOffset, engine.SuperblockSize)
-	if err != nil {
-		m.Close()
-		return nil, nil, err
-	}
-	sb, err := engine.ParseSuperblock(b)
+	sb, shadow, err := engine.ReadSuperblock(m.ReadBlock)
 	if err == nil {
 		// Bounded against the device it came from, as assembly does.
 		err = sb.CheckMemberSize(uint64(m.Size))
 	}
 	if err != nil {
 		m.Close()
-		return nil, nil, fmt.Errorf("%s: %w", member, err)
+		return nil, nil, false, fmt.Errorf("%s: %w", member, err)
 	}
-	return m, sb, nil
+	return m, sb, shadow, nil
 }
 
 func runExamine(o examineOptions, stdout io.Writer) error {
-	m, sb, err := openExamined(o.member)
+	m, sb, shadow, err := openExaminedCopy(o.member)
 	if err != nil {
 		return err
 	}
 	defer m.Close()
 	j := examineJSON{
-		Member: o.member, ArrayUUID: engine.UUIDString(sb.ArrayUUID), Name: sb.Name,
+		FromShadow: shadow,
+		Member:     o.member, ArrayUUID: engine.UUIDString(sb.ArrayUUID), Name: sb.Name,
 		Level: engine.Level(sb.Level).String(), ChunkBytes: uint64(sb.ChunkSectors) << 9, RaidDevices: sb.Members,
 		MemberUUID: engine.UUIDString(sb.MemberUUID), DataOffset: sb.DataOffset, DataBytes: sb.DataSectors << 9,
 		BitmapOffset: sb.BitmapOffset, BitmapBytes: sb.BitmapBytes, LogOffset: sb.LogOffset, LogBytes: sb.LogBytes,
@@ -160,6 +167,7 @@ func runExamine(o examineOptions, stdout io.Writer) error {
 		{"Internal Bitmap", bitmap}, {"Write-Hole Log", logArea(j.LogOffset, j.LogBytes)},
 		{"Events", fmt.Sprint(j.Events)}, {"State", state},
 		{"Creation Time", j.Created.Format(time.RFC3339)}, {"Update Time", j.Updated.Format(time.RFC3339)},
+		{"Superblock", shadowNote(shadow)},
 	} {
 		if kv[1] != "" {
 			fmt.Fprintf(tw, "%s\t: %s\n", kv[0], kv[1])
@@ -169,6 +177,15 @@ func runExamine(o examineOptions, stdout io.Writer) error {
 		fmt.Fprintf(tw, "Role %d\t: %s %s\n", r.Role, r.State, r.MemberUUID)
 	}
 	return tw.Flush()
+}
+
+// shadowNote says, for examine's text, that the superblock shown is the
+// shadow copy ("" for the primary).
+func shadowNote(shadow bool) string {
+	if !shadow {
+		return ""
+	}
+	return "read from the shadow copy: the primary was torn by an interrupted update"
 }
 
 // logArea describes a write-hole log area for examine's text ("" if none).
