@@ -3,6 +3,7 @@ package array
 import (
 	"errors"
 	"fmt"
+	"math"
 	"os"
 	"slices"
 	"strings"
@@ -129,6 +130,13 @@ type Array struct {
 	Members []*Member // by role; nil when missing
 	SBs     []*engine.Superblock
 	Created bool // this Open created it
+	// promotedStale, set by a forced assembly of raid10 that put a member
+	// in sync as it is beside members in sync (engine Promoted), says
+	// that the chunks it shares with them may differ where it missed
+	// writes and that nothing records where: every region is resynced
+	// (initSync without a bitmap; loadBitmap makes every region dirty
+	// where the bitmap cleared regions since it left).
+	promotedStale bool
 	// Absent are the paths CreateSpec.SkipAbsent left out.
 	Absent []string
 	// Warnings are what Open found worth telling but not refusing (a
@@ -911,6 +919,23 @@ func assemble(ms []*Member, inputs []engine.MemberSB, asm *engine.Assembly, spec
 	if ea.Parity != nil && !parityCovered(ea) || ea.Parity == nil && !geometryCovered(ea) {
 		return nil, fmt.Errorf("array %q cannot be assembled: the active members do not hold a copy of every chunk", asm.Name)
 	}
+	// A raid10 member put in sync as it is holds chunks beside members
+	// in sync (engine's forceUp puts one in sync only for a chunk no
+	// member in sync holds, but its others are shared) that missed the
+	// writes made since it left. The bitmap's dirty regions record them
+	// only if it cleared none since (events_cleared, as for a re-add);
+	// without a bitmap nothing records them: the copies are made one by a
+	// resync of every region, as after an unclean stop, rather than leave
+	// reads alternating between the two versions.
+	var promotedEvents uint64 = math.MaxUint64
+	if g.Level == engine.Level10 {
+		for _, ra := range asm.Roles {
+			if ra.Promoted {
+				promotedEvents = min(promotedEvents, ra.PromotedEvents)
+			}
+		}
+	}
+	a.promotedStale = promotedEvents != math.MaxUint64 && asm.Freshest.BitmapBytes == 0
 	if fsb := asm.Freshest; fsb.BitmapBytes != 0 && g.Level != engine.Level0 {
 		forced := make([]bool, len(roles))
 		for r, ra := range asm.Roles {
@@ -918,6 +943,11 @@ func assemble(ms []*Member, inputs []engine.MemberSB, asm *engine.Assembly, spec
 		}
 		if err := a.loadBitmap(fsb, roles, states, forced, opts); err != nil {
 			return nil, err
+		}
+		if promotedEvents < a.Bitmap.EventsCleared() && !a.BitmapInfo.AllDirty {
+			if err := a.allDirtyBitmap(fsb, opts, fmt.Errorf("a member put in sync by --force left at events %d, before the bitmap last cleared regions (events %d): every region is resynced", promotedEvents, a.Bitmap.EventsCleared())); err != nil {
+				return nil, err
+			}
 		}
 		if h := a.Bitmap.Events(); h == a.events+1 {
 			// A generation only the bitmap header took (an update no
@@ -1051,6 +1081,27 @@ func (a *Array) loadBitmap(fsb *engine.Superblock, roles []*Member, states []eng
 		}
 	}
 	a.Bitmap, a.BitmapInfo = bm, info
+	return nil
+}
+
+// allDirtyBitmap replaces the bitmap loadBitmap loaded by one with every
+// region dirty, in its geometry and above its events, for why.
+func (a *Array) allDirtyBitmap(fsb *engine.Superblock, opts bitmap.Options, why error) error {
+	cfg := bitmapConfig(fsb, arraySectors(a.Engine))
+	g := a.Bitmap.Geometry()
+	cfg.RegionSectors, cfg.BlockSize = g.RegionSectors, g.BlockSize
+	cfg.Events = max(a.events, a.Bitmap.Events())
+	bm, err := bitmap.AllDirty(cfg, a.bitmapOptions(opts))
+	if err != nil {
+		return fmt.Errorf("write-intent bitmap: %w", err)
+	}
+	for r, st := range a.Engine.State().Members {
+		if st.State != engine.MemberActive {
+			bm.SetMissing(r, true)
+		}
+	}
+	a.Bitmap = bm
+	a.BitmapInfo.AllDirty, a.BitmapInfo.Err = true, why
 	return nil
 }
 

@@ -426,6 +426,11 @@ func (a *Array) initSync(spec CreateSpec) {
 			}
 		}
 	}
+	// A raid10 member put in sync as it is, without a bitmap: every
+	// region (see promotedStale).
+	if a.promotedStale {
+		a.sync.fullPending, a.sync.fullPos = true, 0
+	}
 	// A new array without a bitmap has no record of what was written:
 	// like md, it syncs in full from the start (--assume-clean skips
 	// that, as mdadm's does), so that its copies are equal throughout.
