@@ -95,6 +95,9 @@ type CreateSpec struct {
 	// too. A role recorded active whose member is absent refuses the
 	// assembly (ErrMemberAbsent): that member may hold the freshest data.
 	// Array.Absent lists what was left out. The daemon's restart uses it.
+	// With UUID set too (a restart), a present device holding no
+	// superblock of that array (blank, another array's, unreadable) is
+	// left out the same way (Array.Warnings says why).
 	SkipAbsent bool
 	// AsRecorded (assembly only) refuses, before anything is written, to
 	// start the array without a member the freshest superblock records
@@ -288,7 +291,7 @@ func Open(paths []string, spec CreateSpec, create bool) (*Array, error) {
 			m.Close()
 		}
 	}
-	var absentPaths []string
+	var absentPaths, foreignWarnings []string
 	for _, p := range paths {
 		m, err := openMember(spec.OpenDevice, p)
 		if err != nil && spec.SkipAbsent && !create && absent(err) {
@@ -314,6 +317,34 @@ func Open(paths []string, spec CreateSpec, create bool) (*Array, error) {
 	var inputs []engine.MemberSB
 	for _, m := range ms {
 		inputs = append(inputs, readSB(m))
+	}
+	if spec.SkipAbsent && spec.UUID != "" && !create {
+		// A restart: a device at a listed path that holds no superblock
+		// of this array (blank, another array's, unreadable or corrupt)
+		// is no longer that member (a failed disk swapped for a new one
+		// under the same name, or one whose reads fail): left out as an
+		// absent one, as md's assembly by UUID ignores it; checkAbsent
+		// still refuses if the freshest superblock present records its
+		// role active.
+		var keepM []*Member
+		var keepIn []engine.MemberSB
+		for i, in := range inputs {
+			if in.SB != nil && engine.UUIDString(in.SB.ArrayUUID) == spec.UUID {
+				keepM, keepIn = append(keepM, ms[i]), append(keepIn, in)
+				continue
+			}
+			why := "it holds another array"
+			if in.SB == nil {
+				why = in.Err.Error()
+			}
+			foreignWarnings = append(foreignWarnings, fmt.Sprintf("%s left out: not a member of array %s any more (%s)", ms[i].Path, spec.UUID, why))
+			absentPaths = append(absentPaths, ms[i].Path)
+			ms[i].Close()
+		}
+		ms, inputs = keepM, keepIn
+		if len(ms) == 0 {
+			return nil, fmt.Errorf("no member of array %s is present (%s): %w", spec.UUID, strings.Join(absentPaths, ", "), ErrMemberAbsent)
+		}
 	}
 	// Spares: opened now (bad input fails before anything is written);
 	// those with a superblock join the assembly, blank ones are added.
@@ -505,6 +536,7 @@ func Open(paths []string, spec CreateSpec, create bool) (*Array, error) {
 		return nil, err
 	}
 	a.Absent = absentPaths
+	a.Warnings = append(a.Warnings, foreignWarnings...)
 	a.open, a.taken = spec.OpenDevice, spec.Taken
 	a.initSync(spec)
 	a.start()

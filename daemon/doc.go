@@ -171,7 +171,9 @@
 //     come back after a reboot like md arrays listed in mdadm.conf;
 //   - a device stopped but not deleted is deleted and assembled afresh.
 //
-// A member path that is absent (no such file, or its device gone) is left
+// A member path that is absent (no such file, or its device gone), or
+// whose device holds no superblock of the array (blank: a new disk in the
+// failed one's slot; another array's; unreadable), is left
 // out of the assembly when the superblocks present record it failed,
 // missing, rebuilding or spare — a failed disk pulled before `remove` —
 // so the array starts degraded, as md's assembly does without a failed

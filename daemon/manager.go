@@ -258,7 +258,7 @@ func (m *Manager) restore(e StateEntry, open func([]string, array.CreateSpec) (*
 	// without them; an absent active member keeps the array pending.
 	a, err := open(e.Members, m.restoreSpec(e))
 	if err == nil && len(a.Absent) > 0 {
-		m.log.Warn("members absent: the array starts without them (its superblocks record them failed, missing or spare)",
+		m.log.Warn("members absent, or holding no superblock of the array: the array starts without them (its superblocks record them failed, missing or spare)",
 			zap.String("device", DevicePath(e.Number)), zap.String("uuid", e.UUID), zap.Strings("absent", a.Absent))
 	}
 	if err != nil {
@@ -2172,7 +2172,7 @@ func (m *Manager) Grow(n int, sizeBytes uint64) (Array, error) {
 		return pendingAgain("the array could not be assembled again", err)
 	}
 	if len(a.Absent) > 0 {
-		m.log.Warn("members absent: the array starts without them (its superblocks record them failed, missing or spare)",
+		m.log.Warn("members absent, or holding no superblock of the array: the array starts without them (its superblocks record them failed, missing or spare)",
 			zap.String("device", dev), zap.String("uuid", e.UUID), zap.Strings("absent", a.Absent))
 	}
 	if err := markWriteMostly(a, e); err != nil {
