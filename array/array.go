@@ -84,7 +84,12 @@ type CreateSpec struct {
 	// other arrays asks it about each of those, and so does every later
 	// add-spare or replace --with about the new device's: an array Taken
 	// refuses is never written over, force or not.
-	Taken func(uuid string) error
+	// member is nil when the whole array is assembled; it is the device's
+	// member UUID when a device carrying the array's superblock would be
+	// written over (a create, add-spare, replace --with): the caller may
+	// then let a device its array no longer names (failed and removed)
+	// go.
+	Taken func(uuid string, member *[16]byte) error
 	// SkipAbsent (assembly only) leaves out the members and spares whose
 	// path is absent (it does not exist, or its device is gone: ENOENT,
 	// ENXIO, ENODEV, ENOMEDIUM), such as a failed disk pulled before it
@@ -171,7 +176,7 @@ type Array struct {
 	// open opens devices for management (CreateSpec.OpenDevice); taken
 	// (CreateSpec.Taken) refuses a new device of an array kept elsewhere.
 	open  OpenDevice
-	taken func(uuid string) error
+	taken func(uuid string, member *[16]byte) error
 	// Background jobs (nil for raid0): the barrier user writes pass and
 	// the syncer; checkpoint is each rebuilding role's durable position
 	// (under mu); lastRequests is the busy detector's last count.
@@ -429,7 +434,7 @@ func Open(paths []string, spec CreateSpec, create bool) (*Array, error) {
 				if in.SB == nil {
 					continue
 				}
-				if err := spec.Taken(engine.UUIDString(in.SB.ArrayUUID)); err != nil {
+				if err := spec.Taken(engine.UUIDString(in.SB.ArrayUUID), &in.SB.MemberUUID); err != nil {
 					closeAll()
 					closeSpares()
 					return nil, fmt.Errorf("%s: %w", in.Path, err)
@@ -469,7 +474,7 @@ func Open(paths []string, spec CreateSpec, create bool) (*Array, error) {
 		err = fmt.Errorf("the members hold array %q, not %q", asm.Name, spec.Name)
 	}
 	if err == nil && spec.Taken != nil {
-		err = spec.Taken(engine.UUIDString(asm.UUID))
+		err = spec.Taken(engine.UUIDString(asm.UUID), nil)
 	}
 	if err == nil && len(absentPaths) > 0 {
 		err = checkAbsent(asm, absentPaths)

@@ -178,7 +178,7 @@ func (a *Array) checkNewDevice(m *Member, ref *engine.Superblock, force bool) (s
 	case old.ArrayUUID != ref.ArrayUUID && a.taken != nil:
 		// A member of an array kept elsewhere (the daemon's, served or
 		// waiting in its state file): not even with force.
-		if err := a.taken(engine.UUIDString(old.ArrayUUID)); err != nil {
+		if err := a.taken(engine.UUIDString(old.ArrayUUID), &old.MemberUUID); err != nil {
 			return nil, fmt.Errorf("%s carries a superblock of array %s (name %q): %w", m.Path, engine.UUIDString(old.ArrayUUID), old.Name, err)
 		}
 	case old.ArrayUUID == ref.ArrayUUID:

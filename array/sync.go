@@ -1208,6 +1208,16 @@ func (a *Array) addMember(path string, role int, readd, failActive, force bool) 
 			return err
 		}
 		role, plan = p.role, &p
+		a.mu.Lock()
+		holder := a.Members[role]
+		st := a.Engine.State().Members[role].State
+		a.mu.Unlock()
+		if holder != nil && holder != m && (st == engine.MemberActive || st == engine.MemberRebuilding) {
+			// Not checkAdd's "fail and remove it first": that would fail
+			// the device that took the role since (a healthy copy).
+			drop()
+			return fmt.Errorf("%s held role %d, which %s holds since (%s): it is no longer a member; add -n N --spare %s --force makes it a spare", path, role, holder.Path, st, path)
+		}
 	}
 	if err := a.checkAdd(m, role, failActive); err != nil {
 		drop()
@@ -1579,6 +1589,23 @@ func (a *Array) previousRole(m *Member) (readdPlan, error) {
 
 // refSB is a copy of a current superblock of the array (superblock
 // writes update a.SBs in place under a.mu).
+// NamesMember reports whether the array's superblock names member (a
+// member UUID) in a role (active, faulty or rebuilding) or as a spare: a
+// device carrying it is still the array's, not one failed and removed (a
+// missing role keeps its last member's UUID: that device is free).
+func (a *Array) NamesMember(member [16]byte) bool {
+	ref := a.refSB()
+	if ref == nil {
+		return true
+	}
+	for _, e := range ref.Roles {
+		if e.State != engine.RoleUnused && e.State != engine.RoleMissing && e.Member == member {
+			return true
+		}
+	}
+	return false
+}
+
 func (a *Array) refSB() *engine.Superblock {
 	a.mu.Lock()
 	defer a.mu.Unlock()

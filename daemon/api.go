@@ -7,6 +7,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strconv"
+	"strings"
 	"time"
 	"unicode"
 	"unicode/utf8"
@@ -157,7 +158,7 @@ func checkAbs(p string) error {
 // without opening it: its path cleaned and with symlinks resolved, and,
 // when it exists, its device number (block devices) or inode (files).
 func deviceKeys(path string) []string {
-	p := filepath.Clean(path)
+	p := CleanPath(path)
 	if r, err := filepath.EvalSymlinks(p); err == nil {
 		p = r
 	}
@@ -172,6 +173,22 @@ func deviceKeys(path string) []string {
 		}
 	}
 	return keys
+}
+
+// CleanPath returns path without "." elements or repeated slashes, as
+// filepath.Clean, except that a ".." element is not removed as text
+// (which names another file when the element before it is a symlink, as
+// "srv/../img" with srv a link into another directory): such a path is
+// resolved through its symlinks as the kernel resolves it
+// (filepath.EvalSymlinks), or returned as it is where that fails.
+func CleanPath(path string) string {
+	if slices.Contains(strings.Split(path, "/"), "..") {
+		if r, err := filepath.EvalSymlinks(path); err == nil {
+			return r
+		}
+		return path
+	}
+	return filepath.Clean(path)
 }
 
 // SameDevice reports whether paths p and q name the same device or file:

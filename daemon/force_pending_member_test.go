@@ -34,7 +34,7 @@ func servedMirrorTaken(t *testing.T, size int64) (*Manager, *array.Array, []stri
 	paths := files(t, 2, size)
 	m := NewManager(nil, ManagerOptions{})
 	a, err := array.Open(paths, array.CreateSpec{Level: engine.Level1, NoBitmap: true,
-		Taken: func(uuid string) error { return m.taken(uuid, 0) }}, true)
+		Taken: func(uuid string, member *[16]byte) error { return m.taken(uuid, member, 0) }}, true)
 	if err != nil {
 		t.Fatal(err)
 	}

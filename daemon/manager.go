@@ -466,7 +466,7 @@ func (m *Manager) restoreSpec(e StateEntry) array.CreateSpec {
 	c := m.config(e.Number, e.Queues, e.Depth, e.MaxIOBytes).Normalized()
 	return array.CreateSpec{SyncMinBytes: e.SyncMinBytes, SyncMaxBytes: e.SyncMaxBytes, SkipAbsent: true, AsRecorded: true, UUID: e.UUID,
 		Queues: c.Queues, MaxIOBytes: c.MaxIOBytes,
-		Taken: func(uuid string) error { return m.taken(uuid, e.Number) }}
+		Taken: func(uuid string, member *[16]byte) error { return m.taken(uuid, member, e.Number) }}
 }
 
 // openOnce assembles the array of members (a variable: tests count the
@@ -936,7 +936,7 @@ func (m *Manager) Add(_ context.Context, req AddRequest) (Array, error) {
 	// not assembled a second time (the same array at two numbers: their
 	// data diverges), with --force or not: mdadm refuses a device of an
 	// array already active.
-	spec.Taken = func(uuid string) error { return m.taken(uuid, -1) }
+	spec.Taken = func(uuid string, member *[16]byte) error { return m.taken(uuid, member, -1) }
 	// A raid5/6 write-hole log too small for the queues or the I/O size
 	// is refused before anything is written.
 	c := m.config(n, req.Queues, req.Depth, req.MaxIOBytes).Normalized()
@@ -1015,12 +1015,18 @@ func (m *Manager) trackAdded(s *served) (warning string) {
 }
 
 // taken refuses array uuid when the daemon serves it, or keeps it
-// pending, at a number other than n.
-func (m *Manager) taken(uuid string, n int) error {
+// pending, at a number other than n; a device of it (member not nil) only
+// if the served array still names that member.
+func (m *Manager) taken(uuid string, member *[16]byte, n int) error {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	for k, s := range m.arrays {
 		if k != n && s.a != nil && s.a.Status().UUID == uuid {
+			if member != nil && !s.a.NamesMember(*member) {
+				// A device the array no longer names (failed and
+				// removed, replaced): free for other use, as md's.
+				continue
+			}
 			return fmt.Errorf("array %s is served already as %s: its members are assembled once (fail, remove and re-add a member, or `ublk-raid del -n %d` first)", uuid, DevicePath(k), k)
 		}
 	}
@@ -1481,6 +1487,10 @@ func (m *Manager) Fail(n int, member string) (Array, error) {
 	defer unlock()
 	r, err := role(s, member)
 	if err != nil {
+		if _, byRole := strconv.Atoi(member); byRole != nil && slices.Contains(s.a.Spares(), known(s, member)) {
+			// Not the role lookup's "not a member": the array lists it.
+			return Array{}, Refused(fmt.Errorf("fail %s: it is a spare of %s and holds no data: `remove` takes it out", member, DevicePath(n)))
+		}
 		return Array{}, err
 	}
 	if _, byRole := strconv.Atoi(member); byRole == nil {
@@ -1542,7 +1552,7 @@ func (m *Manager) Remove(n int, member string) (Array, error) {
 			if len(unheld) > 0 {
 				err = fmt.Errorf("%s is not held by %s (a failed member is left closed when the array starts): give the role number (faulty roles without a device: %s): %w",
 					member, DevicePath(s.n), strings.Join(unheld, ", "), ErrNotFound)
-			} else if i := slices.Index(s.a.Absent, filepath.Clean(member)); i >= 0 {
+			} else if i := slices.Index(s.a.Absent, CleanPath(member)); i >= 0 {
 				// A path the start left out as absent (a spare pulled
 				// while the daemon was down) with no role to remove:
 				// only the state file still names it. Dropped, or it
@@ -1618,7 +1628,7 @@ func (m *Manager) listedUnheld(s *served, member string) string {
 	listed := slices.Clone(s.entry.Members)
 	m.mu.Unlock()
 	held := memberPaths(s.a.Status())
-	p := filepath.Clean(member)
+	p := CleanPath(member)
 	for _, q := range listed {
 		if q == p && !slices.Contains(held, q) {
 			return q
@@ -1712,7 +1722,7 @@ func known(s *served, p string) string {
 			return q
 		}
 	}
-	return filepath.Clean(p)
+	return CleanPath(p)
 }
 
 // dropFromState removes path from s's members in the state file. It
@@ -1806,8 +1816,13 @@ func (m *Manager) ReAdd(n int, member string) (Array, error) {
 		if err != nil {
 			return Array{}, err
 		}
-		if path = s.a.Status().Members[r].Path; path == "" {
-			return Array{}, Refused(fmt.Errorf("re-add %s: role %d holds no device (removed): give the member's path", member, r))
+		mi := s.a.Status().Members[r]
+		if path = mi.Path; path == "" {
+			why := "removed"
+			if mi.State == "faulty" {
+				why = "faulty, its device left closed when the array started"
+			}
+			return Array{}, Refused(fmt.Errorf("re-add %s: role %d holds no device (%s): give the member's path", member, r, why))
 		}
 	}
 	path = known(s, path)
@@ -1847,6 +1862,14 @@ func (m *Manager) Replace(n int, member, with string, force bool) (Array, error)
 		return Array{}, fmt.Errorf("replace %s with %s: %w", member, with, err)
 	}
 	r, err := role(s, member)
+	if _, numErr := strconv.Atoi(member); err != nil && numErr != nil {
+		// After a restart a failed member is not held (assembly leaves
+		// it closed): its role is found from its superblock, as remove
+		// finds it.
+		if fr := s.a.FailedRoleOf(member); fr >= 0 {
+			r, err = fr, nil
+		}
+	}
 	if err != nil {
 		return Array{}, err
 	}

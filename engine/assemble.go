@@ -257,7 +257,7 @@ func AssembleWith(ms []MemberSB, opt AssembleOptions) (*Assembly, error) {
 		if len(none) > 1 {
 			word = "members"
 		}
-		return nil, fmt.Errorf("%s %s: %w %s: no ublk-raid superblock", word, strings.Join(none, ", "), ErrNotMember, arrayDesc(ref.SB))
+		return nil, fmt.Errorf("%s %s: %w %s, whose superblock %s carries: no ublk-raid superblock", word, strings.Join(none, ", "), ErrNotMember, arrayDesc(ref.SB), ref.Path)
 	}
 
 	// One array, each member once.

@@ -511,7 +511,7 @@ func TestAssembleNoSuperblocks(t *testing.T) {
 
 	// Some members without one: they are not part of the array.
 	_, err = Assemble([]MemberSB{good[0], asmRead("/dev/vdx", zero), good[1]})
-	asmWantErr(t, err, ErrNotMember, `member /dev/vdx: not a member of the array `+UUIDString(sbs[0].ArrayUUID)+` (name "tank"): no ublk-raid superblock`)
+	asmWantErr(t, err, ErrNotMember, `member /dev/vdx: not a member of the array `+UUIDString(sbs[0].ArrayUUID)+` (name "tank"), whose superblock /dev/vda carries: no ublk-raid superblock`)
 	if errors.Is(err, ErrNoSuperblock) {
 		t.Errorf("%v is ErrNoSuperblock: the caller would create an array over members", err)
 	}

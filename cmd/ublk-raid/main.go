@@ -64,6 +64,9 @@ func newRootCmd() *cobra.Command {
 		newPassthroughCmd(&logLevel), newRecoverCmd(&logLevel), newVersionCmd())
 	root.AddCommand(newManageCmds(&socket)...)
 	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return usageError{err} })
+	// No cobra `completion` command: its argument checks escape the
+	// usage rules above (an unknown shell printed help and exited 0).
+	root.CompletionOptions.DisableDefaultCmd = true
 	return root
 }
 

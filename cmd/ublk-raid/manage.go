@@ -21,6 +21,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/spf13/cobra"
+	"golang.org/x/sys/unix"
 
 	"github.com/ublk-raid/ublk-raid/array"
 	"github.com/ublk-raid/ublk-raid/daemon"
@@ -315,13 +316,29 @@ func absPaths(paths []string) ([]string, error) {
 		if p == "" {
 			return nil, usagef("a member path is empty")
 		}
-		a, err := filepath.Abs(p)
+		a, err := absPath(p)
 		if err != nil {
 			return nil, err
 		}
 		out = append(out, a)
 	}
 	return out, nil
+}
+
+// absPath makes p absolute against the working directory as the kernel
+// knows it (getcwd, not $PWD, which names the directory through the
+// symlinks the shell followed), and clean without changing the file it
+// names (daemon.CleanPath: a ".." after a symlink is resolved, not
+// dropped as text, unlike filepath.Abs).
+func absPath(p string) (string, error) {
+	if !filepath.IsAbs(p) {
+		wd, err := unix.Getwd()
+		if err != nil {
+			return "", err
+		}
+		p = wd + "/" + p
+	}
+	return daemon.CleanPath(p), nil
 }
 
 // textArg refuses a path JSON would carry as other text than was given
@@ -891,12 +908,12 @@ func newMemberCmd(socket *string, op, short, done string) *cobra.Command {
 			_, err := strconv.Atoi(member)
 			isPath := err != nil
 			if isPath {
-				if member, err = filepath.Abs(member); err != nil {
+				if member, err = absPath(member); err != nil {
 					return err
 				}
 			}
 			if with != "" {
-				if with, err = filepath.Abs(with); err != nil {
+				if with, err = absPath(with); err != nil {
 					return err
 				}
 				// The same device twice, as add refuses it: a member
