@@ -343,12 +343,12 @@ func (r *run) parityRewriteBad(s, ms uint64, bad, missing uint64) (lost uint64, 
 		sec := ms + uint64(row*BlockSectors)
 		first := bits.TrailingZeros64(rb)
 		if n := bits.OnesCount64(rb | missing); n > pr.p.Count() {
-			if r.job.Kind == Rebuild {
-				// (The member is failed, unless it is the last copy.)
-				return 0, fmt.Errorf("%d members of the stripe cannot be read at member sector %d: %w: %w", n, sec, engine.ErrNoCopy, r.memberError(first, "read", sec, errs[first]))
-			}
-			if r.job.Kind == Resync {
-				return 0, r.memberError(first, "read", sec, fmt.Errorf("%d members of the row cannot be read: %w", bits.OnesCount64(rb), errs[first]))
+			if r.job.Kind == Rebuild || r.job.Kind == Resync {
+				// A row no copy can be read from: the job stops there
+				// and fails no member (md's handle_failed_sync: "don't
+				// fail devices as that won't really help"), which
+				// would only take a further copy of everything else.
+				return 0, fmt.Errorf("%d members of the stripe cannot be read at member sector %d (member %d: %w): %w", n, sec, first, errs[first], engine.ErrNoCopy)
 			}
 			lost |= 1 << uint(row)
 			r.res.LostRows++
