@@ -180,13 +180,13 @@ func deviceKeys(path string) []string {
 // (which names another file when the element before it is a symlink, as
 // "srv/../img" with srv a link into another directory): such a path is
 // resolved through its symlinks as the kernel resolves it
-// (filepath.EvalSymlinks), or returned as it is where that fails.
+// (filepath.EvalSymlinks); where that fails (no such file: nothing to
+// open there anyway), it is cleaned as text.
 func CleanPath(path string) string {
 	if slices.Contains(strings.Split(path, "/"), "..") {
 		if r, err := filepath.EvalSymlinks(path); err == nil {
 			return r
 		}
-		return path
 	}
 	return filepath.Clean(path)
 }
@@ -489,7 +489,9 @@ type Array struct {
 	ChunkBytes uint64 `json:"chunk_bytes"`
 	SizeBytes  uint64 `json:"size_bytes"`
 	// State is "active" (every role in sync), "degraded" (data complete,
-	// some role not in sync) or "failed" (some data has no copy); list
+	// some role not in sync), "failed" (some data has no copy) or
+	// "broken" (a raid0 whose member failed a write: writes fail until
+	// the next assembly, as md's raid0 array_state "broken"); list
 	// shows an array of the state file that did not start "inactive",
 	// with the paths the state file lists (role -1, state "inactive").
 	State        string `json:"state"`
