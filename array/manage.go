@@ -103,6 +103,10 @@ func (a *Array) Status() Status {
 	switch {
 	case !geometryCovered(a.Engine):
 		s.State = "failed"
+	case a.Engine.Broken():
+		// A raid0 a member's failed write broke, in memory (md's
+		// array_state "broken"): writes fail, reads go on.
+		s.State = "broken"
 	case s.Degraded:
 		s.State = "degraded"
 	default:

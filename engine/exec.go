@@ -289,6 +289,13 @@ func (e *Executor) Start(tag uint16, op ReqOp, sector uint64, sectors uint32, fu
 		e.finish(tag, nil)
 		return
 	}
+	if op != ReqRead && e.arr.Broken() {
+		// A raid0 a member's failed write broke (see memberFailed): the
+		// writes acknowledged before, in that member's cache, may be
+		// lost, and a later flush must not report them durable.
+		e.finish(tag, fmt.Errorf("raid0 array broken by a member's failed write or flush: %w", ErrNoCopy))
+		return
+	}
 	if op == ReqWrite || op == ReqDiscard || op == ReqWriteZeroes {
 		e.admit(tag)
 		return
@@ -725,13 +732,7 @@ func (e *Executor) Tick() {
 			// to it, failed or kept: it would wait out the timeout again,
 			// block by block.
 			io.Avoid |= 1 << uint(io.Member)
-			switch {
-			case e.arr.Geo.Level == Level0:
-				st, _ := e.arr.Fail(int(io.Member))
-				if io.Kind != IORead {
-					r.needGen = max(r.needGen, st.Gen)
-				}
-			case io.Kind == IORead:
+			if io.Kind == IORead && e.arr.Geo.Level != Level0 {
 				e.failBlamed(uint16(t), opID(r.seq, i), io)
 			}
 			e.memberFailed(uint16(t), opID(r.seq, i), r, io, true) // a write: failBlamed there
@@ -806,10 +807,13 @@ func (e *Executor) memberFailed(tag uint16, id OpID, r *request, io MemberIO, bu
 		return
 	}
 	if e.arr.Geo.Level == Level0 {
-		// Every member holds the only copy of its data: md fails the
-		// array (MD_BROKEN), as failing the member does.
-		st, _ := e.arr.Fail(int(io.Member))
-		r.needGen = max(r.needGen, st.Gen)
+		// Every member holds the only copy of its data: the request
+		// fails (writeOutcome: ErrNoCopy) and the array is broken in
+		// memory (MarkBroken: later writes and flushes fail), as md's
+		// MD_BROKEN; no member failure is recorded (md's raid0 records
+		// none), so that a transient error does not leave an array the
+		// next assembly refuses without --force.
+		e.arr.MarkBroken()
 		return
 	}
 	st, out, departed := e.failBlamed(tag, id, io)

@@ -129,7 +129,17 @@ type Array struct {
 	Parity *ParityGeometry
 	state  atomic.Pointer[ArrayState]
 	mu     sync.Mutex
+	broken atomic.Bool
 }
+
+// MarkBroken records, in memory only, that a raid0 member failed a write,
+// flush or discard (md's MD_BROKEN): every later write, flush, discard and
+// write-zeroes fails, reads go on. Nothing is persisted and no member is
+// failed: the next assembly serves the array again, as md's does.
+func (a *Array) MarkBroken() { a.broken.Store(true) }
+
+// Broken reports whether MarkBroken was called.
+func (a *Array) Broken() bool { return a.broken.Load() }
 
 // NewArray returns an Array with every member active.
 func NewArray(g Geometry) (*Array, error) {

@@ -6,9 +6,8 @@ import (
 )
 
 // A raid0 member holds the only copy of its chunks: a FLUSH whose flush
-// failed on one (the member is failed: the array is broken, as md's
-// MD_BROKEN) must not be acknowledged, nor any later FLUSH while the
-// member is out: the writes acknowledged before it that sit in that
+// failed on one (the array is broken, as md's MD_BROKEN, in memory) must
+// not be acknowledged, nor any later FLUSH: the writes acknowledged before it that sit in that
 // member's volatile cache are not durable, and fsync would report them
 // so (md fails every write, flushes included, of a broken raid0). The
 // flush used to succeed as soon as another member flushed, as for a
@@ -44,11 +43,13 @@ func TestExecutorRaid0FlushFailureFailsFlush(t *testing.T) {
 	if err, done := flush(); !done || err == nil {
 		t.Fatalf("raid0 flush that member 1 failed: done=%v err=%v, want an error (chunk 1 is not durable)", done, err)
 	}
-	if st := arr.State().Members[1].State; st != MemberFaulty {
-		t.Fatalf("member 1 is %v after failing a flush, want faulty", st)
+	if st := arr.State().Members[1].State; st != MemberActive || !arr.Broken() {
+		t.Fatalf("member 1 is %v after failing a flush, array broken %v; want active (md's raid0 records no member failure) and broken", st, arr.Broken())
 	}
-	// A later flush, planned without the failed member, cannot make the
-	// write's chunk 1 durable either.
+	// A later flush, even one the member answers, cannot make the write's
+	// chunk 1 durable: it fails, as md fails every write of a broken
+	// raid0.
+	be.members[1].failed = false
 	if err, done := flush(); !done || err == nil {
 		t.Fatalf("raid0 flush with member 1 failed: done=%v err=%v, want an error", done, err)
 	}

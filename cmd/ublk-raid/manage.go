@@ -742,7 +742,7 @@ func runDetail(o detailOptions, c *daemon.Client, stdout, stderr io.Writer) erro
 		return err
 	}
 	switch {
-	case a.State == "failed" || a.State == "inactive": // (unusable, as mdadm's 2)
+	case a.State == "failed" || a.State == "broken" || a.State == "inactive": // (unusable, as mdadm's 2)
 		return exitStatus(testFailed)
 	case a.Degraded:
 		return exitStatus(testDegraded)
