@@ -789,6 +789,46 @@ func (a *Array) WaitSync() {
 	}
 }
 
+// SyncRecord is what an array remembers of its last background jobs:
+// detail's last action and last check with their results, and
+// mismatch_cnt. CarrySyncRecord gives it to the array assembled again in
+// the same run by a grow, as md keeps them across a resize.
+type SyncRecord struct {
+	last                    resync.Kind
+	lastHad                 bool
+	lastRes                 string
+	lastCheck, lastCheckRes string
+	mism                    uint64
+}
+
+// SyncRecord returns what the array remembers of its last jobs.
+func (a *Array) SyncRecord() SyncRecord {
+	if a.sync == nil {
+		return SyncRecord{}
+	}
+	y := a.sync
+	y.mu.Lock()
+	defer y.mu.Unlock()
+	return SyncRecord{last: y.last, lastHad: y.lastHad, lastRes: y.lastRes, lastCheck: y.lastCheck, lastCheckRes: y.lastCheckRes, mism: y.mism}
+}
+
+// CarrySyncRecord takes r (another Array's SyncRecord, of the same array)
+// where this array has run no job yet.
+func (a *Array) CarrySyncRecord(r SyncRecord) {
+	if a.sync == nil {
+		return
+	}
+	y := a.sync
+	y.mu.Lock()
+	defer y.mu.Unlock()
+	if !y.lastHad && r.lastHad {
+		y.last, y.lastHad, y.lastRes = r.last, true, r.lastRes
+	}
+	if y.lastCheck == "" && r.lastCheck != "" {
+		y.lastCheck, y.lastCheckRes, y.mism = r.lastCheck, r.lastCheckRes, r.mism
+	}
+}
+
 // SyncStatus describes the background job.
 func (a *Array) SyncStatus() SyncStatus {
 	s := SyncStatus{Action: "idle"}

@@ -2179,6 +2179,7 @@ func (m *Manager) Grow(n int, sizeBytes uint64) (Array, error) {
 		detached = false
 	}
 	s.a.StopSync()
+	record := s.a.SyncRecord() // (the last check's result and mismatch_cnt, kept as md keeps them)
 	s.a.Close()
 	defer releaseMemory() // (once this call no longer holds s)
 	// pendingAgain leaves the array pending, retried until it starts.
@@ -2194,6 +2195,7 @@ func (m *Manager) Grow(n int, sizeBytes uint64) (Array, error) {
 	if err != nil {
 		return pendingAgain("the array could not be assembled again", err)
 	}
+	a.CarrySyncRecord(record)
 	if len(a.Absent) > 0 {
 		m.log.Warn("members absent, or holding no superblock of the array: the array starts without them (its superblocks record them failed, missing or spare)",
 			zap.String("device", dev), zap.String("uuid", e.UUID), zap.Strings("absent", a.Absent))
