@@ -48,6 +48,17 @@ func engineArray(sb *engine.Superblock, sbs []*engine.Superblock) (*engine.Array
 	return engine.NewArray(g)
 }
 
+// ArraySectorsOf is the size, in sectors, of the array a member's
+// superblock describes (with that member's data size), as assembly would
+// serve it: what the array's bitmap header must record (examine-bitmap).
+func ArraySectorsOf(sb *engine.Superblock) (uint64, error) {
+	ea, err := engineArray(sb, []*engine.Superblock{sb})
+	if err != nil {
+		return 0, err
+	}
+	return arraySectors(ea), nil
+}
+
 // arraySectors is the size of the array ea serves.
 func arraySectors(ea *engine.Array) uint64 {
 	if ea.Parity != nil {

@@ -141,8 +141,9 @@ type DeviceChecker interface {
 // parameters are own can serve device dev if it holds all of dev's
 // sectors (a smaller target would fail the requests past its end, or a
 // file grow under them) and takes dev's logical blocks (smaller ones
-// than its members' would fail member I/O with EINVAL), and gets FLUSH
-// if the target needs it (VOLATILE_CACHE). A device smaller than the
+// than its members' would fail member I/O with EINVAL), gets FLUSH
+// if the target needs it (VOLATILE_CACHE), and is read-only if the
+// target is. A device smaller than the
 // target is served (its end stays unused).
 func ServesDevice(dev, own Params) error {
 	d, o := dev.Basic, own.Basic
@@ -158,6 +159,11 @@ func ServesDevice(dev, own Params) error {
 		// member's write-back cache. (Made by an older version; del and
 		// add make the device anew.)
 		return fmt.Errorf("it was made without a volatile write cache, so no FLUSH would reach members that have one; delete it and add the array again")
+	case o.Attrs&AttrReadOnly != 0 && d.Attrs&AttrReadOnly == 0:
+		// A member that became read-only since (blockdev --setro, a
+		// write-protected namespace): the device still takes writes,
+		// every one of which would fail.
+		return fmt.Errorf("it was made writable, and what it serves is read-only now; delete it and add it again")
 	}
 	return nil
 }

@@ -60,13 +60,17 @@ type examineJSON struct {
 	BitmapOffset uint64  `json:"bitmap_offset_bytes"`
 	BitmapBytes  uint64  `json:"bitmap_bytes"`
 	// The raid5/6 write-hole log area (absent for other levels).
-	LogOffset uint64     `json:"write_hole_log_offset_bytes,omitempty"`
-	LogBytes  uint64     `json:"write_hole_log_bytes,omitempty"`
-	Events    uint64     `json:"events"`
-	Clean     bool       `json:"clean"`
-	Created   time.Time  `json:"created"`
-	Updated   time.Time  `json:"updated"`
-	Roles     []roleJSON `json:"roles"`
+	LogOffset uint64 `json:"write_hole_log_offset_bytes,omitempty"`
+	LogBytes  uint64 `json:"write_hole_log_bytes,omitempty"`
+	Events    uint64 `json:"events"`
+	Clean     bool   `json:"clean"`
+	// ResyncOffset (not clean only, as md's resync_offset): the array
+	// sector a resync stopped part-way resumes from; absent (0) after a
+	// crash, when the resync starts from the beginning.
+	ResyncOffset uint64     `json:"resync_offset_sectors,omitempty"`
+	Created      time.Time  `json:"created"`
+	Updated      time.Time  `json:"updated"`
+	Roles        []roleJSON `json:"roles"`
 	// FromShadow: the primary superblock was torn by an interrupted update
 	// and this is its shadow copy, which holds that update (the next
 	// update rewrites both).
@@ -118,7 +122,7 @@ func runExamine(o examineOptions, stdout io.Writer) error {
 		Level: engine.Level(sb.Level).String(), ChunkBytes: uint64(sb.ChunkSectors) << 9, RaidDevices: sb.Members,
 		MemberUUID: engine.UUIDString(sb.MemberUUID), DataOffset: sb.DataOffset, DataBytes: sb.DataSectors << 9,
 		BitmapOffset: sb.BitmapOffset, BitmapBytes: sb.BitmapBytes, LogOffset: sb.LogOffset, LogBytes: sb.LogBytes,
-		Events: sb.Events, Clean: sb.Clean,
+		Events: sb.Events, Clean: sb.Clean, ResyncOffset: sb.ResyncOffset,
 		Created: time.Unix(0, sb.CreateTime).UTC(), Updated: time.Unix(0, sb.UpdateTime).UTC(),
 	}
 	if sb.Level == uint32(engine.Level10) {
@@ -148,8 +152,14 @@ func runExamine(o examineOptions, stdout io.Writer) error {
 		role = fmt.Sprint(*j.Role)
 	}
 	state := "active (not cleanly stopped)"
-	if j.Clean {
+	resyncOffset := ""
+	switch {
+	case j.Clean:
 		state = "clean"
+	case j.ResyncOffset > 0:
+		// A clean stop part-way through a resync (a crash records 0).
+		state = "clean, resync pending"
+		resyncOffset = fmt.Sprintf("%d sectors", j.ResyncOffset)
 	}
 	chunk := fmt.Sprintf("%dK", j.ChunkBytes>>10)
 	if sb.Level == uint32(engine.Level1) {
@@ -165,7 +175,7 @@ func runExamine(o examineOptions, stdout io.Writer) error {
 		{"Raid Devices", fmt.Sprint(j.RaidDevices)}, {"Device Role", role}, {"Device UUID", j.MemberUUID},
 		{"Data Offset", fmt.Sprintf("%d sectors", j.DataOffset>>9)}, {"Data Size", fmt.Sprintf("%d sectors", j.DataBytes>>9)},
 		{"Internal Bitmap", bitmap}, {"Write-Hole Log", logArea(j.LogOffset, j.LogBytes)},
-		{"Events", fmt.Sprint(j.Events)}, {"State", state},
+		{"Events", fmt.Sprint(j.Events)}, {"State", state}, {"Resync Offset", resyncOffset},
 		{"Creation Time", j.Created.Format(time.RFC3339)}, {"Update Time", j.Updated.Format(time.RFC3339)},
 		{"Superblock", shadowNote(shadow)},
 	} {

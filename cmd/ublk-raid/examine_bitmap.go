@@ -8,6 +8,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/ublk-raid/ublk-raid/array"
 	"github.com/ublk-raid/ublk-raid/bitmap"
 	"github.com/ublk-raid/ublk-raid/engine"
 )
@@ -71,12 +72,18 @@ func runExamineBitmap(o examineOptions, stdout io.Writer) error {
 		SBEvents: sb.Events, Stale: s.Header.Events < sb.Events, RegionBytes: s.Header.RegionSectors << 9,
 		BlockBytes: s.Header.BlockSize, ArrayBytes: s.Header.ArraySectors << 9, Regions: s.Header.Regions,
 		Dirty: s.Dirty, Clean: s.Clean, NeverWritten: s.NeverWritten}
+	arraySectors, aerr := array.ArraySectorsOf(sb)
 	switch {
 	case s.Header.ArrayUUID != sb.ArrayUUID:
 		j.Corrupt = "another array's bitmap"
 	case s.Header.Events > sb.Events+1:
 		// As bitmap.Load: a header is at most one update ahead.
 		j.Corrupt = "header more than one update ahead of the superblock"
+	case aerr == nil && s.Header.ArraySectors != arraySectors:
+		// As bitmap.Load (checkHeader): a bitmap of another size.
+		j.Corrupt = fmt.Sprintf("the bitmap covers %d sectors, the array has %d", s.Header.ArraySectors, arraySectors)
+	case s.Header.BlockSize < m.LogicalBlock:
+		j.Corrupt = fmt.Sprintf("the bitmap is written in %d-byte blocks, the member needs %d-byte blocks", s.Header.BlockSize, m.LogicalBlock)
 	}
 	for _, be := range s.BadBlocks {
 		j.BadBlocks = append(j.BadBlocks, fmt.Sprintf("block %d: %v", be.Block, be.Err))

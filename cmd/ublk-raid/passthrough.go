@@ -215,6 +215,9 @@ func newRecoverCmd(logLevel *string) *cobra.Command {
 			if o.serve.number < 0 {
 				return usagef("recover needs -n N, the device to re-attach")
 			}
+			if err := refuseDeviceShape(cmd.Flags().Changed); err != nil {
+				return err
+			}
 			log, err := newLogger(*logLevel, cmd.ErrOrStderr())
 			if err != nil {
 				return err

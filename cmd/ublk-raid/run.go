@@ -158,6 +158,18 @@ func (o *runOptions) checkRecover() error {
 			return usagef("--%s creates an array: --recover re-attaches the device of one that exists", f)
 		}
 	}
+	return refuseDeviceShape(o.given)
+}
+
+// refuseDeviceShape refuses, for a recovery, the flags that shape a new
+// device: a recovered device keeps the queues, depth and request size the
+// kernel holds for it, whatever is asked.
+func refuseDeviceShape(given func(string) bool) error {
+	for _, f := range []string{"queues", "depth", "max-io"} {
+		if given(f) {
+			return usagef("--%s shapes a new device: a recovery re-attaches the device as the kernel holds it", f)
+		}
+	}
 	return nil
 }
 
