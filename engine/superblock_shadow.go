@@ -79,8 +79,9 @@ func layoutOf(b []byte) *Superblock {
 // ReadSuperblock reads a member's superblock through read (n bytes at byte
 // off of the member) and parses it: the primary copy, or its shadow when
 // the primary was torn (see above; shadow reports which). Its errors are
-// read's or the primary's ParseSuperblock error. It does not bound the
-// result by the member (CheckMemberSize).
+// read's (for the primary, or for the shadow of a torn primary: not
+// ErrCorruptSuperblock then) or the primary's ParseSuperblock error. It
+// does not bound the result by the member (CheckMemberSize).
 func ReadSuperblock(read func(off int64, n int) ([]byte, error)) (sb *Superblock, shadow bool, err error) {
 	b, err := read(SuperblockOffset, SuperblockSize)
 	if err != nil {
@@ -98,8 +99,13 @@ func ReadSuperblock(read func(off int64, n int) ([]byte, error)) (sb *Superblock
 		return nil, false, err
 	}
 	sbb, rerr := read(int64(off), SuperblockSize)
-	if rerr != nil || len(sbb) < SuperblockSize {
-		return nil, false, err
+	if rerr == nil && len(sbb) < SuperblockSize {
+		rerr = fmt.Errorf("read gave %d bytes, want %d", len(sbb), SuperblockSize)
+	}
+	if rerr != nil {
+		// The device's answer, not a verdict on its contents: the
+		// update may be whole in the shadow.
+		return nil, false, fmt.Errorf("superblock torn (%v), and its shadow copy at byte %d cannot be read: %w", err, off, rerr)
 	}
 	s, perr := ParseSuperblock(sbb)
 	if perr != nil {
