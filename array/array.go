@@ -303,6 +303,15 @@ func Open(paths []string, spec CreateSpec, create bool) (*Array, error) {
 			absentPaths = append(absentPaths, p)
 			continue
 		}
+		if err != nil && spec.SkipAbsent && spec.UUID != "" && !create && errors.Is(err, unix.EBUSY) {
+			// A restart: a listed device another array or program holds
+			// (a failed disk's slot reused for another array) is left
+			// out as one holding no superblock of this array (below);
+			// checkAbsent still refuses if its role is recorded active.
+			foreignWarnings = append(foreignWarnings, fmt.Sprintf("%s left out: %v", p, err))
+			absentPaths = append(absentPaths, p)
+			continue
+		}
 		if err != nil {
 			closeAll()
 			return nil, err

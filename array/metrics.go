@@ -160,6 +160,9 @@ func (a *Array) Metrics(device string) metrics.ArrayStats {
 	default:
 		out.State = metrics.ArrayActive
 	}
+	if a.Engine.Broken() {
+		out.State = metrics.ArrayBroken // (raid0: no sync runs)
+	}
 	out.SyncSpeed = sy.SpeedBytes
 	out.MismatchSectors = sy.MismatchCnt
 	out.ReadRepairs = a.readRepairs.Load()

@@ -178,17 +178,33 @@ func deviceKeys(path string) []string {
 // CleanPath returns path without "." elements or repeated slashes, as
 // filepath.Clean, except that a ".." element is not removed as text
 // (which names another file when the element before it is a symlink, as
-// "srv/../img" with srv a link into another directory): such a path is
-// resolved through its symlinks as the kernel resolves it
-// (filepath.EvalSymlinks); where that fails (no such file: nothing to
-// open there anyway), it is cleaned as text.
+// "srv/../img" with srv a link into another directory): the path up to
+// its last ".." is resolved through its symlinks as the kernel resolves
+// it (filepath.EvalSymlinks), and the elements after it are kept as
+// given (a stable name such as /dev/disk/by-id/X stays that name). Where
+// that prefix cannot be resolved, path is returned as it is, so that
+// opening it fails as the kernel fails it rather than opening the file
+// its text names.
 func CleanPath(path string) string {
-	if slices.Contains(strings.Split(path, "/"), "..") {
-		if r, err := filepath.EvalSymlinks(path); err == nil {
-			return r
+	elems := strings.Split(path, "/")
+	last := -1
+	for i, e := range elems {
+		if e == ".." {
+			last = i
 		}
 	}
-	return filepath.Clean(path)
+	if last < 0 {
+		return filepath.Clean(path)
+	}
+	prefix := strings.Join(elems[:last+1], "/")
+	if prefix == "" {
+		prefix = "/"
+	}
+	r, err := filepath.EvalSymlinks(prefix)
+	if err != nil {
+		return path
+	}
+	return filepath.Join(append([]string{r}, elems[last+1:]...)...)
 }
 
 // SameDevice reports whether paths p and q name the same device or file:

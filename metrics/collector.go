@@ -53,7 +53,7 @@ func NewCollector(src Source) *Collector {
 
 		info: d("info", "Array identity; always 1. Labels: array name, RAID level and layout.",
 			"device", "name", "level", "layout"),
-		state: d("state", "Activity of the array, one-hot over active, inactive, recovering, resync and check (as node_md_state).",
+		state: d("state", "Activity of the array, one-hot over active, inactive, recovering, resync and check (as node_md_state), and broken (a raid0 whose member failed a write: writes fail until the next assembly).",
 			"device", "state"),
 		disks: d("disks", "Members of the array by state: active (in sync), failed, spare, rebuilding (as node_md_disks, plus rebuilding).",
 			"device", "state"),

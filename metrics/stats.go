@@ -105,11 +105,15 @@ const (
 	ArrayResync
 	// ArrayCheck: a user-requested check (read and compare, no writes).
 	ArrayCheck
+	// ArrayBroken: a raid0 a member's failed write broke (md's array_state
+	// "broken"): writes fail until the next assembly, reads go on. Not
+	// one of node_md_state's: md exports it in sysfs only.
+	ArrayBroken
 
 	numArrayStates
 )
 
-var arrayStateNames = [numArrayStates]string{"active", "inactive", "recovering", "resync", "check"}
+var arrayStateNames = [numArrayStates]string{"active", "inactive", "recovering", "resync", "check", "broken"}
 
 // String returns the state's label value.
 func (s ArrayState) String() string {
