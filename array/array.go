@@ -14,6 +14,7 @@ import (
 	"github.com/ublk-raid/ublk-raid/bitmap"
 	"github.com/ublk-raid/ublk-raid/engine"
 	"github.com/ublk-raid/ublk-raid/metrics"
+	"github.com/ublk-raid/ublk-raid/ublk"
 	"golang.org/x/sys/unix"
 )
 
@@ -125,6 +126,23 @@ type CreateSpec struct {
 // (or no member at all is present); or with AsRecorded: such a role's
 // member is not among the devices given.
 var ErrMemberAbsent = errors.New("a member in use is absent")
+
+// heldByOther reports whether the device at path, which another holds
+// (EBUSY), carries a superblock of an array other than spec.UUID, read
+// without claiming it. Devices opened through spec.OpenDevice (tests)
+// cannot be read so: false.
+func heldByOther(spec CreateSpec, path string) bool {
+	if spec.OpenDevice != nil {
+		return false
+	}
+	d, err := ublk.OpenMemberReadOnly(path)
+	if err != nil {
+		return false
+	}
+	defer d.Close()
+	sb, _, err := engine.ReadSuperblock(d.ReadBlock, d.Size)
+	return err == nil && engine.UUIDString(sb.ArrayUUID) != spec.UUID
+}
 
 // absent reports whether err says a member's device is not there.
 func absent(err error) bool {
@@ -303,12 +321,14 @@ func Open(paths []string, spec CreateSpec, create bool) (*Array, error) {
 			absentPaths = append(absentPaths, p)
 			continue
 		}
-		if err != nil && spec.SkipAbsent && spec.UUID != "" && !create && errors.Is(err, unix.EBUSY) {
-			// A restart: a listed device another array or program holds
-			// (a failed disk's slot reused for another array) is left
-			// out as one holding no superblock of this array (below);
-			// checkAbsent still refuses if its role is recorded active.
-			foreignWarnings = append(foreignWarnings, fmt.Sprintf("%s left out: %v", p, err))
+		if err != nil && spec.SkipAbsent && spec.UUID != "" && !create && errors.Is(err, unix.EBUSY) && heldByOther(spec, p) {
+			// A restart: a listed device another array holds (a failed
+			// disk's slot reused for another array) is left out as one
+			// holding no superblock of this array (below); checkAbsent
+			// still refuses if its role is recorded active. One of this
+			// array (held by a server that is exiting) is not: its
+			// EBUSY lets the caller wait for it (the daemon's openRetry).
+			foreignWarnings = append(foreignWarnings, fmt.Sprintf("%s left out: it holds no superblock of array %s, and %v", p, spec.UUID, err))
 			absentPaths = append(absentPaths, p)
 			continue
 		}
@@ -621,7 +641,7 @@ func (a *Array) writeMostlyMask(paths []string) (uint64, error) {
 // readSB reads m's superblock for assembly.
 func readSB(m *Member) engine.MemberSB {
 	in := engine.MemberSB{Path: m.Path}
-	if sb, _, err := engine.ReadSuperblock(m.ReadBlock); err != nil {
+	if sb, _, err := engine.ReadSuperblock(m.ReadBlock, m.Size); err != nil {
 		in.Err = err
 	} else if err := sb.CheckMemberSize(uint64(m.Size)); err != nil {
 		in.Err = err // bounded by the device before anything trusts it

@@ -3,6 +3,7 @@ package array
 import (
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"time"
 
@@ -138,11 +139,15 @@ func (a *Array) FailedRoleOf(path string) int {
 		return -1
 	}
 	defer f.Close()
+	size, err := f.Seek(0, io.SeekEnd)
+	if err != nil {
+		return -1
+	}
 	sb, _, err := engine.ReadSuperblock(func(off int64, n int) ([]byte, error) {
 		b := make([]byte, n)
 		_, err := f.ReadAt(b, off)
 		return b, err
-	})
+	}, size)
 	ref := a.refSB()
 	if err != nil || ref == nil || sb.ArrayUUID != ref.ArrayUUID || sb.IsSpare() || int(sb.Role) >= a.Engine.MemberCount() {
 		return -1

@@ -2123,12 +2123,13 @@ func (m *arrayModel) noneActive() bool {
 // readSB reads d's superblock as the array does, from what a power cut
 // left on it.
 func (m *arrayModel) readSB(d *memdev.Disk) (*engine.Superblock, bool, error) {
+	size := m.rack.Size(d)
 	return engine.ReadSuperblock(func(off int64, n int) ([]byte, error) {
-		if off < 0 || off+int64(n) > m.rack.Size(d) {
+		if off < 0 || off+int64(n) > size {
 			return nil, io.EOF
 		}
 		return m.rack.Current(d, off, n), nil
-	})
+	}, size)
 }
 
 // superblocks describes the disks' superblocks as a power cut left them

@@ -170,7 +170,7 @@ func (a *Array) checkNewDevice(m *Member, ref *engine.Superblock, force bool) (s
 		return nil, errors.New("the array has no superblock to compare with")
 	}
 	var old *engine.Superblock
-	if sb, _, err := engine.ReadSuperblock(m.ReadBlock); err == nil {
+	if sb, _, err := engine.ReadSuperblock(m.ReadBlock, m.Size); err == nil {
 		old = sb
 	}
 	switch {

@@ -1587,7 +1587,7 @@ type readdPlan struct {
 // would mix both sides' data, block by block.
 func (a *Array) previousRole(m *Member) (readdPlan, error) {
 	notMember := fmt.Errorf("%s is not a member of this array: use replace to put a new device in", m.Path)
-	sb, _, err := engine.ReadSuperblock(m.ReadBlock)
+	sb, _, err := engine.ReadSuperblock(m.ReadBlock, m.Size)
 	if err != nil && !errors.Is(err, engine.ErrNoSuperblock) && !errors.Is(err, engine.ErrCorruptSuperblock) {
 		return readdPlan{}, fmt.Errorf("%s: read its superblock: %w", m.Path, err)
 	}

@@ -430,7 +430,7 @@ func readSuperblock(path string) (*engine.Superblock, error) {
 		return nil, err
 	}
 	defer d.Close()
-	sb, _, err := engine.ReadSuperblock(d.ReadBlock)
+	sb, _, err := engine.ReadSuperblock(d.ReadBlock, d.Size)
 	if errors.Is(err, engine.ErrNoSuperblock) || errors.Is(err, engine.ErrCorruptSuperblock) {
 		return nil, &superblockParseError{err}
 	}

@@ -4,6 +4,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"math"
 )
 
 // The superblock's shadow copy.
@@ -77,12 +78,12 @@ func layoutOf(b []byte) *Superblock {
 }
 
 // ReadSuperblock reads a member's superblock through read (n bytes at byte
-// off of the member) and parses it: the primary copy, or its shadow when
+// off of the member, a device of size bytes) and parses it: the primary copy, or its shadow when
 // the primary was torn (see above; shadow reports which). Its errors are
 // read's (for the primary, or for the shadow of a torn primary: not
 // ErrCorruptSuperblock then) or the primary's ParseSuperblock error. It
 // does not bound the result by the member (CheckMemberSize).
-func ReadSuperblock(read func(off int64, n int) ([]byte, error)) (sb *Superblock, shadow bool, err error) {
+func ReadSuperblock(read func(off int64, n int) ([]byte, error), size int64) (sb *Superblock, shadow bool, err error) {
 	b, err := read(SuperblockOffset, SuperblockSize)
 	if err != nil {
 		return nil, false, err
@@ -95,7 +96,9 @@ func ReadSuperblock(read func(off int64, n int) ([]byte, error)) (sb *Superblock
 		return sb, false, err
 	}
 	off, ok := ShadowOffsetOf(b)
-	if !ok {
+	if !ok || off > math.MaxInt64-SuperblockSize || int64(off)+SuperblockSize > size {
+		// No slot, or none within the device (a damaged header's
+		// fields): no shadow, the primary is corrupt.
 		return nil, false, err
 	}
 	sbb, rerr := read(int64(off), SuperblockSize)

@@ -89,7 +89,7 @@ func TestReadSuperblockTorn(t *testing.T) {
 			if _, err := ParseSuperblock(torn); !errors.Is(err, ErrBadChecksum) {
 				t.Fatalf("the torn primary parses: %v", err)
 			}
-			sb, shadow, err := ReadSuperblock(d.read)
+			sb, shadow, err := ReadSuperblock(d.read, int64(len(d)))
 			if err != nil || !shadow {
 				t.Fatalf("ReadSuperblock: %v (shadow %v), want the shadow", err, shadow)
 			}
@@ -103,7 +103,7 @@ func TestReadSuperblockTorn(t *testing.T) {
 		d := make(shadowDisk, old.DataOffset)
 		d.put(t, ob)
 		copy(d[mustShadow(t, nb):], nb[:512])
-		sb, shadow, err := ReadSuperblock(d.read)
+		sb, shadow, err := ReadSuperblock(d.read, int64(len(d)))
 		if err != nil || shadow || *sb != *old {
 			t.Fatalf("ReadSuperblock: %+v, shadow %v, %v; want the primary", sb, shadow, err)
 		}
@@ -148,7 +148,7 @@ func TestReadSuperblockShadowNotTaken(t *testing.T) {
 			d := make(shadowDisk, sb.DataOffset)
 			copy(d[mustShadow(t, b):], tc.shadow)
 			copy(d[SuperblockOffset:], tc.primary(b))
-			got, shadow, err := ReadSuperblock(d.read)
+			got, shadow, err := ReadSuperblock(d.read, int64(len(d)))
 			if !errors.Is(err, tc.want) || got != nil || shadow {
 				t.Fatalf("ReadSuperblock: %+v, shadow %v, %v; want %v", got, shadow, err, tc.want)
 			}
@@ -162,7 +162,7 @@ func TestReadSuperblockShadowNotTaken(t *testing.T) {
 		d := make(shadowDisk, moved.DataOffset)
 		copy(d[mustShadow(t, b):], mustMarshal(t, &moved))
 		copy(d[SuperblockOffset:], tornOf(b))
-		if got, _, err := ReadSuperblock(d.read); !errors.Is(err, ErrBadChecksum) {
+		if got, _, err := ReadSuperblock(d.read, int64(len(d))); !errors.Is(err, ErrBadChecksum) {
 			t.Fatalf("ReadSuperblock: %+v, %v; want the primary's checksum error", got, err)
 		}
 	})
@@ -173,4 +173,18 @@ func tornOf(b []byte) []byte {
 	t := append([]byte(nil), b...)
 	t[offRoles+10*roleEntrySize] ^= 0xff
 	return t
+}
+
+// TestReadSuperblockShadowPastEnd: a damaged primary whose layout fields
+// put the shadow past the device's end has no shadow: it is corrupt, not
+// a device that cannot be read.
+func TestReadSuperblockShadowPastEnd(t *testing.T) {
+	sb := sbFixture()
+	sb.DataOffset = 1 << 40
+	b := mustMarshal(t, sb)
+	d := make(shadowDisk, 4<<20)
+	copy(d[SuperblockOffset:], tornOf(b))
+	if got, _, err := ReadSuperblock(d.read, int64(len(d))); !errors.Is(err, ErrCorruptSuperblock) || got != nil {
+		t.Fatalf("ReadSuperblock: %+v, %v; want the primary's corrupt error", got, err)
+	}
 }

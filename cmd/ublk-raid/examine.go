@@ -98,7 +98,7 @@ func openExaminedCopy(member string) (*ublk.Member, *engine.Superblock, bool, er
 	if err != nil {
 		return nil, nil, false, err
 	}
-	sb, shadow, err := engine.ReadSuperblock(m.ReadBlock)
+	sb, shadow, err := engine.ReadSuperblock(m.ReadBlock, m.Size)
 	if err == nil {
 		// Bounded against the device it came from, as assembly does.
 		err = sb.CheckMemberSize(uint64(m.Size))
