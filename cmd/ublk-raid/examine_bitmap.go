@@ -31,9 +31,13 @@ type examineBitmapJSON struct {
 	Cleared   uint64 `json:"events_cleared"`
 	SBEvents  uint64 `json:"superblock_events"`
 	Stale     bool   `json:"stale"` // older than the superblock: not trusted at assembly
-	// Corrupt: why assembly does not use the copy at all, if it does not
-	// (its header more than one update ahead of the superblock, or
-	// another array's).
+	// Corrupt: why assembly does not use the copy at all, as far as this
+	// member tells (its header more than one update ahead of the
+	// superblock, another array's, of another array size than this
+	// member's superblock gives, in blocks smaller than the member's).
+	// Assembly takes the smallest data size among the members: after a
+	// grow torn between them it may discard a copy this one calls good,
+	// as mdadm -X, reading one device, cannot tell either.
 	Corrupt      string   `json:"corrupt,omitempty"`
 	RegionBytes  uint64   `json:"region_bytes"`
 	BlockBytes   int      `json:"block_bytes"`
