@@ -436,6 +436,16 @@ func Open(paths []string, spec CreateSpec, create bool) (*Array, error) {
 	}
 	asm, err := engine.AssembleWith(append(append([]engine.MemberSB(nil), inputs...), spareIn...),
 		engine.AssembleOptions{Force: spec.Force})
+	if err == nil && create && spec.Level >= 0 && !slices.ContainsFunc(inputs, func(in engine.MemberSB) bool { return in.SB == nil || !in.SB.IsSpare() }) {
+		// Only spares of one array given, with a level: no array to
+		// assemble (they hold no data), devices to create one over, as
+		// a spare given with a blank device is (foreign, below).
+		var names []string
+		for _, in := range inputs {
+			names = append(names, in.Path)
+		}
+		err = fmt.Errorf("%w: %s are spares of array %s (name %q), holding no data", engine.ErrNotMember, strings.Join(names, ", "), engine.UUIDString(asm.UUID), asm.Name)
+	}
 	// Devices carrying superblocks that make no one array (of other
 	// arrays, some blank, damaged) are no array to assemble: with a level
 	// and force a new one is created over them, as mdadm --create --run.
@@ -554,6 +564,16 @@ func Open(paths []string, spec CreateSpec, create bool) (*Array, error) {
 		err := checkBlankSpare(m, ms[0], asm, inputs)
 		if err == nil {
 			_, err = checkBlank(m, spec.Force)
+		}
+		if err == nil && spec.Taken != nil {
+			// A spare of another array taken as blank (--force): never
+			// one of an array the caller keeps, refused before anything
+			// is written (addSpares asks again once the array is open).
+			if sb, _, rerr := engine.ReadSuperblock(m.ReadBlock, m.Size); rerr == nil && sb.ArrayUUID != asm.UUID {
+				if terr := spec.Taken(engine.UUIDString(sb.ArrayUUID), &sb.MemberUUID); terr != nil {
+					err = fmt.Errorf("spare %s: %w", m.Path, terr)
+				}
+			}
 		}
 		if err != nil {
 			closeAll()

@@ -147,7 +147,7 @@ func runExamine(o examineOptions, stdout io.Writer) error {
 		return enc.Encode(j)
 	}
 	tw := tabwriter.NewWriter(stdout, 0, 4, 1, ' ', 0)
-	role := "spare"
+	role := "spare (its superblock, events and state included, is as of when it was added: a spare's is not rewritten at each update)"
 	if j.Role != nil {
 		role = fmt.Sprint(*j.Role)
 	}
