@@ -206,7 +206,7 @@ func newRecoverCmd(logLevel *string) *cobra.Command {
 	var o passthroughOptions
 	c := &cobra.Command{
 		Use:   "recover -n N MEMBER",
-		Short: "Re-attach to passthrough device N whose server died, serving it again (foreground)",
+		Short: "Re-attach to passthrough device N whose server died, serving it again (foreground; the device keeps its own queues, depth and largest request)",
 		Args:  exactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if o.member = args[0]; o.member == "" {
@@ -214,9 +214,6 @@ func newRecoverCmd(logLevel *string) *cobra.Command {
 			}
 			if o.serve.number < 0 {
 				return usagef("recover needs -n N, the device to re-attach")
-			}
-			if err := refuseDeviceShape(cmd.Flags().Changed); err != nil {
-				return err
 			}
 			log, err := newLogger(*logLevel, cmd.ErrOrStderr())
 			if err != nil {

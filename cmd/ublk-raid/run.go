@@ -128,7 +128,7 @@ func newRunCmd(logLevel *string) *cobra.Command {
 	c.Flags().StringVar(&o.layout, "layout", "", "raid10 layout: n2 (default), f2, o2, n3, f3, o3; raid5/6: ls (default), rs, la, ra")
 	c.Flags().StringVarP(&o.chunk, "chunk", "c", "512K", "chunk size for a new array: power of two, 4K..64M")
 	c.Flags().StringVar(&o.name, "name", "", "array name (up to 32 bytes)")
-	c.Flags().BoolVar(&o.recover, "recover", false, "re-attach to device -n N whose server died")
+	c.Flags().BoolVar(&o.recover, "recover", false, "re-attach to device -n N whose server died (it keeps its own queues, depth and largest request: -q, -d and --max-io are not used)")
 	o.addBitmapFlags(c)
 	c.Flags().DurationVar(&o.memberTimeout, "member-timeout", defaultMemberTimeout, "fail a member whose I/O takes longer than this (0: never)")
 	c.Flags().StringArrayVar(&o.writeMostly, "write-mostly", nil,
@@ -156,18 +156,6 @@ func (o *runOptions) checkRecover() error {
 	for _, f := range []string{"level", "layout", "chunk", "no-bitmap", "bitmap-region", "assume-clean"} {
 		if o.given(f) {
 			return usagef("--%s creates an array: --recover re-attaches the device of one that exists", f)
-		}
-	}
-	return refuseDeviceShape(o.given)
-}
-
-// refuseDeviceShape refuses, for a recovery, the flags that shape a new
-// device: a recovered device keeps the queues, depth and request size the
-// kernel holds for it, whatever is asked.
-func refuseDeviceShape(given func(string) bool) error {
-	for _, f := range []string{"queues", "depth", "max-io"} {
-		if given(f) {
-			return usagef("--%s shapes a new device: a recovery re-attaches the device as the kernel holds it", f)
 		}
 	}
 	return nil
