@@ -725,7 +725,9 @@ func (e *Executor) Tick() {
 				continue
 			}
 			e.tellMemberError(r, io, -int32(errnoTimedOut))
-			// The member is failed whatever the operation, unless it holds
+			// The member is failed whatever the operation (raid0: the
+			// array is broken instead, a write's: see memberFailed),
+			// unless it holds
 			// the last in-sync copy of some data (md never fails that one:
 			// the request fails instead, and so does each later one that
 			// times out on it). A read retried elsewhere never goes back
