@@ -1627,8 +1627,6 @@ func (a *Array) previousRole(m *Member) (readdPlan, error) {
 	return p, nil
 }
 
-// refSB is a copy of a current superblock of the array (superblock
-// writes update a.SBs in place under a.mu).
 // NamesMember reports whether the array's superblock names member (a
 // member UUID) in a role (active, faulty or rebuilding) or as a spare: a
 // device carrying it is still the array's, not one failed and removed (a
@@ -1646,6 +1644,8 @@ func (a *Array) NamesMember(member [16]byte) bool {
 	return false
 }
 
+// refSB is a copy of a current superblock of the array (superblock
+// writes update a.SBs in place under a.mu).
 func (a *Array) refSB() *engine.Superblock {
 	a.mu.Lock()
 	defer a.mu.Unlock()

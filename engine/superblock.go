@@ -17,9 +17,9 @@ import (
 //
 // Every member carries one 4096-byte superblock at byte SuperblockOffset
 // (4096, like md's v1.2 metadata), so the first 4 KiB of the member (where
-// partition tables and boot sectors live) is never written, and a shadow
-// copy of it that each update writes first (superblock_shadow.go). The
-// layout of a member is
+// partition tables and boot sectors live) is never written; each update
+// writes a shadow copy of it first, at the top of the reserved area
+// (superblock_shadow.go). The layout of a member is
 //
 //	[0, 4096)                     untouched
 //	[4096, 8192)                  superblock

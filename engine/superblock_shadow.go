@@ -78,8 +78,9 @@ func layoutOf(b []byte) *Superblock {
 }
 
 // ReadSuperblock reads a member's superblock through read (n bytes at byte
-// off of the member, a device of size bytes) and parses it: the primary copy, or its shadow when
-// the primary was torn (see above; shadow reports which). Its errors are
+// off of the member, a device of size bytes) and parses it: the primary
+// copy, or its shadow when the primary was torn (see above; shadow
+// reports which). Its errors are
 // read's (for the primary, or for the shadow of a torn primary: not
 // ErrCorruptSuperblock then) or the primary's ParseSuperblock error. It
 // does not bound the result by the member (CheckMemberSize).

@@ -2,7 +2,7 @@ package ublk
 
 import "testing"
 
-// Found by review. Review (run): a passthrough over a read-only member must be read-only
+// Found by review (run): a passthrough over a read-only member must be read-only
 // (Passthrough.Params sets UBLK_ATTR_READ_ONLY, commit b179a77: advertised
 // writable, every write the kernel sends fails with EPERM from the member).
 // A recovered device keeps the parameters it was made with, so `recover

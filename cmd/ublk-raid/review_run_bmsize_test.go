@@ -11,7 +11,7 @@ import (
 	"github.com/ublk-raid/ublk-raid/engine"
 )
 
-// Found by review. Review (run): examine-bitmap says when assembly would not use a copy
+// Found by review (run): examine-bitmap says when assembly would not use a copy
 // (ec3f523: more than one update ahead, another array's), as mdadm -X. A
 // copy whose header covers another size than the array's is not used by
 // assembly either (bitmap.Load, checkHeader: ErrMismatch "the bitmap

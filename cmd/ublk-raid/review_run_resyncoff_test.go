@@ -10,7 +10,7 @@ import (
 	"github.com/ublk-raid/ublk-raid/engine"
 )
 
-// Found by review. Review (run): a raid1/10 without a bitmap stopped cleanly part-way
+// Found by review (run): a raid1/10 without a bitmap stopped cleanly part-way
 // through its resync records "not clean, resync from sector N" (md's
 // resync_offset: array.cleanState; a dirty mark always records 0), and
 // the next start resumes the resync at N instead of starting it over.
