@@ -318,6 +318,19 @@ func CheckRecover(ctrl *Control, id uint32, target Target) error {
 	return err
 }
 
+// CheckRecoverDevice is the part of CheckRecover that needs no target and
+// cannot change by waiting: whether device id exists as this server makes
+// devices (user recovery with reissue, features it serves, bounds) and is
+// not dead. A caller asks it before it assembles the array (which may
+// write its members: a write-hole log replay, a blank spare's superblock),
+// so that a recovery of a device that is not there changes nothing.
+// Whether a live server still holds the device is left to CheckRecover:
+// a server killed a moment ago still does, until the kernel releases it.
+func CheckRecoverDevice(ctrl *Control, id uint32) error {
+	_, err := checkRecoverDevice(ctrl, id)
+	return err
+}
+
 // Served reports whether a live process serves the device: it is live
 // and its server's pid exists (a dead server's device waits for recovery).
 func (info DevInfo) Served() bool {
@@ -325,44 +338,12 @@ func (info DevInfo) Served() bool {
 }
 
 func checkRecover(ctrl *Control, id uint32, target Target) (DevInfo, error) {
-	info, err := ctrl.DevInfo(id)
+	info, err := checkRecoverDevice(ctrl, id)
 	if err != nil {
 		return DevInfo{}, err
 	}
-	if info.Flags&FlagUserRecovery == 0 {
-		return DevInfo{}, fmt.Errorf("ublk device %d was not created with user recovery", id)
-	}
-	if info.Flags&FlagUserRecoveryReissue == 0 {
-		// Made by another server: the kernel fails a request in flight
-		// when its server leaves, so this server's hand-overs (a restart
-		// keeping the device, a grow, a failed queue) would fail its
-		// users' I/O. Create makes devices with REISSUE only.
-		return DevInfo{}, fmt.Errorf("ublk device %d was created without user_recovery_reissue: its I/O in flight would fail at every hand-over", id)
-	}
 	if info.Served() {
 		return DevInfo{}, fmt.Errorf("ublk device %d is live, served by pid %d", id, info.UblksrvPid)
-	}
-	if info.State == StateDead {
-		// Stopped, not deleted (a server killed between STOP_DEV and
-		// DEL_DEV, or before START_DEV): START_USER_RECOVERY refuses it
-		// for good.
-		return DevInfo{}, fmt.Errorf("ublk device %d is stopped (dead): nothing to re-attach to; delete it", id)
-	}
-	if other := info.Flags &^ flagsRecoverable; other != 0 {
-		// Made by another server, or a later version: a queue protocol
-		// this one does not speak (user copy, GET_DATA, other
-		// descriptor sizes...) would be served wrongly.
-		return DevInfo{}, fmt.Errorf("ublk device %d has features this server does not serve: %v", id, FlagNames(other))
-	}
-	if info.NrHwQueues == 0 || int(info.NrHwQueues) > maxNrQueues || info.QueueDepth == 0 || int(info.QueueDepth) > maxQueueDepth ||
-		info.MaxIOBufBytes == 0 || info.MaxIOBufBytes%4096 != 0 || info.MaxIOBufBytes > 32<<20 {
-		// The queues are set up from these: bounded as Config.Validate
-		// bounds a new device's.
-		return DevInfo{}, fmt.Errorf("ublk device %d has %d queues of depth %d and %d-byte I/O buffers: beyond what this server serves (%d queues, depth %d, 32 MiB)",
-			id, info.NrHwQueues, info.QueueDepth, info.MaxIOBufBytes, maxNrQueues, maxQueueDepth)
-	}
-	if info.Flags&FlagIODescSize != 0 && info.Pad0 != ioDescSize {
-		return DevInfo{}, fmt.Errorf("ublk device %d has %d-byte I/O descriptors; this server reads %d-byte ones", id, info.Pad0, ioDescSize)
 	}
 	if info.Flags&FlagAutoBufReg != 0 && zeroCopyFlags(target, Config{}) == 0 {
 		// The kernel decides: a device made zero copy stays so, and only
@@ -388,6 +369,47 @@ func checkRecover(ctrl *Control, id uint32, target Target) (DevInfo, error) {
 				return DevInfo{}, fmt.Errorf("ublk device %d is zero copy and aligns user buffers to %d bytes; the members need %d", id, dmaAlignment(p), own.DMA.Alignment+1)
 			}
 		}
+	}
+	return info, nil
+}
+
+// checkRecoverDevice: CheckRecoverDevice, returning the device's info.
+func checkRecoverDevice(ctrl *Control, id uint32) (DevInfo, error) {
+	info, err := ctrl.DevInfo(id)
+	if err != nil {
+		return DevInfo{}, err
+	}
+	if info.Flags&FlagUserRecovery == 0 {
+		return DevInfo{}, fmt.Errorf("ublk device %d was not created with user recovery", id)
+	}
+	if info.Flags&FlagUserRecoveryReissue == 0 {
+		// Made by another server: the kernel fails a request in flight
+		// when its server leaves, so this server's hand-overs (a restart
+		// keeping the device, a grow, a failed queue) would fail its
+		// users' I/O. Create makes devices with REISSUE only.
+		return DevInfo{}, fmt.Errorf("ublk device %d was created without user_recovery_reissue: its I/O in flight would fail at every hand-over", id)
+	}
+	if info.State == StateDead {
+		// Stopped, not deleted (a server killed between STOP_DEV and
+		// DEL_DEV, or before START_DEV): START_USER_RECOVERY refuses it
+		// for good.
+		return DevInfo{}, fmt.Errorf("ublk device %d is stopped (dead): nothing to re-attach to; delete it", id)
+	}
+	if other := info.Flags &^ flagsRecoverable; other != 0 {
+		// Made by another server, or a later version: a queue protocol
+		// this one does not speak (user copy, GET_DATA, other
+		// descriptor sizes...) would be served wrongly.
+		return DevInfo{}, fmt.Errorf("ublk device %d has features this server does not serve: %v", id, FlagNames(other))
+	}
+	if info.NrHwQueues == 0 || int(info.NrHwQueues) > maxNrQueues || info.QueueDepth == 0 || int(info.QueueDepth) > maxQueueDepth ||
+		info.MaxIOBufBytes == 0 || info.MaxIOBufBytes%4096 != 0 || info.MaxIOBufBytes > 32<<20 {
+		// The queues are set up from these: bounded as Config.Validate
+		// bounds a new device's.
+		return DevInfo{}, fmt.Errorf("ublk device %d has %d queues of depth %d and %d-byte I/O buffers: beyond what this server serves (%d queues, depth %d, 32 MiB)",
+			id, info.NrHwQueues, info.QueueDepth, info.MaxIOBufBytes, maxNrQueues, maxQueueDepth)
+	}
+	if info.Flags&FlagIODescSize != 0 && info.Pad0 != ioDescSize {
+		return DevInfo{}, fmt.Errorf("ublk device %d has %d-byte I/O descriptors; this server reads %d-byte ones", id, info.Pad0, ioDescSize)
 	}
 	return info, nil
 }

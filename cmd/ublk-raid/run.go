@@ -294,6 +294,16 @@ func runArray(o runOptions, spec array.CreateSpec, cfg ublk.Config, stdout io.Wr
 			return fmt.Errorf("%s exists already: `ublk-raid list`", daemon.DevicePath(n))
 		}
 	}
+	if o.recover {
+		// Before the assembly, which may write the members (a raid5/6
+		// write-hole log replay, a blank spare's superblock): a recovery
+		// of a device that is not there, or does not wait for one, leaves
+		// them as they were. What depends on the array (its size, zero
+		// copy) is checked once it is open, before the dirty mark.
+		if err := ublk.CheckRecoverDevice(ctrl, uint32(o.serve.number)); err != nil {
+			return err
+		}
+	}
 	if !o.recover {
 		// A raid5/6 write-hole log too small for the queues or the I/O
 		// size is refused before anything is written.
