@@ -182,7 +182,16 @@ func (f *flusher) commit(bt *bitmap.Batch, clears bool) bool {
 			f.a.bitmapBlockWrites.Add(uint64(len(bt.Blocks)))
 		}
 	}
-	kept := false
+	kept, unclear := false, false
+	for r := range st.Members {
+		if bit := uint64(1) << uint(r); sent[r] == nil && f.bm.Missing()&bit == 0 {
+			// Failed in memory (a queue's I/O error, `fail`), not yet
+			// recorded (which marks it missing): the batch skipped it, and
+			// its clears must not count for it (Unclear).
+			f.bm.SetMissing(r, true)
+			unclear = true
+		}
+	}
 	for r, err := range errs {
 		if err != nil {
 			// The member is no longer present for the bitmap: the batch is
@@ -201,6 +210,10 @@ func (f *flusher) commit(bt *bitmap.Batch, clears bool) bool {
 			if f.onMemberError != nil && f.onMemberError(r, err) {
 				kept = true
 				f.keptMissing |= 1 << uint(r)
+			} else {
+				// Failed: its data writes of the regions the batch writes
+				// clean may not be durable there (a failed flush).
+				unclear = true
 			}
 		}
 	}
@@ -218,6 +231,11 @@ func (f *flusher) commit(bt *bitmap.Batch, clears bool) bool {
 		}
 	}
 	events := bt.Events // bt is the bitmap's again after Committed
+	// The batch's clears do not count for a member that failed it (or
+	// that it skipped): the regions are dirty again, and the superblock
+	// generation that records the failure waits for the next batch,
+	// which writes them and the header again.
+	unclear = unclear && f.bm.Unclear(bt)
 	if kept {
 		f.released, f.failed = f.bm.Failed(bt, f.released[:0], f.failed[:0])
 		f.a.route(f.failed, true)
@@ -232,6 +250,9 @@ func (f *flusher) commit(bt *bitmap.Batch, clears bool) bool {
 		// assembly, the cautious side (waiting could wait forever on a
 		// member that keeps failing).
 		events = f.bm.Events()
+	}
+	if unclear {
+		events = 0
 	}
 	f.clearsAgain = kept && clears
 	if events != 0 {

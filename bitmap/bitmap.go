@@ -65,6 +65,9 @@ const maxDelay = 1 << 56
 //	bit      35  fill: first written since it was never written; the
 //	             unwritten rest may differ between copies (until
 //	             ResyncDone)
+//	bit      36  dirty in the image (mirror, for Dirty: set with the image
+//	             and cleared only by the clear, so a region loaded dirty,
+//	             or whose batch failed, is Dirty before it is durable-dirty)
 //	bits 40..63  write completions, modulo 2^24 (the flusher's activity
 //	             detector: EndWrite's single atomic add bumps it)
 const (
@@ -72,6 +75,7 @@ const (
 	flagNever    = 1 << 33
 	flagNeedSync = 1 << 34
 	flagFill     = 1 << 35
+	flagDirty    = 1 << 36
 	// flagsSync: the region must be resynced before it is cleared.
 	flagsSync    = flagNeedSync | flagFill
 	endShift     = 40
@@ -102,6 +106,7 @@ type Bitmap struct {
 	lastEnd    []uint32        // completion counter seen at the last tick
 	lastActive []time.Duration // last tick that saw activity
 	cleanedAt  []time.Duration // when the region was last cleared
+	clearedNow []int32         // regions cleared since the last Prepare
 	level      []uint8         // hysteresis back-off level
 	maxLevel   uint8
 	changed    []bool // per block: the image differs from what was prepared
@@ -250,7 +255,7 @@ func newBitmap(g Geometry, image []byte, events, eventsCleared, seq uint64, opts
 	for r, s := range image {
 		switch State(s) {
 		case Dirty:
-			b.words[r].Store(flagNeedSync)
+			b.words[r].Store(flagNeedSync | flagDirty)
 			b.requested[r] = true // the first batch makes it durable
 			dirty++
 		case NeverWritten:
@@ -378,14 +383,16 @@ func badRange(first, last, n int) {
 // thread.
 func (b *Bitmap) Written(r int) bool { return b.words[r].Load()&flagNever == 0 }
 
-// Dirty reports whether region r is dirty now: durable-dirty (a write to
-// it may have been issued since it was last clean) or needing sync. A
+// Dirty reports whether region r is dirty now: dirty in the image (not
+// cleared since it was loaded dirty or a write made it dirty, whether or
+// not a batch made that durable yet), durable-dirty (a write to it may
+// have been issued since it was last clean) or needing sync. A
 // region is never cleared while a member is missing, so for a member that
 // went missing the regions Dirty when it returns cover every write it
 // missed, including writes issued until it became writable again (unlike
 // a DirtyRegions snapshot taken before). Any thread.
 func (b *Bitmap) Dirty(r int) bool {
-	return b.words[r].Load()&(flagDurable|flagsSync) != 0
+	return b.words[r].Load()&(flagDurable|flagDirty|flagsSync) != 0
 }
 
 // NeedsSync reports whether region r must be resynced before it may be
@@ -443,6 +450,10 @@ func (b *Bitmap) MarkNeedsSync(first, last int) {
 // EndWrite of a write that failed on the member, and, after a re-add,
 // only once the member has been recovered. See the package documentation
 // for the superblock ordering.
+// Missing returns the members SetMissing marks missing, as a bit mask.
+// Any thread.
+func (b *Bitmap) Missing() uint64 { return b.missing.Load() }
+
 func (b *Bitmap) SetMissing(member int, missing bool) {
 	if member < 0 || member > 63 {
 		panic(fmt.Sprintf("bitmap: member %d out of range 0..63", member))

@@ -23,6 +23,7 @@ type Batch struct {
 	Events uint64
 
 	sets     []int32 // regions that become durable-dirty at commit
+	clears   []int32 // regions the batch writes clean
 	cleared  uint64  // the header's events cleared, when it writes the header
 	inflight bool
 }
@@ -103,6 +104,9 @@ func (b *Bitmap) Prepare() *Batch {
 		bt.Blocks = append(bt.Blocks, Block{Index: i, Offset: b.geo.BlockOffset(i), Data: buf, rewrite: b.rewriteWant[i]})
 	}
 	if bt != nil {
+		// Every cleared region's block is in the batch (clearIdle clears
+		// none whose block is busy).
+		bt.clears, b.clearedNow = append(bt.clears, b.clearedNow...), b.clearedNow[:0]
 		b.stats.batches.Add(1)
 		b.stats.blockWrites.Add(uint64(len(bt.Blocks)))
 	}
@@ -135,6 +139,7 @@ func (b *Bitmap) setDirty(r int) {
 		}
 	}
 	b.image[r] = byte(Dirty)
+	b.words[r].Or(flagDirty)
 	b.dirty.Add(1)
 }
 
@@ -183,6 +188,39 @@ func (b *Bitmap) Committed(bt *Batch, released []Waiter) []Waiter {
 // afterwards. Flusher thread.
 func (b *Bitmap) Failed(bt *Batch, released, failed []Waiter) ([]Waiter, []Waiter) {
 	return b.retire(bt, false, released, failed)
+}
+
+// Unclear makes the regions bt writes clean dirty again, and the header
+// due again; call it before Committed or Failed. For a batch that a member
+// failed (its flush or its block writes) while it keeps its role until the
+// failure is recorded: the data writes of those regions may not be durable
+// on it, so the clear must not count for it. A member that left with its
+// superblock at the generation of the clear would otherwise be re-added
+// from the bitmap without them (its events are not older than events
+// cleared). Dirty again, the regions stay so while the member is missing
+// (SetMissing), as md keeps bits while degraded, and a re-add copies them.
+// The next batch writes their blocks and the header: a caller holding a
+// superblock generation back until its header commits waits for that
+// batch, so the generation recording the failure finds them dirty.
+// Flusher thread.
+//
+// It reports whether bt cleared anything (else it changes nothing).
+func (b *Bitmap) Unclear(bt *Batch) bool {
+	if len(bt.clears) == 0 {
+		return false
+	}
+	for _, r := range bt.clears {
+		if State(b.image[r]) != Clean || b.words[r].Load()&flagDurable != 0 {
+			continue // dirty again already
+		}
+		b.image[r] = byte(Dirty)
+		b.words[r].Or(flagDirty)
+		b.changed[b.geo.BlockOf(int(r))] = true
+		b.dirty.Add(1)
+	}
+	b.changed[0] = true
+	bt.clears = bt.clears[:0]
+	return true
 }
 
 // retire ends bt, committed (ok) or failed (see Committed and Failed).
@@ -244,8 +282,12 @@ func (b *Bitmap) retire(bt *Batch, ok bool, released, failed []Waiter) ([]Waiter
 	b.waiters = b.waiters[:n]
 	b.mu.Unlock()
 
+	if !ok {
+		// The blocks are written again by a later batch, with the clears.
+		b.clearedNow = append(b.clearedNow, bt.clears...)
+	}
 	bt.Blocks = bt.Blocks[:0]
-	bt.sets = bt.sets[:0]
+	bt.sets, bt.clears = bt.sets[:0], bt.clears[:0]
 	bt.Events, bt.cleared = 0, 0
 	b.free = append(b.free, bt)
 	return released, failed
@@ -355,12 +397,13 @@ func (b *Bitmap) clearIdle(force bool) {
 		}
 		// Fails if a write started since the load: it proceeds, the
 		// region stays dirty.
-		if !b.words[r].CompareAndSwap(w, w&^flagDurable) {
+		if !b.words[r].CompareAndSwap(w, w&^(flagDurable|flagDirty)) {
 			continue
 		}
 		b.image[r] = byte(Clean)
 		b.changed[blk] = true
 		b.cleanedAt[r] = now
+		b.clearedNow = append(b.clearedNow, int32(r))
 		b.dirty.Add(-1)
 		b.stats.cleared.Add(1)
 	}
