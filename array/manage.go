@@ -170,7 +170,13 @@ func (a *Array) Fail(role int) error {
 		return fmt.Errorf("role %d: the array has roles 0..%d", role, n-1)
 	}
 	m := a.Engine.State().Members[role]
-	if m.State == engine.MemberFaulty || m.State == engine.MemberMissing {
+	if m.State == engine.MemberFaulty {
+		// As asked (md's md_error of a Faulty device does nothing and
+		// SET_DISK_FAULTY answers 0): a retried fail, or one after the
+		// daemon failed the member on an I/O error, is not refused.
+		return nil
+	}
+	if m.State == engine.MemberMissing {
 		return fmt.Errorf("role %d is already %s", role, m.State)
 	}
 	a.mu.Lock()

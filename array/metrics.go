@@ -39,6 +39,24 @@ func countersFor(slot *atomic.Pointer[memberCounters], path string) *memberCount
 	}
 }
 
+// freshCounters gives role new counters for the device at path, on the
+// array and on every queue: another device taking the role (a replacement,
+// a spare) starts its own even under the path of the one it replaces (a
+// new disk under the failed one's name). A queue thread counting one more
+// operation on the old ones meanwhile counts it nowhere.
+func (a *Array) freshCounters(role int, path string) {
+	if role >= 0 && role < len(a.memberOps) {
+		a.memberOps[role].Store(&memberCounters{path: path})
+	}
+	a.qmu.Lock()
+	defer a.qmu.Unlock()
+	for _, h := range a.queues {
+		if role >= 0 && role < len(h.stats.ops) {
+			h.stats.ops[role].Store(&memberCounters{path: path})
+		}
+	}
+}
+
 // addCounters adds slot's counters to ms if they are the device at path's.
 func addCounters(ms *metrics.MemberStats, slot *atomic.Pointer[memberCounters], path string) {
 	c := slot.Load()

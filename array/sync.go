@@ -1442,6 +1442,9 @@ func (a *Array) addOpenPlanReset(m *Member, role int, re *readdPlan, uuid [16]by
 			a.startResync()
 		}
 	}()
+	if !readd {
+		a.freshCounters(role, m.Path)
+	}
 	a.mu.Lock()
 	old := a.Members[role]
 	a.Members[role] = m

@@ -1824,6 +1824,11 @@ func (m *Manager) ReAdd(n int, member string) (Array, error) {
 			}
 			return Array{}, Refused(fmt.Errorf("re-add %s: role %d holds no device (%s): give the member's path", member, r, why))
 		}
+		if mi.State == "active" || mi.State == "rebuilding" {
+			// Its device is in use: whatever left the role (a failed
+			// disk a spare took it from) is named by its path.
+			return Array{}, Refused(fmt.Errorf("re-add %s: role %d is %s, held by %s: nothing to re-add there; give the path of the device that left it", member, r, mi.State, mi.Path))
+		}
 	}
 	path = known(s, path)
 	if err := m.loopsBack(n, path); err != nil {
