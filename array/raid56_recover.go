@@ -95,11 +95,22 @@ func (a *Array) recoverParityLog(asm *engine.Assembly) (replayed, left int, err 
 	// is a new array's, or that of a device put into a role since, which
 	// got one then: the torn one may have held the checkpoint.)
 	noHeader := headers == 0 || torn > 0 && checkpoint == 1
-	if noHeader && !asm.Clean && asm.Degraded && !asm.Forced {
-		return 0, 0, engine.DirtyDegradedError(asm, asm.Members-asm.ActiveRoles,
+	// Degraded: as assembled, or by a member failed here (its log area
+	// unreadable), whose chunks would be rebuilt from the parity too.
+	degraded := func() bool { return asm.Degraded || failed }
+	refuseNoHeader := func() error {
+		out := 0
+		for _, m := range a.Engine.State().Members {
+			if m.State != engine.MemberActive {
+				out++
+			}
+		}
+		return engine.DirtyDegradedError(asm, out,
 			"no header of its write-hole log can be read, so which of its entries to replay is unknown")
 	}
-	skipReplay := noHeader && (asm.Clean || !asm.Degraded)
+	if noHeader && !asm.Clean && degraded() && !asm.Forced {
+		return 0, 0, refuseNoHeader()
+	}
 	buf, free, err := alignedBuf(engine.ParityLogScanWindow(g, int(sb.LogBytes), parityLogScanWindow))
 	if err != nil {
 		return 0, 0, err
@@ -121,6 +132,10 @@ func (a *Array) recoverParityLog(asm *engine.Assembly) (replayed, left int, err 
 		}
 		all = append(all, found...)
 	}
+	if noHeader && !asm.Clean && degraded() && !asm.Forced {
+		return 0, 0, refuseNoHeader() // a member failed by the scan
+	}
+	skipReplay := noHeader && (asm.Clean || !degraded())
 	par, err := engine.NewParity(g.DataMembers(), g.Level == engine.Level6)
 	if err != nil {
 		return 0, 0, err
