@@ -173,8 +173,10 @@ func (a *Array) Fail(role int) error {
 	if m.State == engine.MemberFaulty {
 		// As asked (md's md_error of a Faulty device does nothing and
 		// SET_DISK_FAULTY answers 0): a retried fail, or one after the
-		// daemon failed the member on an I/O error, is not refused.
-		return nil
+		// daemon failed the member on an I/O error, is not refused. It
+		// returns once the failure is recorded, as a first fail does
+		// (nothing is written if it is already).
+		return a.persist(a.Engine.State())
 	}
 	if m.State == engine.MemberMissing {
 		return fmt.Errorf("role %d is already %s", role, m.State)
