@@ -229,6 +229,9 @@ type Array struct {
 	// fixed-file tables (see swapFile).
 	filesEpoch atomic.Uint64
 	notify     chan struct{} // bitmap.Options.Notify's signal to the flusher
+	// unmarked: members failed by hand whose failure was not recorded
+	// (Fail's update failed), by role, for the retried fail. Under mu.
+	unmarked map[int]failMark
 	qmu        sync.Mutex
 	queues     map[int]*queue // by queue ID, for the flusher to wake
 	// stripeLock orders the requests of a raid5/6 array's queues on its

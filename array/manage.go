@@ -134,22 +134,8 @@ func (a *Array) RoleOf(p string) int {
 // or -1. Assembly leaves a failed member closed: this finds its role by
 // the path it had.
 func (a *Array) FailedRoleOf(path string) int {
-	f, err := os.Open(path)
-	if err != nil {
-		return -1
-	}
-	defer f.Close()
-	size, err := f.Seek(0, io.SeekEnd)
-	if err != nil {
-		return -1
-	}
-	sb, _, err := engine.ReadSuperblock(func(off int64, n int) ([]byte, error) {
-		b := make([]byte, n)
-		_, err := f.ReadAt(b, off)
-		return b, err
-	}, size)
-	ref := a.refSB()
-	if err != nil || ref == nil || sb.ArrayUUID != ref.ArrayUUID || sb.IsSpare() || int(sb.Role) >= a.Engine.MemberCount() {
+	sb, ref := a.memberSBAt(path)
+	if sb == nil {
 		return -1
 	}
 	r := int(sb.Role)
@@ -160,6 +146,52 @@ func (a *Array) FailedRoleOf(path string) int {
 		return -1
 	}
 	return r
+}
+
+// memberSBAt reads the superblock of the device at path, and returns it
+// with the array's reference superblock when it names this array and one
+// of its roles (not a spare); else nil.
+func (a *Array) memberSBAt(path string) (sb, ref *engine.Superblock) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, nil
+	}
+	defer f.Close()
+	size, err := f.Seek(0, io.SeekEnd)
+	if err != nil {
+		return nil, nil
+	}
+	sb, _, err = engine.ReadSuperblock(func(off int64, n int) ([]byte, error) {
+		b := make([]byte, n)
+		_, err := f.ReadAt(b, off)
+		return b, err
+	}, size)
+	ref = a.refSB()
+	if err != nil || ref == nil || sb.ArrayUUID != ref.ArrayUUID || sb.IsSpare() || int(sb.Role) >= a.Engine.MemberCount() {
+		return nil, nil
+	}
+	return sb, ref
+}
+
+// FormerRoleOf returns the role the device at path held and another
+// device holds since (a spare took it when the array failed this one, or
+// a replace), with that device's path, or -1: its superblock names this
+// array and the role, which the role table gives another member now.
+// The array let it go (closed it): for md it is still a faulty device of
+// the array until removed, whose fail and remove answer 0.
+func (a *Array) FormerRoleOf(path string) (int, string) {
+	sb, ref := a.memberSBAt(path)
+	if sb == nil {
+		return -1, ""
+	}
+	r := int(sb.Role)
+	a.mu.Lock()
+	holder := a.Members[r]
+	a.mu.Unlock()
+	if holder == nil || holder.Path == path || ref.Roles[r].Member == sb.MemberUUID {
+		return -1, ""
+	}
+	return r, holder.Path
 }
 
 // Fail marks member role faulty (like mdadm --fail) and records it in the
@@ -176,7 +208,20 @@ func (a *Array) Fail(role int) error {
 		// daemon failed the member on an I/O error, is not refused. It
 		// returns once the failure is recorded, as a first fail does
 		// (nothing is written if it is already).
-		return a.persist(a.Engine.State())
+		if err := a.persist(a.Engine.State()); err != nil {
+			return err
+		}
+		a.mu.Lock()
+		fm, ok := a.unmarked[role]
+		delete(a.unmarked, role)
+		held := ok && a.Members[role] == fm.dev
+		a.mu.Unlock()
+		if held {
+			// A fail by hand whose record failed, retried: its own
+			// superblock is marked now, as the first would have.
+			a.markFailed(role, fm.dev, &fm.own)
+		}
+		return nil
 	}
 	if m.State == engine.MemberMissing {
 		return fmt.Errorf("role %d is already %s", role, m.State)
@@ -204,6 +249,16 @@ func (a *Array) Fail(role int) error {
 		return nil
 	}
 	if err := a.persist(st); err != nil {
+		if dev != nil && m.State == engine.MemberActive {
+			// Faulty in memory, not recorded: a retried fail records it
+			// and marks the member's own superblock then.
+			a.mu.Lock()
+			if a.unmarked == nil {
+				a.unmarked = map[int]failMark{}
+			}
+			a.unmarked[role] = failMark{dev: dev, own: own}
+			a.mu.Unlock()
+		}
 		return err
 	}
 	if dev != nil && m.State == engine.MemberActive {
@@ -212,6 +267,13 @@ func (a *Array) Fail(role int) error {
 		a.markFailed(role, dev, &own)
 	}
 	return nil
+}
+
+// failMark is a member failed by hand whose failure was not recorded, and
+// its superblock before the fail (see markFailed).
+type failMark struct {
+	dev *Member
+	own engine.Superblock
 }
 
 // FailDevice is Fail of the device at path, refused if it no longer holds

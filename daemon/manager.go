@@ -1487,6 +1487,14 @@ func (m *Manager) Fail(n int, member string) (Array, error) {
 	defer unlock()
 	r, err := role(s, member)
 	if err != nil {
+		if _, byRole := strconv.Atoi(member); byRole != nil {
+			if fr, holder := s.a.FormerRoleOf(known(s, member)); fr >= 0 {
+				// Failed already, and out: a spare (or a replace) took its
+				// role. As md's fail of a faulty device: nothing to do.
+				m.log.Info("fail of a member out of the array already", zap.String("device", DevicePath(n)), zap.Int("role", fr), zap.String("member", member), zap.String("holder", holder))
+				return m.view(s), nil
+			}
+		}
 		if _, byRole := strconv.Atoi(member); byRole != nil && slices.Contains(s.a.Spares(), known(s, member)) {
 			// Not the role lookup's "not a member": the array lists it.
 			return Array{}, Refused(fmt.Errorf("fail %s: it is a spare of %s and holds no data: `remove` takes it out", member, DevicePath(n)))
@@ -1542,6 +1550,12 @@ func (m *Manager) Remove(n int, member string) (Array, error) {
 		// it closed): its role is found from its superblock.
 		if fr := s.a.FailedRoleOf(member); fr >= 0 {
 			r, err = fr, nil
+		} else if fr, holder := s.a.FormerRoleOf(known(s, member)); fr >= 0 {
+			// Let go already: a spare (or a replace) took its role. As
+			// md's remove of a faulty device, it succeeds; only the state
+			// file may still name it.
+			m.log.Info("remove of a member out of the array already", zap.String("device", DevicePath(n)), zap.Int("role", fr), zap.String("member", member), zap.String("holder", holder))
+			return m.answer(s, m.dropFromState(s, known(s, member))), nil
 		} else {
 			var unheld []string
 			for _, mi := range s.a.Status().Members {
