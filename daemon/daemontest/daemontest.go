@@ -130,6 +130,9 @@ func (f *Backend) member(n int, member string, op func(a *daemon.Array, m *daemo
 func (f *Backend) Fail(n int, member string) (daemon.Array, error) {
 	f.Requests.Add(1)
 	return f.member(n, member, func(a *daemon.Array, m *daemon.Member) error {
+		if m.State == "faulty" {
+			return nil // as the manager (md's fail of a faulty device)
+		}
 		if m.State != "active" {
 			return fmt.Errorf("role %d is already %s", m.Role, m.State)
 		}
