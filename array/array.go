@@ -232,8 +232,8 @@ type Array struct {
 	// unmarked: members failed by hand whose failure was not recorded
 	// (Fail's update failed), by role, for the retried fail. Under mu.
 	unmarked map[int]failMark
-	qmu        sync.Mutex
-	queues     map[int]*queue // by queue ID, for the flusher to wake
+	qmu      sync.Mutex
+	queues   map[int]*queue // by queue ID, for the flusher to wake
 	// stripeLock orders the requests of a raid5/6 array's queues on its
 	// stripes (nil for other levels); made with the first queue, under qmu.
 	stripeLock *engine.StripeLock

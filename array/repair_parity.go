@@ -91,6 +91,14 @@ func (a *Array) repairParityRows(bad, stripe, lo, n uint64, buf []byte, io membe
 	if missing > g.ParityMembers() {
 		return // not enough left to rebuild from: left as it is
 	}
+	// A read member's rows, no longer needed once the bad ones are
+	// rebuilt: rewriteBadRows reads into it.
+	var scratch []byte
+	for m := range g.Members {
+		if b := shards[slot(m)]; len(b) > 0 && scratch == nil {
+			scratch = b
+		}
+	}
 	if err := a.repairPar.Reconstruct(shards); err != nil {
 		return
 	}
@@ -101,12 +109,7 @@ func (a *Array) repairParityRows(bad, stripe, lo, n uint64, buf []byte, io membe
 		a.mu.Lock()
 		dev := a.current[m].Load()
 		a.mu.Unlock()
-		err := io.WriteAt(m, shards[slot(m)], stripe*cs+lo)
-		if err == nil {
-			// md's R5_ReWrite: read the rows back; a bad sector the
-			// rewrite did not cure fails the member.
-			err = io.ReadAt(m, shards[slot(m)], stripe*cs+lo)
-		}
+		err := a.rewriteBadRows(m, shards[slot(m)], stripe*cs+lo, scratch, io)
 		if err != nil {
 			// Not a device put in the role meanwhile (failHolding: the
 			// check and the change under the array's lock).
@@ -120,4 +123,36 @@ func (a *Array) repairParityRows(bad, stripe, lo, n uint64, buf []byte, io membe
 		}
 		a.readRepairs.Add(1)
 	}
+}
+
+// rewriteBadRows writes member m's rows at sector from rebuilt, one 4 KiB
+// block at a time, only where the member fails to read the block (into
+// scratch): a block that reads is kept as it is, so that a parity that
+// disagrees with the data elsewhere in the piece (what check counts) is
+// not copied into it; md rewrites only the page that failed. A rewritten
+// block is read back (md's R5_ReWrite): the first error of a rewrite or
+// of its read-back is returned. Rows not in whole blocks, or no scratch,
+// are rewritten whole.
+func (a *Array) rewriteBadRows(m int, rebuilt []byte, sector uint64, scratch []byte, io memberIO) error {
+	const block = 4096
+	rewrite := func(b []byte, s uint64) error {
+		err := io.WriteAt(m, b, s)
+		if err == nil {
+			err = io.ReadAt(m, b, s)
+		}
+		return err
+	}
+	if len(scratch) < block || len(rebuilt)%block != 0 {
+		return rewrite(rebuilt, sector)
+	}
+	for off := 0; off < len(rebuilt); off += block {
+		s := sector + uint64(off>>9)
+		if io.ReadAt(m, scratch[:block], s) == nil {
+			continue
+		}
+		if err := rewrite(rebuilt[off:off+block], s); err != nil {
+			return err
+		}
+	}
+	return nil
 }
