@@ -51,6 +51,7 @@ type repairReq struct {
 	sector  uint64
 	sectors uint32
 	bad     uint64
+	from    int32 // raid1/10: the copy the read answered from; -1: any good one
 }
 
 // repairBytes is the repair worker's buffer: it bounds one repair step,
@@ -66,8 +67,14 @@ const _ = uint(bounceSize - repairBytes)
 // threads). It never blocks: when the queue is full the range is left as
 // it is, and the next read that fails on it reports it again.
 func (a *Array) requestRepair(sector uint64, sectors uint32, bad uint64) {
+	a.requestRepairFrom(sector, sectors, bad, -1)
+}
+
+// requestRepairFrom is requestRepair of a range a read answered from
+// member from: the rewrite copies that copy (engine.Executor.ReadRepair).
+func (a *Array) requestRepairFrom(sector uint64, sectors uint32, bad uint64, from int32) {
 	select {
-	case a.repairs <- repairReq{sector, sectors, bad}:
+	case a.repairs <- repairReq{sector, sectors, bad, from}:
 	default:
 	}
 }
@@ -128,15 +135,21 @@ func (a *Array) repair(ctx context.Context, r repairReq, buf []byte, io memberIO
 		}
 		st := a.Engine.State()
 		ls := g.Locate(s, locs[:0])
-		// The source is the lowest-numbered good copy: what a read of a
-		// range awaiting resync answered (engine.LowestMember, retried
-		// past the failed copy), and what resync copies from. (Slot order
-		// is not member order with three raid10 copies.) In sync, every
-		// good copy holds the same.
+		// The source is the copy the read answered from: in a range
+		// awaiting resync the copies may differ, and the next read must
+		// answer the same (when its read fails now, nothing is rewritten:
+		// the next read that fails reports the range again). Without it
+		// (r.from < 0), the lowest-numbered good copy: what a read of a
+		// range awaiting resync answers (engine.LowestMember), and what
+		// resync copies from. (Slot order is not member order with three
+		// raid10 copies.) In sync, every good copy holds the same.
 		slices.SortFunc(ls, func(x, y engine.Location) int { return int(x.Member) - int(y.Member) })
 		p := buf[:n<<9]
 		got := false
 		for _, l := range ls {
+			if r.from >= 0 && l.Member != int(r.from) {
+				continue
+			}
 			m := st.Members[l.Member]
 			ok := m.State == engine.MemberActive || (m.State == engine.MemberRebuilding && m.RebuildOffset >= l.Sector+n)
 			if ok && r.bad&(1<<uint(l.Member)) == 0 && io.ReadAt(l.Member, p, l.Sector) == nil && a.sameMember(st, l.Member) {

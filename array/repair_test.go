@@ -203,7 +203,7 @@ func TestReadErrorBudget(t *testing.T) {
 	defer a.Close()
 	now := time.Now()
 	report := func(role int, sector uint64) uint64 {
-		return a.countReadErrors(repairReq{sector, 8, 1 << uint(role)}, now)
+		return a.countReadErrors(repairReq{sector, 8, 1 << uint(role), -1}, now)
 	}
 	state := func(role int) engine.MemberState { return a.Engine.State().Members[role].State }
 	// Two 64 KiB reads fail together, their 4 KiB units reported for

@@ -269,7 +269,7 @@ func (a *Array) newExecutor(h *queue, q ring) *engine.Executor {
 		e.ResyncFrom = &a.sync.from
 	}
 	if a.repairs != nil {
-		e.ReadRepair = a.requestRepair
+		e.ReadRepair = a.requestRepairFrom
 		e.MemberError = a.countReadErr
 	}
 	if a.sync != nil {

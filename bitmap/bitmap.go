@@ -450,10 +450,6 @@ func (b *Bitmap) MarkNeedsSync(first, last int) {
 // EndWrite of a write that failed on the member, and, after a re-add,
 // only once the member has been recovered. See the package documentation
 // for the superblock ordering.
-// Missing returns the members SetMissing marks missing, as a bit mask.
-// Any thread.
-func (b *Bitmap) Missing() uint64 { return b.missing.Load() }
-
 func (b *Bitmap) SetMissing(member int, missing bool) {
 	if member < 0 || member > 63 {
 		panic(fmt.Sprintf("bitmap: member %d out of range 0..63", member))
@@ -464,6 +460,10 @@ func (b *Bitmap) SetMissing(member int, missing bool) {
 		b.missing.And(^(uint64(1) << member))
 	}
 }
+
+// Missing returns the members SetMissing marks missing, as a bit mask.
+// Any thread.
+func (b *Bitmap) Missing() uint64 { return b.missing.Load() }
 
 // Stats are the bitmap's counters, for metrics.
 type Stats struct {

@@ -227,12 +227,14 @@ type Executor struct {
 	// -ETIMEDOUT (its late result is dropped).
 	OpDone func(tag uint16, id OpID, member int32, kind IOKind, sectors uint32, res int32, latency time.Duration)
 	// ReadRepair, if set, is told of a range a retried read got from one
-	// copy after others (the members in bad) failed it: the caller
-	// rewrites those copies from a good one with the range raised in the
-	// write barrier (no write in flight on any queue). The executor does
-	// not rewrite them itself: a user write to the range between this read
-	// and the rewrite, on any queue, would be undone on those members.
-	ReadRepair func(sector uint64, sectors uint32, bad uint64)
+	// copy (the member from) after others (the members in bad) failed it:
+	// the caller rewrites those copies from the one that answered, with
+	// the range raised in the write barrier (no write in flight on any
+	// queue), so that a range whose copies may differ (awaiting resync)
+	// reads the same again. The executor does not rewrite them itself: a
+	// user write to the range between this read and the rewrite, on any
+	// queue, would be undone on those members.
+	ReadRepair func(sector uint64, sectors uint32, bad uint64, from int32)
 	// Unsynced, if set, is told of the range of a write, discard or
 	// write-zeroes that failed on a member kept because it holds the last
 	// in-sync copy of some data (raid10: of other chunks), before the
@@ -634,7 +636,7 @@ func (e *Executor) Done(tag uint16, id OpID, res int32) {
 	if res == want && io.Kind == IORead && op >= r.planned && e.ReadRepair != nil && !lateHung {
 		// A retried read succeeded: the copies that failed need a rewrite.
 		if bad := (io.Avoid | io.Deprio) &^ io.Busy &^ (1 << uint(io.Member)); bad != 0 {
-			e.ReadRepair(r.sector+uint64(io.BufOff>>9), io.Sectors, bad)
+			e.ReadRepair(r.sector+uint64(io.BufOff>>9), io.Sectors, bad, io.Member)
 		}
 	}
 	r.pending--

@@ -337,7 +337,7 @@ func TestExecutorReadRepairReported(t *testing.T) {
 		bad     uint64
 	}
 	var got []rep
-	e.ReadRepair = func(sector uint64, sectors uint32, bad uint64) { got = append(got, rep{sector, sectors, bad}) }
+	e.ReadRepair = func(sector uint64, sectors uint32, bad uint64, _ int32) { got = append(got, rep{sector, sectors, bad}) }
 	buf := make([]byte, 16<<9)
 	e.Start(0, ReqRead, 16, 16, false, buf)
 	for len(be.pending) > 0 {
@@ -600,7 +600,7 @@ func TestExecutorRetryInResyncRangeKeepsChosenCopy(t *testing.T) {
 	e.Intent = fi
 	e.RetryUnit = 1
 	var repairs [][3]uint64
-	e.ReadRepair = func(sector uint64, sectors uint32, bad uint64) {
+	e.ReadRepair = func(sector uint64, sectors uint32, bad uint64, _ int32) {
 		repairs = append(repairs, [3]uint64{sector, uint64(sectors), bad})
 	}
 	buf := make([]byte, 1024)

@@ -24,7 +24,7 @@ func TestReviewMerrBusyReadNotReportedForRepair(t *testing.T) {
 	be.exec = e
 	e.Balance().WriteMostly = 1 << 1 // the read goes to member 0 first
 	var repairs []uint64
-	e.ReadRepair = func(sector uint64, sectors uint32, bad uint64) { repairs = append(repairs, bad) }
+	e.ReadRepair = func(sector uint64, sectors uint32, bad uint64, _ int32) { repairs = append(repairs, bad) }
 	var told []int32
 	e.MemberError = func(member int, kind IOKind, res int32) { told = append(told, res) }
 	buf := make([]byte, 16<<9)
