@@ -128,9 +128,12 @@ type CreateSpec struct {
 var ErrMemberAbsent = errors.New("a member in use is absent")
 
 // heldByOther reports whether the device at path, which another holds
-// (EBUSY), carries a superblock of an array other than spec.UUID, read
-// without claiming it. Devices opened through spec.OpenDevice (tests)
-// cannot be read so: false.
+// (EBUSY), carries a superblock of an array other than spec.UUID, or
+// none (a blank or formatted disk in use, under a failed member's old
+// name), read without claiming it. A device of this array (held by a
+// server that is exiting), or one whose superblock cannot be read now,
+// is not. Devices opened through spec.OpenDevice (tests) cannot be read
+// so: false.
 func heldByOther(spec CreateSpec, path string) bool {
 	if spec.OpenDevice != nil {
 		return false
@@ -141,6 +144,9 @@ func heldByOther(spec CreateSpec, path string) bool {
 	}
 	defer d.Close()
 	sb, _, err := engine.ReadSuperblock(d.ReadBlock, d.Size)
+	if errors.Is(err, engine.ErrNoSuperblock) {
+		return true
+	}
 	return err == nil && engine.UUIDString(sb.ArrayUUID) != spec.UUID
 }
 

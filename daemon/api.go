@@ -618,6 +618,9 @@ func pendingView(e StateEntry) Array {
 	a := Array{Number: e.Number, Device: DevicePath(e.Number), Name: e.Name, UUID: e.UUID, State: "inactive",
 		Spares: []string{}, Members: []Member{}, UblkFlags: []string{}, Sync: array.SyncStatus{Action: "idle"}}
 	for _, p := range e.Members {
+		if checkText(p) != nil {
+			p = strconv.Quote(p) // (a hand-edited entry: shown, not played)
+		}
 		a.Members = append(a.Members, Member{Role: -1, Path: p, State: "inactive"})
 	}
 	return a

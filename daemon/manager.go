@@ -209,6 +209,35 @@ func (m *Manager) restore(e StateEntry, open func([]string, array.CreateSpec) (*
 	if e.Number < 0 || len(e.Members) == 0 {
 		return nil, fmt.Errorf("state entry %d: invalid", e.Number)
 	}
+	// Checked before anything is opened or written (the assembly's dirty
+	// mark): what add refuses, a hand-edited or foreign entry may hold.
+	for _, p := range append(slices.Clone(e.Members), e.Joining...) {
+		if !filepath.IsAbs(p) || checkText(p) != nil {
+			// Resolved against the daemon's working directory (/ under
+			// systemd): not the device meant; or not text. The API
+			// refuses them too.
+			return nil, fmt.Errorf("state entry %s: member path %q is not an absolute path", DevicePath(e.Number), p)
+		}
+	}
+	if err := m.config(e.Number, e.Queues, e.Depth, e.MaxIOBytes).ValidateQueues(); err != nil {
+		return nil, fmt.Errorf("state entry %s: %w", DevicePath(e.Number), err)
+	}
+	if feats, err := driverFeatures(m.ctrl); err == nil {
+		if err := ublk.CheckFeatures(feats, m.config(e.Number, e.Queues, e.Depth, e.MaxIOBytes)); err != nil {
+			return nil, fmt.Errorf("state entry %s: %w", DevicePath(e.Number), err)
+		}
+	}
+	// One device under two paths (a hand edit; a by-id name beside the
+	// kernel's): opened once, as md opens a device once; the later name
+	// is dropped, said.
+	for i := 1; i < len(e.Members); i++ {
+		if j := slices.IndexFunc(e.Members[:i], func(q string) bool { return sameDevice(q, e.Members[i]) }); j >= 0 {
+			m.log.Warn("state entry: a member listed twice, under two paths: the second left out",
+				zap.String("device", DevicePath(e.Number)), zap.String("member", e.Members[j]), zap.String("alias", e.Members[i]))
+			e.Members = slices.Delete(slices.Clone(e.Members), i, i+1)
+			i--
+		}
+	}
 	id := uint32(e.Number)
 	exists := true
 	info, err := devInfo(m.ctrl, id)

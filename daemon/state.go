@@ -4,9 +4,13 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
 	"sort"
+	"syscall"
+
+	"github.com/ublk-raid/ublk-raid/engine"
 )
 
 // DefaultStateFile is where serve records its arrays.
@@ -58,9 +62,15 @@ type StateEntry struct {
 	Joining []string `json:"joining,omitempty"`
 }
 
-// LoadState reads the state file; a missing file is an empty state.
+// maxStateBytes bounds the state file read: a file of the most arrays
+// and members any daemon serves is far smaller.
+const maxStateBytes = 16 << 20
+
+// LoadState reads the state file; a missing file is an empty state. It
+// must be a regular file of at most maxStateBytes (a path naming a
+// device, a pipe or /dev/zero is refused, not read without bound).
 func LoadState(path string) (State, error) {
-	b, err := os.ReadFile(path)
+	b, err := readStateFile(path)
 	if errors.Is(err, os.ErrNotExist) {
 		return State{Version: 1}, nil
 	}
@@ -70,6 +80,28 @@ func LoadState(path string) (State, error) {
 	var s State
 	if err := json.Unmarshal(b, &s); err != nil {
 		return State{}, fmt.Errorf("state file %s: %w", path, err)
+	}
+	// Every entry names its device: a missing (or misspelt) "number"
+	// would serve the array as /dev/ublkb0.
+	var raw struct {
+		Arrays []struct {
+			Number *int `json:"number"`
+		} `json:"arrays"`
+	}
+	if err := json.Unmarshal(b, &raw); err != nil {
+		return State{}, fmt.Errorf("state file %s: %w", path, err)
+	}
+	for i, e := range raw.Arrays {
+		if e.Number == nil {
+			return State{}, fmt.Errorf("state file %s: array entry %d has no device number", path, i)
+		}
+	}
+	for i := range s.Arrays {
+		// Shown for an array that does not start (list, detail): a
+		// name no daemon writes is dropped, not shown.
+		if n := s.Arrays[i].Name; len(n) > engine.ArrayNameMax || checkText(n) != nil {
+			s.Arrays[i].Name = ""
+		}
 	}
 	if s.Version != 1 {
 		return State{}, fmt.Errorf("state file %s: version %d, want 1", path, s.Version)
@@ -154,4 +186,31 @@ func SaveState(path string, s State) error {
 		return fmt.Errorf("state file: fsync %s: %w", dir, err)
 	}
 	return nil
+}
+
+// readStateFile reads the regular file at path, of at most maxStateBytes.
+func readStateFile(path string) ([]byte, error) {
+	f, err := os.OpenFile(path, os.O_RDONLY|syscall.O_NONBLOCK, 0)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	fi, err := f.Stat()
+	if err != nil {
+		return nil, err
+	}
+	if !fi.Mode().IsRegular() {
+		return nil, fmt.Errorf("%s is not a regular file (%v)", path, fi.Mode().Type())
+	}
+	if fi.Size() > maxStateBytes {
+		return nil, fmt.Errorf("%s: %d bytes, more than the %d a state file may have", path, fi.Size(), maxStateBytes)
+	}
+	b, err := io.ReadAll(io.LimitReader(f, maxStateBytes+1))
+	if err != nil {
+		return nil, err
+	}
+	if len(b) > maxStateBytes {
+		return nil, fmt.Errorf("%s: more than the %d bytes a state file may have", path, maxStateBytes)
+	}
+	return b, nil
 }

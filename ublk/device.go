@@ -150,8 +150,11 @@ func (c Config) Normalized() Config {
 	return c
 }
 
-// Validate checks a configuration without touching the kernel.
-func (c Config) Validate() error {
+// ValidateQueues checks what Validate checks but the device parameters
+// (the target's, known once its array is open): the number, queues,
+// depth, CPUs, I/O size and scheduler. A caller about to write members
+// for a device (an assembly's dirty mark) asks it first.
+func (c Config) ValidateQueues() error {
 	c.normalize()
 	switch {
 	case c.ID < -1 || c.ID >= 1<<20:
@@ -164,11 +167,18 @@ func (c Config) Validate() error {
 		return fmt.Errorf("queue CPUs %q: want %s, %s or %s", c.CPUs, CPUsOwn, CPUsOthers, CPUsAny)
 	case c.MaxIOBytes%4096 != 0 || c.MaxIOBytes > 32<<20:
 		return fmt.Errorf("max I/O size %d: must be a multiple of 4096 up to 32 MiB", c.MaxIOBytes)
-	case c.Params.Basic.DevSectors == 0:
-		return errors.New("device size is zero")
 	}
-	if err := CheckScheduler(c.Scheduler); err != nil {
+	return CheckScheduler(c.Scheduler)
+}
+
+// Validate checks a configuration without touching the kernel.
+func (c Config) Validate() error {
+	if err := c.ValidateQueues(); err != nil {
 		return err
+	}
+	c.normalize()
+	if c.Params.Basic.DevSectors == 0 {
+		return errors.New("device size is zero")
 	}
 	b := c.Params.Basic
 	if b.LogicalBSShift < 9 || b.LogicalBSShift > 12 || b.PhysicalBSShift < b.LogicalBSShift {

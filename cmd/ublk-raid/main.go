@@ -44,8 +44,15 @@ func newRootCmd() *cobra.Command {
 		// log: checked here, a malformed level is bad usage for the
 		// daemon's clients too, not ignored.
 		PersistentPreRunE: func(*cobra.Command, []string) error {
-			_, err := parseLogLevel(logLevel)
-			return err
+			if _, err := parseLogLevel(logLevel); err != nil {
+				return err
+			}
+			if socket == "" {
+				// serve would listen on an unnamed socket; a client
+				// would fail to dial "": bad usage either way.
+				return usagef("--socket \"\": give the control socket's path (default %s)", daemon.DefaultSocket)
+			}
+			return nil
 		},
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if len(args) == 0 {
