@@ -254,6 +254,15 @@ func (m *Manager) restore(e StateEntry, open func([]string, array.CreateSpec) (*
 		}
 		exists = false
 	}
+	if exists {
+		// Re-attached below: a device this server cannot recover (made
+		// by another program, without user recovery) is refused before
+		// the assembly, which may write the members (a write-hole log
+		// replay), not after it.
+		if err := ublk.CheckRecoverInfo(id, info); err != nil {
+			return nil, err
+		}
+	}
 	// Devices a member operation was putting in when the daemon died:
 	// those its superblock write reached are members.
 	if len(e.Joining) > 0 {

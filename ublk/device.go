@@ -389,39 +389,48 @@ func checkRecoverDevice(ctrl *Control, id uint32) (DevInfo, error) {
 	if err != nil {
 		return DevInfo{}, err
 	}
+	if err := CheckRecoverInfo(id, info); err != nil {
+		return DevInfo{}, err
+	}
+	return info, nil
+}
+
+// CheckRecoverInfo is CheckRecoverDevice of device id whose info the
+// caller has already asked.
+func CheckRecoverInfo(id uint32, info DevInfo) error {
 	if info.Flags&FlagUserRecovery == 0 {
-		return DevInfo{}, fmt.Errorf("ublk device %d was not created with user recovery", id)
+		return fmt.Errorf("ublk device %d was not created with user recovery", id)
 	}
 	if info.Flags&FlagUserRecoveryReissue == 0 {
 		// Made by another server: the kernel fails a request in flight
 		// when its server leaves, so this server's hand-overs (a restart
 		// keeping the device, a grow, a failed queue) would fail its
 		// users' I/O. Create makes devices with REISSUE only.
-		return DevInfo{}, fmt.Errorf("ublk device %d was created without user_recovery_reissue: its I/O in flight would fail at every hand-over", id)
+		return fmt.Errorf("ublk device %d was created without user_recovery_reissue: its I/O in flight would fail at every hand-over", id)
 	}
 	if info.State == StateDead {
 		// Stopped, not deleted (a server killed between STOP_DEV and
 		// DEL_DEV, or before START_DEV): START_USER_RECOVERY refuses it
 		// for good.
-		return DevInfo{}, fmt.Errorf("ublk device %d is stopped (dead): nothing to re-attach to; delete it", id)
+		return fmt.Errorf("ublk device %d is stopped (dead): nothing to re-attach to; delete it", id)
 	}
 	if other := info.Flags &^ flagsRecoverable; other != 0 {
 		// Made by another server, or a later version: a queue protocol
 		// this one does not speak (user copy, GET_DATA, other
 		// descriptor sizes...) would be served wrongly.
-		return DevInfo{}, fmt.Errorf("ublk device %d has features this server does not serve: %v", id, FlagNames(other))
+		return fmt.Errorf("ublk device %d has features this server does not serve: %v", id, FlagNames(other))
 	}
 	if info.NrHwQueues == 0 || int(info.NrHwQueues) > maxNrQueues || info.QueueDepth == 0 || int(info.QueueDepth) > maxQueueDepth ||
 		info.MaxIOBufBytes == 0 || info.MaxIOBufBytes%4096 != 0 || info.MaxIOBufBytes > 32<<20 {
 		// The queues are set up from these: bounded as Config.Validate
 		// bounds a new device's.
-		return DevInfo{}, fmt.Errorf("ublk device %d has %d queues of depth %d and %d-byte I/O buffers: beyond what this server serves (%d queues, depth %d, 32 MiB)",
+		return fmt.Errorf("ublk device %d has %d queues of depth %d and %d-byte I/O buffers: beyond what this server serves (%d queues, depth %d, 32 MiB)",
 			id, info.NrHwQueues, info.QueueDepth, info.MaxIOBufBytes, maxNrQueues, maxQueueDepth)
 	}
 	if info.Flags&FlagIODescSize != 0 && info.Pad0 != ioDescSize {
-		return DevInfo{}, fmt.Errorf("ublk device %d has %d-byte I/O descriptors; this server reads %d-byte ones", id, info.Pad0, ioDescSize)
+		return fmt.Errorf("ublk device %d has %d-byte I/O descriptors; this server reads %d-byte ones", id, info.Pad0, ioDescSize)
 	}
-	return info, nil
+	return nil
 }
 
 // dmaAlignment is the user buffer alignment device parameters p ask for
