@@ -222,11 +222,6 @@ func (m *Manager) restore(e StateEntry, open func([]string, array.CreateSpec) (*
 	if err := m.config(e.Number, e.Queues, e.Depth, e.MaxIOBytes).ValidateQueues(); err != nil {
 		return nil, fmt.Errorf("state entry %s: %w", DevicePath(e.Number), err)
 	}
-	if feats, err := driverFeatures(m.ctrl); err == nil {
-		if err := ublk.CheckFeatures(feats, m.config(e.Number, e.Queues, e.Depth, e.MaxIOBytes)); err != nil {
-			return nil, fmt.Errorf("state entry %s: %w", DevicePath(e.Number), err)
-		}
-	}
 	// One device under two paths (a hand edit; a by-id name beside the
 	// kernel's): opened once, as md opens a device once; the later name
 	// is dropped, said.
@@ -261,6 +256,13 @@ func (m *Manager) restore(e StateEntry, open func([]string, array.CreateSpec) (*
 		// replay), not after it.
 		if err := ublk.CheckRecoverInfo(id, info); err != nil {
 			return nil, err
+		}
+	} else if feats, err := driverFeatures(m.ctrl); err == nil {
+		// Created below: a feature the driver lacks (serve --batch-io
+		// before 7.0) is refused before the dirty mark. (A device
+		// re-attached keeps its own features.)
+		if err := ublk.CheckFeatures(feats, m.config(e.Number, e.Queues, e.Depth, e.MaxIOBytes)); err != nil {
+			return nil, fmt.Errorf("state entry %s: %w", DevicePath(e.Number), err)
 		}
 	}
 	// Devices a member operation was putting in when the daemon died:

@@ -98,8 +98,8 @@ func LoadState(path string) (State, error) {
 	}
 	for i := range s.Arrays {
 		// Shown for an array that does not start (list, detail): a
-		// name no daemon writes is dropped, not shown.
-		if n := s.Arrays[i].Name; len(n) > engine.ArrayNameMax || checkText(n) != nil {
+		// name no superblock holds is dropped, not shown.
+		if n := s.Arrays[i].Name; n != "" && engine.ValidName(n) != nil {
 			s.Arrays[i].Name = ""
 		}
 	}
