@@ -3,6 +3,7 @@ package array
 import (
 	"errors"
 	"fmt"
+	"golang.org/x/sys/unix"
 	"io"
 	"os"
 	"time"
@@ -152,7 +153,13 @@ func (a *Array) FailedRoleOf(path string) int {
 // with the array's reference superblock when it names this array and one
 // of its roles (not a spare); else nil.
 func (a *Array) memberSBAt(path string) (sb, ref *engine.Superblock) {
-	f, err := os.Open(path)
+	// Only a block device or a regular file: the caller holds the
+	// array's operation lock, and a path naming a FIFO (or another
+	// special file) may block an open.
+	if fi, err := os.Stat(path); err != nil || !(fi.Mode().IsRegular() || fi.Mode()&os.ModeDevice != 0 && fi.Mode()&os.ModeCharDevice == 0) {
+		return nil, nil
+	}
+	f, err := os.OpenFile(path, os.O_RDONLY|unix.O_NONBLOCK, 0)
 	if err != nil {
 		return nil, nil
 	}
@@ -276,9 +283,10 @@ type failMark struct {
 	own engine.Superblock
 }
 
-// FailDevice is Fail of the device at path, refused if it no longer holds
+// FailDevice is Fail of the device at path, a no-op if it no longer holds
 // role: named by its path, a member the daemon failed meanwhile may have
-// been replaced by a spare, which the user did not name. Serialised with
+// been replaced by a spare, which the user did not name (and must not
+// fail). Serialised with
 // spare activation, as Remove.
 func (a *Array) FailDevice(role int, path string) error {
 	if n := a.Engine.MemberCount(); role < 0 || role >= n {
@@ -290,7 +298,10 @@ func (a *Array) FailDevice(role int, path string) error {
 	now := a.Members[role]
 	a.mu.Unlock()
 	if now == nil || now.Path != path {
-		return fmt.Errorf("%s no longer holds role %d: it is out of the array already", path, role)
+		// Failed by the array meanwhile and let go (a spare took the
+		// role): out already, as asked; md's fail of a faulty device
+		// answers 0 (Fail of a faulty role, FormerRoleOf).
+		return nil
 	}
 	return a.Fail(role)
 }

@@ -109,7 +109,7 @@ func (a *Array) repairParityRows(bad, stripe, lo, n uint64, buf []byte, io membe
 		a.mu.Lock()
 		dev := a.current[m].Load()
 		a.mu.Unlock()
-		err := a.rewriteBadRows(m, shards[slot(m)], stripe*cs+lo, scratch, io)
+		rewrote, err := a.rewriteBadRows(m, shards[slot(m)], stripe*cs+lo, scratch, io)
 		if err != nil {
 			// Not a device put in the role meanwhile (failHolding: the
 			// check and the change under the array's lock).
@@ -121,7 +121,9 @@ func (a *Array) repairParityRows(bad, stripe, lo, n uint64, buf []byte, io membe
 			}
 			continue
 		}
-		a.readRepairs.Add(1)
+		if rewrote {
+			a.readRepairs.Add(1)
+		}
 	}
 }
 
@@ -130,10 +132,10 @@ func (a *Array) repairParityRows(bad, stripe, lo, n uint64, buf []byte, io membe
 // scratch): a block that reads is kept as it is, so that a parity that
 // disagrees with the data elsewhere in the piece (what check counts) is
 // not copied into it; md rewrites only the page that failed. A rewritten
-// block is read back (md's R5_ReWrite): the first error of a rewrite or
-// of its read-back is returned. Rows not in whole blocks, or no scratch,
-// are rewritten whole.
-func (a *Array) rewriteBadRows(m int, rebuilt []byte, sector uint64, scratch []byte, io memberIO) error {
+// block is read back (md's R5_ReWrite). It reports whether it rewrote
+// anything, and the first error of a rewrite or of its read-back. Rows
+// not in whole blocks, or no scratch, are rewritten whole.
+func (a *Array) rewriteBadRows(m int, rebuilt []byte, sector uint64, scratch []byte, io memberIO) (bool, error) {
 	const block = 4096
 	rewrite := func(b []byte, s uint64) error {
 		err := io.WriteAt(m, b, s)
@@ -143,16 +145,18 @@ func (a *Array) rewriteBadRows(m int, rebuilt []byte, sector uint64, scratch []b
 		return err
 	}
 	if len(scratch) < block || len(rebuilt)%block != 0 {
-		return rewrite(rebuilt, sector)
+		return true, rewrite(rebuilt, sector)
 	}
+	rewrote := false
 	for off := 0; off < len(rebuilt); off += block {
 		s := sector + uint64(off>>9)
 		if io.ReadAt(m, scratch[:block], s) == nil {
 			continue
 		}
+		rewrote = true
 		if err := rewrite(rebuilt[off:off+block], s); err != nil {
-			return err
+			return true, err
 		}
 	}
-	return nil
+	return rewrote, nil
 }

@@ -3,7 +3,10 @@ package array
 import (
 	"bytes"
 	"math/rand"
+	"sync/atomic"
 	"testing"
+
+	"golang.org/x/sys/unix"
 
 	"github.com/ublk-raid/ublk-raid/engine"
 	"github.com/ublk-raid/ublk-raid/ublk"
@@ -26,6 +29,7 @@ import (
 // copied into the data"), and its raid1/10 reads narrow a failed read to
 // its blocks (Executor.RetryUnit).
 func TestReviewrdParityReadErrorReplacesReadableRows(t *testing.T) {
+	set := hookRW(t)
 	rng := rand.New(rand.NewSource(1))
 	paths := memberFiles(t, 3, 16<<20)
 	a, err := Open(paths, CreateSpec{Level: engine.Level5, ChunkSectors: 16, NoBitmap: true, AssumeClean: true}, true)
@@ -55,6 +59,22 @@ func TestReviewrdParityReadErrorReplacesReadableRows(t *testing.T) {
 	_, _, mem, msec := g.LocateData(0)
 	pm := g.Stripe(0).P
 	scribble(t, a, paths[pm], int64(msec+8)<<9, 8<<9, 0x5a)
+	// The bad block fails the repair's reads too, until a write cures it.
+	a.mu.Lock()
+	bad := a.Members[mem].Device
+	a.mu.Unlock()
+	var cured atomic.Bool
+	lo := int64(a.dataOffset) + int64(msec)<<9
+	set(func(d Device, p []byte, off int64, write bool) error {
+		if d == bad && p != nil && off < lo+8<<9 && off+int64(len(p)) > lo {
+			if write {
+				cured.Store(true)
+			} else if !cured.Load() {
+				return unix.EIO
+			}
+		}
+		return deviceRW(d, p, off, write)
+	})
 	r.failOn = func(io engine.MemberIO) bool {
 		return io.Kind == engine.IORead && int(io.Member) == mem && io.Sector < msec+8 && io.Sector+uint64(io.Sectors) > msec
 	}
