@@ -198,7 +198,12 @@
 // file as they were; another del may try again (one while the first is
 // under way is refused, 409). A
 // corrupt state file stops serve before anything is touched; it is never
-// overwritten.
+// overwritten. It must be a regular file of at most 16 MiB whose entries
+// each name their device number. An entry a restart cannot serve as
+// written (a relative member path, queue settings add refuses, a device
+// at its number that this server cannot re-attach) stays pending, its
+// members untouched; a member listed twice under two paths is opened
+// once.
 //
 // # Stopping
 //
