@@ -3,10 +3,11 @@ package array
 import (
 	"errors"
 	"fmt"
-	"golang.org/x/sys/unix"
 	"io"
 	"os"
 	"time"
+
+	"golang.org/x/sys/unix"
 
 	"github.com/ublk-raid/ublk-raid/engine"
 )
@@ -286,8 +287,7 @@ type failMark struct {
 // FailDevice is Fail of the device at path, a no-op if it no longer holds
 // role: named by its path, a member the daemon failed meanwhile may have
 // been replaced by a spare, which the user did not name (and must not
-// fail). Serialised with
-// spare activation, as Remove.
+// fail). Serialised with spare activation, as Remove.
 func (a *Array) FailDevice(role int, path string) error {
 	if n := a.Engine.MemberCount(); role < 0 || role >= n {
 		return fmt.Errorf("role %d: the array has roles 0..%d", role, n-1)
