@@ -6,7 +6,6 @@ import (
 	"testing"
 
 	"github.com/ublk-raid/ublk-raid/array"
-	"github.com/ublk-raid/ublk-raid/engine"
 	"github.com/ublk-raid/ublk-raid/ublk"
 )
 
@@ -20,16 +19,7 @@ import (
 // the array stays pending and the live device's users wait for good,
 // where the code before started it.
 func TestReviewfx3RestoreRecoverIgnoresBatchIOOption(t *testing.T) {
-	paths := files(t, 2, 8<<20)
-	a, err := array.Open(paths, array.CreateSpec{Level: engine.Level1, NoBitmap: true, AssumeClean: true}, true)
-	if err != nil {
-		t.Fatal(err)
-	}
-	uuid := a.Status().UUID
-	if err := a.SetClean(true); err != nil {
-		t.Fatal(err)
-	}
-	a.Close()
+	paths, uuid := stoppedMirror(t, 8<<20)
 	savedFeats, savedInfo := driverFeatures, devInfo
 	t.Cleanup(func() { driverFeatures, devInfo = savedFeats, savedInfo })
 	driverFeatures = func(*ublk.Control) (uint64, error) { return ^uint64(ublk.FlagBatchIO), nil }
@@ -42,7 +32,7 @@ func TestReviewfx3RestoreRecoverIgnoresBatchIOOption(t *testing.T) {
 	m := NewManager(nil, ManagerOptions{Queue: QueueOptions{BatchIO: true}})
 	reached := errors.New("assembly reached")
 	opened := false
-	_, err = m.restore(StateEntry{Number: 0, UUID: uuid, Members: slices.Clone(paths), Queues: 1, Depth: 128, MaxIOBytes: 1 << 20},
+	_, err := m.restore(StateEntry{Number: 0, UUID: uuid, Members: slices.Clone(paths), Queues: 1, Depth: 128, MaxIOBytes: 1 << 20},
 		func([]string, array.CreateSpec) (*array.Array, error) { opened = true; return nil, reached })
 	if !opened || !errors.Is(err, reached) {
 		t.Fatalf("restore of a live device made without batched I/O, under serve --batch-io on a driver without it: %v (assembly reached: %v); want the re-attach to go ahead (recovered devices keep their own features)", err, opened)

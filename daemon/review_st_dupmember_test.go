@@ -10,9 +10,6 @@ import (
 	"go.uber.org/zap"
 	"go.uber.org/zap/zapcore"
 	"go.uber.org/zap/zaptest/observer"
-
-	"github.com/ublk-raid/ublk-raid/array"
-	"github.com/ublk-raid/ublk-raid/engine"
 )
 
 // Found by review (st). A state entry listing one member twice under two
@@ -28,16 +25,7 @@ import (
 // duplicate must be refused with a message that says so (LoadState), or
 // left out so that the array starts (md's assembly opens a device once).
 func TestReviewstStateEntryMemberTwice(t *testing.T) {
-	paths := files(t, 2, 8<<20)
-	a, err := array.Open(paths, array.CreateSpec{Level: engine.Level1, NoBitmap: true, AssumeClean: true}, true)
-	if err != nil {
-		t.Fatal(err)
-	}
-	uuid := a.Status().UUID
-	if err := a.SetClean(true); err != nil {
-		t.Fatal(err)
-	}
-	a.Close()
+	paths, uuid := stoppedMirror(t, 8<<20)
 	link := filepath.Join(t.TempDir(), "by-id-d0")
 	if err := os.Symlink(paths[0], link); err != nil {
 		t.Fatal(err)

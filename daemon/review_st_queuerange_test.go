@@ -4,9 +4,6 @@ import (
 	"path/filepath"
 	"slices"
 	"testing"
-
-	"github.com/ublk-raid/ublk-raid/array"
-	"github.com/ublk-raid/ublk-raid/engine"
 )
 
 // Found by review (st). A hand-edited state file whose entry holds a
@@ -18,16 +15,7 @@ import (
 // the pending retries). A field out of range must be refused before any
 // member is written (as add does), or by LoadState.
 func TestReviewstStateQueueSettingsOutOfRange(t *testing.T) {
-	paths := files(t, 2, 8<<20)
-	a, err := array.Open(paths, array.CreateSpec{Level: engine.Level1, NoBitmap: true, AssumeClean: true}, true)
-	if err != nil {
-		t.Fatal(err)
-	}
-	uuid := a.Status().UUID
-	if err := a.SetClean(true); err != nil {
-		t.Fatal(err)
-	}
-	a.Close()
+	paths, uuid := stoppedMirror(t, 8<<20)
 	state := filepath.Join(t.TempDir(), "arrays.json")
 	if err := SaveState(state, State{Arrays: []StateEntry{{Number: 0, UUID: uuid, Members: slices.Clone(paths), Depth: 5000}}}); err != nil {
 		t.Fatal(err)

@@ -3,9 +3,6 @@ package daemon
 import (
 	"path/filepath"
 	"testing"
-
-	"github.com/ublk-raid/ublk-raid/array"
-	"github.com/ublk-raid/ublk-raid/engine"
 )
 
 // Found by review (st). State.check says: "A relative member path, which
@@ -16,16 +13,7 @@ import (
 // its entry is then saved again with the relative paths. The API refuses
 // relative paths for this very reason (checkAbs).
 func TestReviewstRelativeMemberPathLeftPending(t *testing.T) {
-	paths := files(t, 2, 8<<20)
-	a, err := array.Open(paths, array.CreateSpec{Level: engine.Level1, NoBitmap: true, AssumeClean: true}, true)
-	if err != nil {
-		t.Fatal(err)
-	}
-	uuid := a.Status().UUID
-	if err := a.SetClean(true); err != nil {
-		t.Fatal(err)
-	}
-	a.Close()
+	paths, uuid := stoppedMirror(t, 8<<20)
 	state := filepath.Join(t.TempDir(), "arrays.json")
 	rel := []string{filepath.Base(paths[0]), filepath.Base(paths[1])}
 	if err := SaveState(state, State{Arrays: []StateEntry{{Number: 0, UUID: uuid, Members: rel}}}); err != nil {
