@@ -100,9 +100,16 @@ func TestParityRepairPiecesAligned(t *testing.T) {
 					bad = append(bad, fmt.Sprintf("write %v off %d len %d addr %%%d=%d", write, off, len(p), lb, uintptr(unsafe.Pointer(unsafe.SliceData(p)))%uintptr(lb)))
 					return errors.New("EINVAL (misaligned O_DIRECT)")
 				}
+				if f := devFault.Load(); f != nil && d == f.dev && p != nil && off < f.hi && off+int64(len(p)) > f.lo {
+					if write {
+						devFault.Store(nil) // cured by the rewrite
+					} else {
+						return errors.New("EIO") // the bad chunk: the repair rewrites it
+					}
+				}
 				return deviceRW(d, p, off, write)
 			}
-			t.Cleanup(func() { memberRW = deviceRW })
+			t.Cleanup(func() { memberRW = deviceRW; devFault.Store(nil) })
 			a, err := Open(paths, spec, true)
 			if err != nil {
 				t.Fatal(err)
@@ -127,6 +134,7 @@ func TestParityRepairPiecesAligned(t *testing.T) {
 			// A 512 KiB read of one whole chunk failed on its member
 			// (as a queue with the default 512 KiB requests reports it).
 			_, _, mem, msec := g.LocateData(0)
+			devFault.Store(&readFault{dev: a.Members[mem].Device, lo: int64(a.dataOffset + msec<<9), hi: int64(a.dataOffset + (msec+g.ChunkSectors)<<9)})
 			a.requestRepair(msec, uint32(g.ChunkSectors), 1<<uint(mem))
 			deadline := time.Now().Add(10 * time.Second)
 			for a.ReadRepairs() == 0 && nbad() == 0 {

@@ -33,7 +33,13 @@ func TestReviewopsReAddRoleTakenBySpareAdvice(t *testing.T) {
 		}
 		time.Sleep(5 * time.Millisecond)
 	}
-	a.WaitSync() // (its rebuild ends: its superblock writes are not the re-add's)
+	// Its rebuild ends (its superblock writes are not the re-add's).
+	for a.WaitSync(); a.Status().Members[1].State != "active"; a.WaitSync() {
+		if time.Now().After(deadline) {
+			t.Fatalf("the spare's rebuild did not end: %+v", a.Status().Members[1])
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
 	// (Not the members' bytes: the bitmap's clears after the rebuild
 	// write them in the background.)
 	ev := a.Status().Events
