@@ -289,6 +289,13 @@ type Array struct {
 	stopped    bool       // marked clean (SetClean(true)), until SetClean(false): no spare is activated
 	closed     bool       // Close took the flusher: no superblock write any more
 	spareMu    sync.Mutex // serialises spare activations
+	// createUndo: the members (and spares) of a new array whose creation
+	// may still be undone (until KeepCreated); undoOnClose: Close writes
+	// back what the creation overwrote (CloseUndoCreated), undoErr says
+	// how that went.
+	createUndo  []*Member
+	undoOnClose bool
+	undoErr     error
 }
 
 // Open opens the members and either assembles the array their superblocks
@@ -501,12 +508,21 @@ func Open(paths []string, spec CreateSpec, create bool) (*Array, error) {
 			}
 			wipes[m] = sigs
 		}
+		// From the first write on, what the creation overwrites is kept
+		// until the caller keeps the array (its device serves it) or
+		// undoes it (CloseUndoCreated).
+		all := append(append([]*Member(nil), ms...), spares...)
+		beginUndo(all)
 		a, err := newArray(ms, spares, spec, wipes)
 		if err != nil {
+			if uerr := undoWrites(all); uerr != nil {
+				err = fmt.Errorf("%w; %w", err, uerr)
+			}
 			closeAll()
 			closeSpares()
 			return nil, err
 		}
+		a.createUndo = all
 		a.WriteMostly, _ = a.writeMostlyMask(spec.WriteMostly) // every member has a role
 		a.open, a.taken = spec.OpenDevice, spec.Taken
 		a.initSync(spec)
@@ -1855,6 +1871,12 @@ func (a *Array) Close() {
 	a.mu.Unlock()
 	if fl != nil {
 		fl.close()
+	}
+	if a.undoOnClose {
+		// Nothing writes the members any more: the creation is undone
+		// before they are closed.
+		a.undoErr = undoWrites(a.createUndo)
+		a.createUndo = nil
 	}
 	for _, m := range answering {
 		m.Close()

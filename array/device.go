@@ -82,6 +82,9 @@ type Member struct {
 	// checkpoint back, and the entries between the two, reused since,
 	// would be replayed by a recovery that reads its header.
 	logHeaderWriting atomic.Bool
+	// undo: while a new array's creation may still be undone, what each
+	// write replaces is saved there first (createundo.go).
+	undo atomic.Pointer[undoLog]
 	// sbPending is the last superblock written to the member when the
 	// write's outcome is unknown (given up after the timeout, or taken
 	// but not flushed): the member may hold that generation or the one

@@ -67,6 +67,11 @@ func wipeSignatures(m *Member, sigs signatures) error {
 		if end > m.Size {
 			// A file whose size is not a multiple of the block: a plain
 			// write of the bytes themselves.
+			if u := m.undo.Load(); u != nil {
+				if err := u.saveFile(m.Path, off, n); err != nil {
+					return fmt.Errorf("erasing %s on %s: %w", s.Type, m.Path, err)
+				}
+			}
 			if err := zeroTail(m.Path, off, n); err != nil {
 				return fmt.Errorf("erasing %s on %s: %w", s.Type, m.Path, err)
 			}

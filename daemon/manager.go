@@ -582,8 +582,7 @@ func (m *Manager) start(a *array.Array, n int, cfg ublk.Config, recover bool) (*
 		}
 	}
 	if err := a.SetClean(false); err != nil {
-		a.Close()
-		return nil, err
+		return nil, closeRefused(a, err)
 	}
 	cfg.Params = a.Params()
 	var d *ublk.Device
@@ -594,12 +593,12 @@ func (m *Manager) start(a *array.Array, n int, cfg ublk.Config, recover bool) (*
 		d, err = createDevice(m.ctrl, a, cfg)
 	}
 	if err != nil {
-		if !recover {
+		if !recover && !a.Created {
 			a.SetClean(true)
 		}
-		a.Close()
-		return nil, err
+		return nil, closeRefused(a, err)
 	}
+	a.KeepCreated()
 	info := d.Info()
 	s := &served{n: int(d.ID()), a: a, d: d, created: a.Created, recovered: recover, since: time.Now(),
 		entry: StateEntry{Number: int(d.ID()), UUID: st.UUID, Name: st.Name, Queues: int(info.NrHwQueues),
@@ -628,6 +627,20 @@ func (m *Manager) start(a *array.Array, n int, cfg ublk.Config, recover bool) (*
 	a.SetSyncLog(SyncLog(m.log.With(zap.String("device", dev))))
 	a.StartBackground()
 	return s, nil
+}
+
+// closeRefused closes a, whose device is not served, for err: a new
+// array's creation is undone (its members as they were before the add);
+// an undo that failed is said with err.
+func closeRefused(a *array.Array, err error) error {
+	if !a.Created {
+		a.Close()
+		return err
+	}
+	if uerr := a.CloseUndoCreated(); uerr != nil {
+		return fmt.Errorf("%w; the members may hold part of the new array: %w", err, uerr)
+	}
+	return fmt.Errorf("%w (the members are as they were)", err)
 }
 
 // SyncLog is the log of an array's background jobs (Array.SetSyncLog) on
@@ -989,7 +1002,7 @@ func (m *Manager) Add(_ context.Context, req AddRequest) (Array, error) {
 		a.Close()
 		return Array{}, Refused(fmt.Errorf("the members hold a %s array; level %d would create a new one: wipe them first", a.Engine.Level(), spec.Level))
 	}
-	created, warnings := a.Created, a.Warnings
+	warnings := a.Warnings
 	// The array is recorded, pending, before its device is created: a
 	// daemon dying between the creation and the state file write after
 	// it left a device no state file named (served by nobody, its number
@@ -1013,11 +1026,6 @@ func (m *Manager) Add(_ context.Context, req AddRequest) (Array, error) {
 		m.mu.Unlock()
 		if serr := m.saveState(); serr != nil {
 			m.log.Error("state file not written", zap.Error(serr))
-		}
-		if created {
-			// The members carry the new array now: say how to serve it.
-			err = fmt.Errorf("%w (the members now hold the new array, marked clean: `ublk-raid add %s` assembles it)",
-				err, strings.Join(req.Members, " "))
 		}
 		if errors.Is(err, unix.EEXIST) {
 			return Array{}, Refused(fmt.Errorf("%s exists already: %w", DevicePath(n), err))

@@ -315,7 +315,18 @@ func runArray(o runOptions, spec array.CreateSpec, cfg ublk.Config, stdout io.Wr
 	if err != nil {
 		return err
 	}
-	defer a.Close()
+	served := false
+	defer func() {
+		if !served && a.Created {
+			// Refused before its device served it: the new array's
+			// creation is undone (a failed undo is logged).
+			if err := a.CloseUndoCreated(); err != nil {
+				log.Error("the members may hold part of the new array", zap.Error(err))
+			}
+			return
+		}
+		a.Close()
+	}()
 	for _, w := range a.Warnings {
 		log.Warn(w)
 	}
@@ -349,9 +360,13 @@ func runArray(o runOptions, spec array.CreateSpec, cfg ublk.Config, stdout io.Wr
 		d, err = ublk.Create(ctrl, a, cfg)
 	}
 	if err != nil {
-		a.SetClean(true)
+		if !a.Created {
+			a.SetClean(true)
+		}
 		return err
 	}
+	served = true
+	a.KeepCreated()
 	if w := queuesWarning(o.serve.queues, int(d.Info().NrHwQueues)); w != "" {
 		log.Warn(w)
 	}
