@@ -27,4 +27,10 @@
 // up or not (Member.out, one cache line per queue), across a re-add in
 // place: remove refuses the device, and replace keeps it open, while any
 // is out, as md's nr_pending.
+//
+// A new array (Created) may still be undone until the caller keeps it
+// (KeepCreated, once its device serves it): meanwhile each write to a
+// member through Member.WriteAt or WriteAtDurable first saves the bytes it
+// replaces, and CloseUndoCreated writes them back (createundo.go), so that
+// a create refused after its first write leaves the members as they were.
 package array
