@@ -166,7 +166,7 @@ func (o *runOptions) addBitmapFlags(c *cobra.Command) {
 	c.Flags().BoolVar(&o.noBitmap, "no-bitmap", false, "create the array without a write-intent bitmap (then an unclean stop needs a full check)")
 	c.Flags().StringVar(&o.region, "bitmap-region", "", "bitmap region size for a new array: power of two, at least 64K (default: from the array size)")
 	c.Flags().BoolVar(&o.assumeClean, "assume-clean", false, "new array: the members are known equal (zeroed): no initial sync, every region in sync (like mdadm --assume-clean)")
-	c.Flags().StringVar(&o.syncMin, "sync-speed-min", "1M", "rebuild/resync/check speed that is kept even under user I/O, per second (0: 1000K, as md)")
+	c.Flags().StringVar(&o.syncMin, "sync-speed-min", "1000K", "rebuild/resync/check speed that is kept even under user I/O, per second (as md; left out, it is lowered to a smaller --sync-speed-max)")
 	c.Flags().StringVar(&o.syncMax, "sync-speed-max", "0", "rebuild/resync/check speed limit per second (0: none)")
 }
 
@@ -202,6 +202,12 @@ func (o *runOptions) request() (daemon.AddRequest, error) {
 		name, v string
 		dst     *uint64
 	}{{"--sync-speed-min", o.syncMin, &req.SyncMinBytes}, {"--sync-speed-max", o.syncMax, &req.SyncMaxBytes}} {
+		if !o.given(f.name[2:]) {
+			// The default (0 in the request): md's 1000K minimum, which
+			// a smaller maximum lowers, as md's sync_speed_max alone
+			// does (only a minimum given above the maximum is refused).
+			continue
+		}
 		n, err := parseSize(f.v)
 		if err != nil {
 			return req, usagef("%s: %v", f.name, err)
