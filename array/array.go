@@ -296,6 +296,9 @@ type Array struct {
 	createUndo  []*Member
 	undoOnClose bool
 	undoErr     error
+	// spareLater: a spare was due while the creation could still be
+	// undone; KeepCreated activates it.
+	spareLater bool
 }
 
 // Open opens the members and either assembles the array their superblocks
@@ -508,14 +511,15 @@ func Open(paths []string, spec CreateSpec, create bool) (*Array, error) {
 			}
 			wipes[m] = sigs
 		}
-		// From the first write on, what the creation overwrites is kept
-		// until the caller keeps the array (its device serves it) or
-		// undoes it (CloseUndoCreated).
+		// From the first write on (distinctDevices' probes included,
+		// which it puts back itself unless a write fails), what the
+		// creation overwrites is kept until the caller keeps the array
+		// (its device serves it) or undoes it (CloseUndoCreated).
 		all := append(append([]*Member(nil), ms...), spares...)
 		beginUndo(all)
 		a, err := newArray(ms, spares, spec, wipes)
 		if err != nil {
-			if uerr := undoWrites(all); uerr != nil {
+			if uerr := undoWrites(all, undoLateWait); uerr != nil {
 				err = fmt.Errorf("%w; %w", err, uerr)
 			}
 			closeAll()
@@ -1875,7 +1879,11 @@ func (a *Array) Close() {
 	if a.undoOnClose {
 		// Nothing writes the members any more: the creation is undone
 		// before they are closed.
-		a.undoErr = undoWrites(a.createUndo)
+		wait := undoLateWait
+		if t := a.MemberTimeout; t > 0 && t < wait {
+			wait = t
+		}
+		a.undoErr = undoWrites(a.createUndo, wait)
 		a.createUndo = nil
 	}
 	for _, m := range answering {

@@ -6,6 +6,7 @@ import (
 	"os"
 	"slices"
 	"sync"
+	"time"
 )
 
 // A new array's creation writes its members (signature wipes, superblocks,
@@ -17,29 +18,42 @@ import (
 // member first saves the bytes it replaces, and Array.CloseUndoCreated
 // writes them back.
 
-// undoLog is what a creation overwrote on one member: the bytes each write
-// replaced, in the order written.
+// undoLog is what a creation overwrote on its members (one log for all of
+// them): the bytes each write replaced, in the order written, across
+// members (two names of one disk, before distinctDevices refuses them,
+// each save what the other wrote: only the order across both puts back
+// what was there first).
 type undoLog struct {
 	mu      sync.Mutex
 	entries []undoEntry
-	seen    map[int64]int // offset → length of a range saved exactly there
+	seen    map[undoKey]int // a range saved already: its length
+}
+
+type undoKey struct {
+	m   *Member
+	off int64
 }
 
 type undoEntry struct {
+	m    *Member
 	off  int64
+	n    int
 	data []byte
+	// unreadable: the bytes could not be read before the write (data is
+	// nil): the undo cannot put them back.
+	unreadable error
 	// path: a plain write to the regular file at path (zeroTail), not
 	// through the device.
 	path string
 }
 
-// save keeps the n bytes of d at off before a write replaces them. A range
-// saved already is not saved again: the first save holds the bytes from
-// before the creation, and restore writes the first saves last.
-func (u *undoLog) save(d Device, off int64, n int) error {
+// save keeps the n bytes of m at off before a write replaces them. A range
+// of m saved already is not saved again: the first save holds the bytes
+// from before the creation, and restore writes the first saves last.
+func (u *undoLog) save(m *Member, off int64, n int) error {
 	u.mu.Lock()
 	defer u.mu.Unlock()
-	if u.seen[off] >= n {
+	if u.seen[undoKey{m, off}] >= n {
 		return nil
 	}
 	buf, free, err := alignedBuf(n)
@@ -47,21 +61,27 @@ func (u *undoLog) save(d Device, off int64, n int) error {
 		return err
 	}
 	defer free()
-	if err := d.ReadAt(buf, off); err != nil {
-		return fmt.Errorf("cannot save the %d bytes at %d before overwriting them: %w", n, off, err)
+	e := undoEntry{m: m, off: off, n: n}
+	if err := m.Device.ReadAt(buf, off); err != nil {
+		// Unreadable (a pending sector, which the write remaps): the
+		// create goes on, as md's, which never reads there; an undo
+		// says these bytes were not restored.
+		e.unreadable = err
+	} else {
+		e.data = slices.Clone(buf)
 	}
-	u.entries = append(u.entries, undoEntry{off: off, data: slices.Clone(buf)})
+	u.entries = append(u.entries, e)
 	if u.seen == nil {
-		u.seen = map[int64]int{}
+		u.seen = map[undoKey]int{}
 	}
-	u.seen[off] = n
+	u.seen[undoKey{m, off}] = n
 	return nil
 }
 
-// saveFile keeps the n bytes at off of the regular file at path before a
-// plain write replaces them.
-func (u *undoLog) saveFile(path string, off, n int64) error {
-	f, err := os.Open(path)
+// saveFile keeps the n bytes at off of m's regular file before a plain
+// write replaces them.
+func (u *undoLog) saveFile(m *Member, off, n int64) error {
+	f, err := os.Open(m.Path)
 	if err != nil {
 		return err
 	}
@@ -71,20 +91,34 @@ func (u *undoLog) saveFile(path string, off, n int64) error {
 		return fmt.Errorf("cannot save the %d bytes at %d before overwriting them: %w", n, off, err)
 	}
 	u.mu.Lock()
-	u.entries = append(u.entries, undoEntry{off: off, data: b, path: path})
+	u.entries = append(u.entries, undoEntry{m: m, off: off, n: int(n), data: b, path: m.Path})
 	u.mu.Unlock()
 	return nil
 }
 
-// restore writes back every saved range, the last saved first (so that
-// each byte ends as the first save of it found it), then flushes d.
-func (u *undoLog) restore(d Device) error {
+// restore writes back every saved range but those of the members in skip,
+// the last saved first (so that each byte ends as the first save of it
+// found it), then flushes each member written.
+func (u *undoLog) restore(skip map[*Member]bool) error {
 	u.mu.Lock()
 	defer u.mu.Unlock()
 	var errs []error
+	var written []*Member
 	for _, e := range slices.Backward(u.entries) {
+		if skip[e.m] {
+			continue
+		}
+		if !slices.Contains(written, e.m) {
+			written = append(written, e.m)
+		}
 		if e.path != "" {
-			errs = append(errs, restoreFileAt(e.path, e.data, e.off))
+			if err := restoreFileAt(e.path, e.data, e.off); err != nil {
+				errs = append(errs, fmt.Errorf("%s: %w", e.m.Path, err))
+			}
+			continue
+		}
+		if e.unreadable != nil {
+			errs = append(errs, fmt.Errorf("%s: the %d bytes at %d, unreadable before the create (%w), hold what it wrote", e.m.Path, e.n, e.off, e.unreadable))
 			continue
 		}
 		buf, free, err := alignedBuf(len(e.data))
@@ -93,13 +127,15 @@ func (u *undoLog) restore(d Device) error {
 			continue
 		}
 		copy(buf, e.data)
-		if err := d.WriteAt(buf, e.off); err != nil {
-			errs = append(errs, fmt.Errorf("%d bytes at %d: %w", len(e.data), e.off, err))
+		if err := e.m.Device.WriteAt(buf, e.off); err != nil {
+			errs = append(errs, fmt.Errorf("%s: %d bytes at %d: %w", e.m.Path, len(e.data), e.off, err))
 		}
 		free()
 	}
-	if err := d.Flush(); err != nil {
-		errs = append(errs, err)
+	for _, m := range written {
+		if err := m.Device.Flush(); err != nil {
+			errs = append(errs, fmt.Errorf("%s: %w", m.Path, err))
+		}
 	}
 	return errors.Join(errs...)
 }
@@ -120,7 +156,7 @@ func restoreFileAt(path string, b []byte, off int64) error {
 // while a creation may still be undone.
 func (m *Member) WriteAt(p []byte, off int64) error {
 	if u := m.undo.Load(); u != nil {
-		if err := u.save(m.Device, off, len(p)); err != nil {
+		if err := u.save(m, off, len(p)); err != nil {
 			return err
 		}
 	}
@@ -130,17 +166,18 @@ func (m *Member) WriteAt(p []byte, off int64) error {
 // WriteAtDurable is Device.WriteAtDurable, saving as WriteAt does.
 func (m *Member) WriteAtDurable(p []byte, off int64) error {
 	if u := m.undo.Load(); u != nil {
-		if err := u.save(m.Device, off, len(p)); err != nil {
+		if err := u.save(m, off, len(p)); err != nil {
 			return err
 		}
 	}
 	return m.Device.WriteAtDurable(p, off)
 }
 
-// beginUndo makes every write to ms save what it replaces.
+// beginUndo makes every write to ms save what it replaces, in one log.
 func beginUndo(ms []*Member) {
+	u := &undoLog{}
 	for _, m := range ms {
-		m.undo.Store(&undoLog{})
+		m.undo.Store(u)
 	}
 }
 
@@ -151,23 +188,51 @@ func endUndo(ms []*Member) {
 	}
 }
 
+// undoLateWait bounds how long an undo waits for a write given up on a
+// member (past the member timeout) to return before it gives up that
+// member's undo.
+const undoLateWait = 5 * time.Second
+
 // undoWrites writes back what ms's writes replaced since beginUndo, and
-// ends the saving.
-func undoWrites(ms []*Member) error {
-	var errs []error
+// ends the saving. A member with a write given up after the member
+// timeout still out is waited for, up to wait: restored under it, the
+// bytes could be overwritten again when the device carries the write
+// out; still out then, the member is left and the error names it.
+func undoWrites(ms []*Member, wait time.Duration) error {
+	var u *undoLog
 	for _, m := range ms {
-		u := m.undo.Swap(nil)
-		if u == nil {
-			continue
+		if l := m.undo.Swap(nil); l != nil {
+			u = l
 		}
-		if err := u.restore(m.Device); err != nil {
-			errs = append(errs, fmt.Errorf("%s: %w", m.Path, err))
+	}
+	if u == nil {
+		return nil
+	}
+	var errs []error
+	skip := map[*Member]bool{}
+	deadline := time.Now().Add(wait)
+	for _, m := range ms {
+		for lateOut(m) && time.Now().Before(deadline) {
+			time.Sleep(lateWait)
 		}
+		if lateOut(m) {
+			skip[m] = true
+			errs = append(errs, fmt.Errorf("%s: a write given up after the member timeout is still out on it: not restored", m.Path))
+		}
+	}
+	if err := u.restore(skip); err != nil {
+		errs = append(errs, err)
 	}
 	if err := errors.Join(errs...); err != nil {
 		return fmt.Errorf("restoring what creating the array overwrote: %w", err)
 	}
 	return nil
+}
+
+// lateOut reports whether a write given up on m may still land: any
+// operation given up (late.go), a superblock or log checkpoint write out.
+func lateOut(m *Member) bool {
+	return lateOn(m) || m.lateWrites.Load() > 0 || m.sbWriting.Load() || m.logHeaderWriting.Load()
 }
 
 // KeepCreated keeps a new array (Created) on its members: its device
@@ -178,8 +243,13 @@ func (a *Array) KeepCreated() {
 	a.mu.Lock()
 	ms := a.createUndo
 	a.createUndo = nil
+	spare := a.spareLater
+	a.spareLater = false
 	a.mu.Unlock()
 	endUndo(ms)
+	if spare {
+		go a.activateSpare()
+	}
 }
 
 // CloseUndoCreated closes a new array whose device was not made (the

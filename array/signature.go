@@ -68,7 +68,7 @@ func wipeSignatures(m *Member, sigs signatures) error {
 			// A file whose size is not a multiple of the block: a plain
 			// write of the bytes themselves.
 			if u := m.undo.Load(); u != nil {
-				if err := u.saveFile(m.Path, off, n); err != nil {
+				if err := u.saveFile(m, off, n); err != nil {
 					return fmt.Errorf("erasing %s on %s: %w", s.Type, m.Path, err)
 				}
 			}

@@ -324,6 +324,15 @@ func (a *Array) activateSpare() {
 		a.mu.Unlock()
 		return
 	}
+	if a.createUndo != nil {
+		// A new array whose device may still be refused: its rebuild
+		// would write the spare where nothing saves what it replaces,
+		// and the failed member would be closed before its undo.
+		// KeepCreated activates the spare.
+		a.spareLater = true
+		a.mu.Unlock()
+		return
+	}
 	tries := len(a.spares)
 	a.mu.Unlock()
 	if busy && (k == resync.Check || k == resync.Repair) {

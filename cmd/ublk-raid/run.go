@@ -277,7 +277,7 @@ func (o *runOptions) specUsage(err error) error {
 	return usageError{errors.New(e.Message(flagName))}
 }
 
-func runArray(o runOptions, spec array.CreateSpec, cfg ublk.Config, stdout io.Writer, log *zap.Logger) error {
+func runArray(o runOptions, spec array.CreateSpec, cfg ublk.Config, stdout io.Writer, log *zap.Logger) (rerr error) {
 	ctrl, err := ublk.OpenControl()
 	if err != nil {
 		return err
@@ -325,9 +325,11 @@ func runArray(o runOptions, spec array.CreateSpec, cfg ublk.Config, stdout io.Wr
 	defer func() {
 		if !served && a.Created {
 			// Refused before its device served it: the new array's
-			// creation is undone (a failed undo is logged).
+			// creation is undone, as the daemon's add does.
 			if err := a.CloseUndoCreated(); err != nil {
-				log.Error("the members may hold part of the new array", zap.Error(err))
+				rerr = fmt.Errorf("%w; the members may hold part of the new array: %w", rerr, err)
+			} else if rerr != nil {
+				rerr = fmt.Errorf("%w (the members are as they were)", rerr)
 			}
 			return
 		}
