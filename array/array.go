@@ -21,6 +21,13 @@ import (
 // CreateSpec describes a new array. It is ignored when the members
 // already carry superblocks of one array (then the array is assembled).
 type CreateSpec struct {
+	// Undoable: a new array may still be undone after Open returns
+	// (CloseUndoCreated) until the caller keeps it (KeepCreated): the
+	// daemon's add and run, which ask the driver for its device after
+	// Open wrote the members. Without it the array is kept as Open
+	// returns. (An Open that fails part way through a create always
+	// undoes what it wrote.)
+	Undoable bool
 	// Name is the new array's name; at assembly, when given, the
 	// members must hold an array of that name (mdadm --assemble --name).
 	Name   string
@@ -527,6 +534,9 @@ func Open(paths []string, spec CreateSpec, create bool) (*Array, error) {
 			return nil, err
 		}
 		a.createUndo = all
+		if !spec.Undoable {
+			defer a.KeepCreated()
+		}
 		a.WriteMostly, _ = a.writeMostlyMask(spec.WriteMostly) // every member has a role
 		a.open, a.taken = spec.OpenDevice, spec.Taken
 		a.initSync(spec)

@@ -22,8 +22,8 @@ func TestRefusedCreateOverAliasLeavesDisk(t *testing.T) {
 		name string
 		spec CreateSpec
 	}{
-		{"raid1 no bitmap", CreateSpec{Level: engine.Level1, NoBitmap: true}},
-		{"raid1 bitmap", CreateSpec{Level: engine.Level1, RegionSectors: testRegion}},
+		{"raid1 no bitmap", CreateSpec{Undoable: true, Level: engine.Level1, NoBitmap: true}},
+		{"raid1 bitmap", CreateSpec{Undoable: true, Level: engine.Level1, RegionSectors: testRegion}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			rack := memdev.NewRack(rand.New(rand.NewPCG(3, 3)))

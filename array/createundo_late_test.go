@@ -23,7 +23,7 @@ func TestUndoWaitsForGivenUpSuperblockWrite(t *testing.T) {
 	paths := memberFiles(t, 2, 16<<20)
 	fillRandom(t, 21, paths...)
 	before := contents(t, paths...)
-	a, err := Open(paths, CreateSpec{Level: engine.Level1, NoBitmap: true}, true)
+	a, err := Open(paths, CreateSpec{Undoable: true, Level: engine.Level1, NoBitmap: true}, true)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -34,7 +34,7 @@ func TestRefusedCreateActivatesNoSpare(t *testing.T) {
 		rack.Preload(disks[p], 0, b)
 		orig[p] = b
 	}
-	spec := CreateSpec{Level: engine.Level1, NoBitmap: true, Spares: []string{"/s0"},
+	spec := CreateSpec{Undoable: true, Level: engine.Level1, NoBitmap: true, Spares: []string{"/s0"},
 		OpenDevice: func(p string) (Device, error) { return rack.Open(p) }}
 	a, err := Open([]string{"/m0", "/m1"}, spec, true)
 	if err != nil {
@@ -85,7 +85,7 @@ func TestKeptCreateActivatesDueSpare(t *testing.T) {
 	for _, p := range []string{"/m0", "/m1", "/s0"} {
 		disks[p] = rack.AddDisk(p, size)
 	}
-	spec := CreateSpec{Level: engine.Level1, NoBitmap: true, Spares: []string{"/s0"},
+	spec := CreateSpec{Undoable: true, Level: engine.Level1, NoBitmap: true, Spares: []string{"/s0"},
 		OpenDevice: func(p string) (Device, error) { return rack.Open(p) }}
 	a, err := Open([]string{"/m0", "/m1"}, spec, true)
 	if err != nil {

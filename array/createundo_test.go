@@ -42,9 +42,9 @@ func TestCloseUndoCreatedRestoresMembers(t *testing.T) {
 		n    int
 		spec CreateSpec
 	}{
-		{"raid1 bitmap spare", 3, CreateSpec{Level: engine.Level1, RegionSectors: testRegion}},
-		{"raid10 no bitmap", 4, CreateSpec{Level: engine.Level10, Layout: engine.LayoutN2, NoBitmap: true}},
-		{"raid5 log bitmap", 4, CreateSpec{Level: engine.Level5, ParityLayout: engine.LeftSymmetric, ChunkSectors: 128, RegionSectors: testRegion}},
+		{"raid1 bitmap spare", 3, CreateSpec{Undoable: true, Level: engine.Level1, RegionSectors: testRegion}},
+		{"raid10 no bitmap", 4, CreateSpec{Undoable: true, Level: engine.Level10, Layout: engine.LayoutN2, NoBitmap: true}},
+		{"raid5 log bitmap", 4, CreateSpec{Undoable: true, Level: engine.Level5, ParityLayout: engine.LeftSymmetric, ChunkSectors: 128, RegionSectors: testRegion}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			paths := memberFiles(t, tc.n, 16<<20)
@@ -80,7 +80,7 @@ func TestCloseUndoCreatedRestoresMembers(t *testing.T) {
 // CloseUndoCreated is Close, and the members assemble.
 func TestKeepCreatedKeepsTheArray(t *testing.T) {
 	paths := memberFiles(t, 2, 16<<20)
-	a, err := Open(paths, CreateSpec{Level: engine.Level1, RegionSectors: testRegion}, true)
+	a, err := Open(paths, CreateSpec{Undoable: true, Level: engine.Level1, RegionSectors: testRegion}, true)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -145,4 +145,28 @@ func (d *nthWriteFailDev) WriteAtDurable(p []byte, off int64) error {
 		return errors.New("injected write error")
 	}
 	return d.Device.WriteAtDurable(p, off)
+}
+
+// Without Undoable (every caller but the daemon's add and run) the new
+// array is kept as Open returns: nothing saves what its writes replace,
+// and a spare a failure calls for is activated at once.
+func TestCreateNotUndoableIsKept(t *testing.T) {
+	paths := memberFiles(t, 2, 16<<20)
+	a, err := Open(paths, CreateSpec{Level: engine.Level1, RegionSectors: testRegion}, true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, m := range a.Members {
+		if m.undo.Load() != nil {
+			t.Errorf("%s: writes still saved after Open without Undoable", m.Path)
+		}
+	}
+	if err := a.CloseUndoCreated(); err != nil {
+		t.Fatal(err)
+	}
+	b, err := Open(paths, CreateSpec{}, false)
+	if err != nil {
+		t.Fatalf("assembly: %v", err)
+	}
+	b.Close()
 }

@@ -19,7 +19,7 @@ import (
 // by the dirty mark) the member is failed as the array starts, a new
 // array degraded at birth. An unreadable range is now noted, not read.
 func TestCreateOverUnreadableMetadataSector(t *testing.T) {
-	spec := CreateSpec{Level: engine.Level1, RegionSectors: testRegion}
+	spec := CreateSpec{Undoable: true, Level: engine.Level1, RegionSectors: testRegion}
 	// Where the bitmap goes on these disks.
 	probeRack := memdev.NewRack(rand.New(rand.NewPCG(1, 1)))
 	probeRack.AddDisk("/m0", 16<<20)

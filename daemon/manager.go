@@ -990,6 +990,8 @@ func (m *Manager) Add(_ context.Context, req AddRequest) (Array, error) {
 	// data diverges), with --force or not: mdadm refuses a device of an
 	// array already active.
 	spec.Taken = func(uuid string, member *[16]byte) error { return m.taken(uuid, member, -1) }
+	// A new array is undone if its device is refused (start).
+	spec.Undoable = true
 	// A raid5/6 write-hole log too small for the queues or the I/O size
 	// is refused before anything is written.
 	c := m.config(n, req.Queues, req.Depth, req.MaxIOBytes).Normalized()

@@ -317,6 +317,7 @@ func runArray(o runOptions, spec array.CreateSpec, cfg ublk.Config, stdout io.Wr
 		spec.Queues, spec.MaxIOBytes = n.Queues, n.MaxIOBytes
 	}
 	prepareProcess(log)
+	spec.Undoable = true // undone if its device is refused (below)
 	a, err := busyRetry(o.recover, func() (*array.Array, error) { return openArray(o.members, spec) })
 	if err != nil {
 		return err
