@@ -1821,7 +1821,7 @@ func (a *Array) swapFile(role int, m, old *Member) error {
 
 // closeWhenAnswered closes m, a device that left the array, once no
 // operation is out on it (given up after the member timeout, or not yet:
-// Member.out), or when the array stops: until then it stays open (an exclusive claim on a block
+// Member.busy), or when the array stops: until then it stays open (an exclusive claim on a block
 // device), as md keeps a device with I/O pending (EBUSY), so that no
 // other user takes it while a late write may still land there.
 func (a *Array) closeWhenAnswered(m *Member) {

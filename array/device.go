@@ -108,15 +108,27 @@ type Member struct {
 		n atomic.Int32
 		_ [60]byte
 	}
+	// jobOut counts the member operations sent to the device outside the
+	// queues' rings through memberIO (the background jobs' and read
+	// repair's) that have not returned, given up ones included, as out
+	// does for the queues': a rebuild write not yet given up on a hung
+	// device must keep remove refusing it (md counts sync I/O in
+	// nr_pending) and a replaced device open. After out's shards: off the
+	// fields every queue reads.
+	jobOut atomic.Int32
 }
 
 // outShards is how many queues count on cache lines of their own.
 const outShards = 16
 
-// busy reports whether an operation submitted to m has not returned.
+// busy reports whether an operation submitted to m (by a queue or by
+// memberIO) has not returned.
 func (m *Member) busy() bool {
 	if m == nil {
 		return false
+	}
+	if m.jobOut.Load() > 0 {
+		return true
 	}
 	for i := range m.out {
 		if m.out[i].n.Load() > 0 {

@@ -24,9 +24,10 @@
 // since blames nobody (queue.Departed, failHolding). A write given up after
 // the member timeout keeps every operation off its device until it returns
 // (Member.lateWrites). Each Member counts the operations out on it, given
-// up or not (Member.out, one cache line per queue), across a re-add in
-// place: remove refuses the device, and replace keeps it open, while any
-// is out, as md's nr_pending.
+// up or not (Member.out, one cache line per queue; Member.jobOut, the
+// background jobs' and read repair's), across a re-add in place: remove
+// refuses the device, and replace keeps it open, while any is out, as
+// md's nr_pending.
 //
 // A new array (Created) may still be undone until the caller keeps it
 // (KeepCreated, once its device serves it): meanwhile each write to a

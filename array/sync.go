@@ -239,6 +239,8 @@ func (m memberIO) do(role int, p []byte, sector uint64, write bool) (err error) 
 	defer func() { m.a.countMemberOp(role, f, op, len(p), time.Since(start), err) }()
 	timeout := m.a.MemberTimeout
 	if timeout <= 0 {
+		f.jobOut.Add(1) // (busy until it returns: Member.jobOut)
+		defer f.jobOut.Add(-1)
 		return m.rw(f.Device, p, off, write)
 	}
 	var b []byte
@@ -254,11 +256,13 @@ func (m memberIO) do(role int, p []byte, sector uint64, write bool) (err error) 
 	var lmu sync.Mutex
 	var finished, given bool
 	var key lateKey
+	f.jobOut.Add(1) // (until it returns, given up or not: Member.jobOut)
 	go func() {
 		// The device holds a reference on its file for the call: closing
 		// the member meanwhile cannot free its descriptor for reuse under
 		// the late I/O (and takes no lock that a hung call would keep).
 		ioErr := m.rw(f.Device, b, off, write)
+		f.jobOut.Add(-1)
 		lmu.Lock()
 		finished = true
 		if given {
