@@ -1,6 +1,8 @@
 package array
 
 import (
+	"time"
+
 	"github.com/ublk-raid/ublk-raid/engine"
 )
 
@@ -18,8 +20,13 @@ import (
 // Best effort: an error changes nothing (the member is failed already).
 // The write holds a reference on the file, so a close of the member
 // meanwhile (its removal, or a spare taking the role) cannot hand its
-// descriptor to another file under the write; a member that hangs is
-// left behind after the member timeout.
+// descriptor to another file under the write. A member that hangs (the
+// disk an operator fails first) is left behind after markFailedWait, or
+// the member timeout if shorter, never waited for without end (a member
+// timeout of 0): md's fail does no I/O to the failed device, and the
+// caller (the daemon, under the array's operation lock) must not wait on
+// it. The write stays out as late I/O on the device (writeAll), so the
+// device is not removed nor added back until it answers.
 func (a *Array) markFailed(role int, m *Member, own *engine.Superblock) {
 	a.mu.Lock()
 	var ref *engine.Superblock
@@ -43,8 +50,16 @@ func (a *Array) markFailed(role int, m *Member, own *engine.Superblock) {
 	if err != nil {
 		return
 	}
-	writeAll([]*Member{m}, []int{0}, a.MemberTimeout, func(int) error { return writeMarked(m, b) })
+	wait := markFailedWait
+	if t := a.MemberTimeout; t > 0 && t < wait {
+		wait = t
+	}
+	writeAll([]*Member{m}, []int{0}, wait, func(int) error { return writeMarked(m, b) })
 }
+
+// markFailedWait bounds how long markFailed waits for the failed member's
+// write: a device that takes writes answers in moments.
+const markFailedWait = 2 * time.Second
 
 // writeMarked writes superblock block b to m durably (the device holds a
 // reference on its file for the call).
