@@ -40,8 +40,10 @@ type undoEntry struct {
 	n    int
 	data []byte
 	// unreadable: the bytes could not be read before the write (data is
-	// nil): the undo cannot put them back.
+	// nil): the undo cannot put them back. pending: the read has not
+	// returned (a hung member).
 	unreadable error
+	pending    bool
 	// path: a plain write to the regular file at path (zeroTail), not
 	// through the device.
 	path string
@@ -49,32 +51,44 @@ type undoEntry struct {
 
 // save keeps the n bytes of m at off before a write replaces them. A range
 // of m saved already is not saved again: the first save holds the bytes
-// from before the creation, and restore writes the first saves last.
+// from before the creation, and restore writes the first saves last. The
+// entry takes its place in the order before the read, which is made
+// outside the log's lock: a member that hangs holds up its own write
+// only, not the other members' nor the undo.
 func (u *undoLog) save(m *Member, off int64, n int) error {
 	u.mu.Lock()
-	defer u.mu.Unlock()
 	if u.seen[undoKey{m, off}] >= n {
+		u.mu.Unlock()
 		return nil
 	}
-	buf, free, err := alignedBuf(n)
-	if err != nil {
-		return err
-	}
-	defer free()
-	e := undoEntry{m: m, off: off, n: n}
-	if err := m.Device.ReadAt(buf, off); err != nil {
-		// Unreadable (a pending sector, which the write remaps): the
-		// create goes on, as md's, which never reads there; an undo
-		// says these bytes were not restored.
-		e.unreadable = err
-	} else {
-		e.data = slices.Clone(buf)
-	}
-	u.entries = append(u.entries, e)
 	if u.seen == nil {
 		u.seen = map[undoKey]int{}
 	}
 	u.seen[undoKey{m, off}] = n
+	i := len(u.entries)
+	u.entries = append(u.entries, undoEntry{m: m, off: off, n: n, pending: true})
+	u.mu.Unlock()
+	buf, free, err := alignedBuf(n)
+	if err != nil {
+		u.mu.Lock()
+		u.entries[i].pending, u.entries[i].unreadable = false, err
+		u.mu.Unlock()
+		return err
+	}
+	defer free()
+	rerr := m.Device.ReadAt(buf, off)
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	e := &u.entries[i]
+	e.pending = false
+	if rerr != nil {
+		// Unreadable (a pending sector, which the write remaps): the
+		// create goes on, as md's, which never reads there; an undo
+		// says these bytes were not restored.
+		e.unreadable = rerr
+	} else {
+		e.data = slices.Clone(buf)
+	}
 	return nil
 }
 
@@ -115,6 +129,10 @@ func (u *undoLog) restore(skip map[*Member]bool) error {
 			if err := restoreFileAt(e.path, e.data, e.off); err != nil {
 				errs = append(errs, fmt.Errorf("%s: %w", e.m.Path, err))
 			}
+			continue
+		}
+		if e.pending {
+			errs = append(errs, fmt.Errorf("%s: the %d bytes at %d could not be saved (the read did not return)", e.m.Path, e.n, e.off))
 			continue
 		}
 		if e.unreadable != nil {
