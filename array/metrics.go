@@ -101,8 +101,18 @@ func (h *queue) opDone(tag uint16, id engine.OpID, member int32, kind engine.IOK
 		bytes = uint64(sectors) << 9
 	}
 	// Failed as the executor takes it: an error, or a read or write that
-	// moved fewer bytes than asked (which fails the member too).
-	failed := res < 0 || ((kind == engine.IORead || kind == engine.IOWrite) && int64(res) != int64(bytes))
+	// moved fewer bytes than asked (which fails the member too). A
+	// discard or write-zeroes the member refused (engine.Refused: it
+	// lacks the command) is no error of the member but an operation that
+	// did nothing: counted as an error, the member errors alert would
+	// name a healthy disk after every fstrim or mkfs. A discard's other
+	// errors (EIO) count, though they fail no member: the device
+	// reported an I/O error.
+	refused := engine.Refused(kind, res)
+	if refused {
+		bytes = 0
+	}
+	failed := (res < 0 && !refused) || ((kind == engine.IORead || kind == engine.IOWrite) && int64(res) != int64(bytes))
 	countersFor(&h.stats.ops[member], cur.m.Path).ops[op].Done(bytes, d, failed)
 }
 

@@ -162,8 +162,9 @@ type request struct {
 	// (complete): a member's zeroing (fallocate) carries no FUA.
 	zeroesFlushed bool
 	// refused: a member refused a DISCARD or WRITE_ZEROES (EOPNOTSUPP,
-	// EINVAL); applied: a member carried one out. Both: the copies may
-	// now differ over the range.
+	// EINVAL) or failed a DISCARD (which fails no member); applied: a
+	// member carried one out. Both: the copies may now differ over the
+	// range.
 	refused, applied bool
 }
 
@@ -612,12 +613,25 @@ func (e *Executor) Done(tag uint16, id OpID, res int32) {
 		r.failed[op] = true
 		io.Avoid |= 1 << uint(io.Member)
 		e.retryRead(tag, r, io, false)
-	} else if res != want && (io.Kind == IODiscard || io.Kind == IOWriteZeroes) && (res == -errnoNotSupp || res == -errnoInval) {
+	} else if res != want && Refused(io.Kind, res) {
 		// The member cannot do it: no member failure. A discard is
 		// advisory (md ignores discard errors); a write-zeroes fails the
 		// request with EOPNOTSUPP, which makes the kernel write zeroes.
 		r.unsupported = r.unsupported || io.Kind == IOWriteZeroes
 		r.refused = true
+	} else if res != want && io.Kind == IODiscard {
+		// Any other discard error (EIO) fails no member either, as
+		// md's raid1/raid10 ignore discard errors (no md_error): the
+		// member holds what it held, or what a discard would leave,
+		// and failing it would run the array degraded, and rebuild
+		// the whole member, for an fstrim. Where another copy took it
+		// the copies may differ: the range is resynced (refused and
+		// applied: complete). Where none did (the last copy, raid0's
+		// only one) the request fails with EIO (writeOutcome), and
+		// raid0 is not broken: nothing written was lost.
+		r.failed[op] = true
+		r.refused = true
+		e.tellMemberError(r, io, res)
 	} else if res != want {
 		r.failed[op] = true
 		e.tellMemberError(r, io, res)
@@ -758,6 +772,14 @@ const (
 	errnoNotSupp  = 95
 	errnoInval    = 22
 )
+
+// Refused reports whether res, a member operation's result, is a member
+// refusing a DISCARD or WRITE_ZEROES it cannot do (EOPNOTSUPP, EINVAL: a
+// file on tmpfs, a disk without the command): advisory operations, so no
+// failure of the member, nor an error of it to count.
+func Refused(kind IOKind, res int32) bool {
+	return (kind == IODiscard || kind == IOWriteZeroes) && (res == -errnoNotSupp || res == -errnoInval)
+}
 
 // ErrNotSupported fails a WRITE_ZEROES some member cannot do: EOPNOTSUPP
 // makes the kernel's blkdev_issue_zeroout write zeroes instead.

@@ -69,7 +69,9 @@
 // from zero, and an operation of a device that has left its role counts
 // nowhere. Rebuild, resync, check and repair I/O and the bitmap's block
 // writes and flushes count with the requests'; a read or write that moved
-// fewer bytes than asked is an error:
+// fewer bytes than asked is an error, a discard or write-zeroes (op write)
+// the member refused (EOPNOTSUPP, EINVAL: advisory, it fails no member)
+// is not:
 //
 //	ublkraid_member_state{device,member,state}        gauge      one-hot over active, failed, spare, rebuilding
 //	ublkraid_member_ops_total{device,member,op}       counter    operations completed (errors included)
