@@ -54,7 +54,14 @@ func (a *Array) markFailed(role int, m *Member, own *engine.Superblock) {
 	if t := a.MemberTimeout; t > 0 && t < wait {
 		wait = t
 	}
-	writeAll([]*Member{m}, []int{0}, wait, func(int) error { return writeMarked(m, b) })
+	// Out on the device until it returns, given up or not (Member.busy):
+	// a spare taking the role meanwhile must not close the device under
+	// it (closeWhenAnswered), nor remove free it.
+	m.jobOut.Add(1)
+	writeAll([]*Member{m}, []int{0}, wait, func(int) error {
+		defer m.jobOut.Add(-1)
+		return writeMarked(m, b)
+	})
 }
 
 // markFailedWait bounds how long markFailed waits for the failed member's
