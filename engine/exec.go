@@ -166,6 +166,9 @@ type request struct {
 	// member carried one out. Both: the copies may now differ over the
 	// range.
 	refused, applied bool
+	// discardErr: a member failed a DISCARD (EIO; no member failed):
+	// with no copy applying it either, the request fails (writeOutcome).
+	discardErr bool
 }
 
 // Executor runs requests of one queue against an Array through a Backend.
@@ -631,6 +634,7 @@ func (e *Executor) Done(tag uint16, id OpID, res int32) {
 		// raid0 is not broken: nothing written was lost.
 		r.failed[op] = true
 		r.refused = true
+		r.discardErr = true
 		e.tellMemberError(r, io, res)
 	} else if res != want {
 		r.failed[op] = true
@@ -979,14 +983,16 @@ func (e *Executor) complete(tag uint16, r *request) {
 	if r.err == nil && r.unsupported {
 		r.err = ErrNotSupported
 	}
-	if r.refused && r.applied && e.Unsynced != nil && e.arr.Geo.Level != Level0 {
+	if (r.refused && r.applied || r.discardErr) && e.Unsynced != nil && e.arr.Geo.Level != Level0 {
 		// Some copies were discarded or zeroed and others were not (all
 		// members advertised the command, one refused it anyway): the
 		// copies differ, and reads of the range must not depend on which
 		// copy answers. Marked while the request is still started in the
 		// bitmap, so a crash before the resync resyncs the range too. (A
 		// write-zeroes fails with EOPNOTSUPP and the kernel then writes
-		// zeroes to every copy; the resync is then only redundant.)
+		// zeroes to every copy; the resync is then only redundant.) A
+		// copy that failed a discard may have carried out part of it:
+		// marked too, whether or not another copy took it.
 		e.Unsynced(r.sector, r.sectors)
 	}
 	if r.needGen > e.persisted {
@@ -1000,6 +1006,12 @@ func (e *Executor) complete(tag uint16, r *request) {
 // writeOutcome checks that every piece of a write reached at least one
 // member (a flush: every member still in use).
 func (e *Executor) writeOutcome(r *request) error {
+	if r.discardErr && !r.applied {
+		// One copy failed the discard and the others refused it (a
+		// refusal covers nothing): no copy took it, and the failing
+		// one may hold what a discard leaves.
+		return fmt.Errorf("array sectors %d+%d: discard: %w", r.sector, r.sectors, ErrNoCopy)
+	}
 	for i, io := range r.ios {
 		if !r.failed[i] {
 			continue
