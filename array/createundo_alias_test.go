@@ -9,14 +9,15 @@ import (
 	"github.com/ublk-raid/ublk-raid/engine"
 )
 
-// Found by review (cu): a create given one disk under two names (a multipath LUN seen as two
-// nodes) is refused by distinctDevices, which puts back what its probes
-// replaced. The create's undo log (createundo.go) saved, for the second
-// node, the bytes the first node's writes had already put there (the
-// bitmap, the first probe), and undoWrites restores the members one after
-// the other, the first node's original bytes first, the second node's
-// "originals" (the first node's writes) last: the refused create leaves
-// the disk holding the new array's bitmap and a probe block.
+// Found by review (cu): a create given one disk under two names (a
+// multipath LUN seen as two nodes) is refused by distinctDevices, which
+// puts back what its probes replaced. The create's undo log
+// (createundo.go) saved, for the second node, the bytes the first node's
+// writes had already put there (the bitmap, the first probe), and
+// undoWrites restores the members one after the other, the first node's
+// original bytes first, the second node's "originals" (the first node's
+// writes) last: the refused create leaves the disk holding the new array's
+// bitmap and a probe block.
 func TestRefusedCreateOverAliasLeavesDisk(t *testing.T) {
 	for _, tc := range []struct {
 		name string

@@ -9,16 +9,16 @@ import (
 	"github.com/ublk-raid/ublk-raid/engine"
 )
 
-// Found by review (cu2): the undo log of a create is one log for all members, and
-// undoLog.save reads a range's pre-image under the log's one mutex
-// (u.mu). A member that hangs (a device that stops answering) during the
-// dirty mark of a new array (the daemon's start, SetClean(false)), whose
-// first bitmap write must save what it replaces, blocks in that read with
-// u.mu held: every write of every other member blocks on u.mu too. The
-// healthy member is given up as well (the timeout), and the undo of the
-// refused create (CloseUndoCreated → undoWrites → restore, which takes
-// u.mu) never returns, while undoWrites promises to give a member with
-// a write still out up after a bounded wait and name it. The read is now
+// Found by review (cu2): the undo log of a create is one log for all
+// members, and undoLog.save reads a range's pre-image under the log's one
+// mutex (u.mu). A member that hangs (a device that stops answering) during
+// the dirty mark of a new array (the daemon's start, SetClean(false)),
+// whose first bitmap write must save what it replaces, blocks in that read
+// with u.mu held: every write of every other member blocks on u.mu too.
+// The healthy member is given up as well (the timeout), and the undo of
+// the refused create (CloseUndoCreated → undoWrites → restore, which takes
+// u.mu) never returns, while undoWrites promises to give a member with a
+// write still out up after a bounded wait and name it. The read is now
 // made outside the lock.
 func TestHungMemberCreateUndo(t *testing.T) {
 	rack := memdev.NewRack(rand.New(rand.NewPCG(7, 7)))

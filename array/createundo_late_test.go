@@ -9,16 +9,16 @@ import (
 	"github.com/ublk-raid/ublk-raid/engine"
 )
 
-// Found by review (cu): the dirty mark of a new array (the daemon's start: SetClean(false))
-// hangs on m1 past the member timeout: the superblock write is given up
-// (m1 failed), and stays out on the device (Member.sbWriting, lateBegin).
-// The driver then refuses the device: CloseUndoCreated writes back what
-// the create overwrote and reports success, so the daemon says "the
-// members are as they were", while the given-up write is still out and
-// lands after the restore: m1 holds the new array's superblock after all.
-// The undo now waits (bounded) for I/O given up on a member, and says so
-// when it is still out, as everything else waits for or refuses it
-// (lateOn, sbWriting).
+// Found by review (cu): the dirty mark of a new array (the daemon's start:
+// SetClean(false)) hangs on m1 past the member timeout: the superblock
+// write is given up (m1 failed), and stays out on the device
+// (Member.sbWriting, lateBegin). The driver then refuses the device:
+// CloseUndoCreated writes back what the create overwrote and reports
+// success, so the daemon says "the members are as they were", while the
+// given-up write is still out and lands after the restore: m1 holds the
+// new array's superblock after all. The undo now waits (bounded) for I/O
+// given up on a member, and says so when it is still out, as everything
+// else waits for or refuses it (lateOn, sbWriting).
 func TestUndoWaitsForGivenUpSuperblockWrite(t *testing.T) {
 	paths := memberFiles(t, 2, 16<<20)
 	fillRandom(t, 21, paths...)

@@ -9,15 +9,16 @@ import (
 	"github.com/ublk-raid/ublk-raid/engine"
 )
 
-// Found by review (cu): a disk with a sector that cannot be read (a pending sector: reads fail,
-// a write remaps it) where the new array's metadata goes (its bitmap, its
-// shadow superblock) is what a create writes over: md's create never
-// reads those ranges and succeeds, the write curing the sector. The
-// create's undo log reads every range before the create writes it
-// (undoLog.save), and a read that fails fails the write: under the shadow
-// superblock the whole create is refused; under the bitmap (first written
-// by the dirty mark) the member is failed as the array starts, a new
-// array degraded at birth. An unreadable range is now noted, not read.
+// Found by review (cu): a disk with a sector that cannot be read (a
+// pending sector: reads fail, a write remaps it) where the new array's
+// metadata goes (its bitmap, its shadow superblock) is what a create
+// writes over: md's create never reads those ranges and succeeds, the
+// write curing the sector. The create's undo log reads every range before
+// the create writes it (undoLog.save), and a read that fails fails the
+// write: under the shadow superblock the whole create is refused; under
+// the bitmap (first written by the dirty mark) the member is failed as the
+// array starts, a new array degraded at birth. An unreadable range is now
+// noted, not read.
 func TestCreateOverUnreadableMetadataSector(t *testing.T) {
 	spec := CreateSpec{Undoable: true, Level: engine.Level1, RegionSectors: testRegion}
 	// Where the bitmap goes on these disks.

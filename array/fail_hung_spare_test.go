@@ -1,42 +1,25 @@
 package array
 
 import (
-	"math/rand/v2"
 	"testing"
 	"time"
-
-	"github.com/ublk-raid/ublk-raid/array/memdev"
-	"github.com/ublk-raid/ublk-raid/engine"
 )
 
-// Found by review (fx5): fail of a hung member on an array with a spare. Fail records
-// the failure (persist), which starts the spare's activation in a goroutine
-// (go a.activateSpare), then writes the failed member's own superblock
-// (markFailed) and waits up to markFailedWait for it. The activation swaps
-// the spare into the role and hands the old device to closeWhenAnswered,
-// which closes it at once: the markFailed write is neither counted in
-// Member.busy (jobOut, out) nor in lateOn until it is given up 2 s later.
-// The device is closed (its exclusive claim released: free for another
-// user, or for a new array) while the superblock write is still out on it,
-// which closeWhenAnswered's own contract forbids ("until then it stays
-// open ... so that no other user takes it while a late write may still
-// land there"), and the markFailed doc claims ("the device is not removed
-// nor added back until it answers").
+// Found by review (fx5): fail of a hung member on an array with a spare.
+// Fail records the failure (persist), which starts the spare's activation
+// in a goroutine (go a.activateSpare), then writes the failed member's own
+// superblock (markFailed) and waits up to markFailedWait for it. The
+// activation swaps the spare into the role and hands the old device to
+// closeWhenAnswered, which closes it at once: the markFailed write is
+// neither counted in Member.busy (jobOut, out) nor in lateOn until it is
+// given up 2 s later. The device is closed (its exclusive claim released:
+// free for another user, or for a new array) while the superblock write is
+// still out on it, which closeWhenAnswered's own contract forbids ("until
+// then it stays open ... so that no other user takes it while a late write
+// may still land there"), and the markFailed doc claims ("the device is
+// not removed nor added back until it answers").
 func TestFailHungWithSpareKeepsDeviceClaimed(t *testing.T) {
-	rack := memdev.NewRack(rand.New(rand.NewPCG(5, 5)))
-	paths := []string{"/h0", "/h1"}
-	for _, p := range append(paths, "/s0") {
-		rack.AddDisk(p, 4<<20)
-	}
-	spec := CreateSpec{Level: engine.Level1, AssumeClean: true, RegionSectors: 2048,
-		Spares:     []string{"/s0"},
-		OpenDevice: func(p string) (Device, error) { return rack.Open(p) }}
-	a, err := Open(paths, spec, true)
-	if err != nil {
-		t.Fatal(err)
-	}
-	hung := rack.Disk("/h1")
-	defer func() { rack.Release(hung); a.Close() }()
+	a, rack, hung := hungRAID1(t, 5, "/s0")
 	a.Configure(func() { a.MemberTimeout = 0 })
 	a.mu.Lock()
 	old := a.Members[1]

@@ -1,7 +1,6 @@
 package array
 
 import (
-	"math/rand/v2"
 	"testing"
 	"time"
 
@@ -19,22 +18,10 @@ import (
 // whole timeout). The daemon runs it under the array's operation lock,
 // so the remove/replace that should follow wait behind it.
 func TestFailReturnsWhileFailedMemberHangs(t *testing.T) {
-	rack := memdev.NewRack(rand.New(rand.NewPCG(1, 1)))
-	paths := []string{"/h0", "/h1"}
-	for _, p := range paths {
-		rack.AddDisk(p, 4<<20)
-	}
-	spec := CreateSpec{Level: engine.Level1, AssumeClean: true, RegionSectors: 2048,
-		OpenDevice: func(p string) (Device, error) { return rack.Open(p) }}
-	a, err := Open(paths, spec, true)
-	if err != nil {
-		t.Fatal(err)
-	}
+	a, rack, hung := hungRAID1(t, 1)
 	if err := a.SetClean(false); err != nil {
 		t.Fatal(err)
 	}
-	hung := rack.Disk("/h1")
-	defer func() { rack.Release(hung); a.Close() }()
 	a.Configure(func() { a.MemberTimeout = 0 }) // --member-timeout 0: never give up
 	rack.Hang(hung)
 	done := make(chan error, 1)

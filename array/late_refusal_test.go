@@ -19,19 +19,7 @@ import (
 // as the commit says; it reads the device's superblock first
 // (previousRole) and blocks there, holding spareMu.
 func TestReAddOfHungDeviceRefusedAtOnce(t *testing.T) {
-	rack := memdev.NewRack(rand.New(rand.NewPCG(1, 1)))
-	paths := []string{"/h0", "/h1"}
-	for _, p := range paths {
-		rack.AddDisk(p, 4<<20)
-	}
-	spec := CreateSpec{Level: engine.Level1, AssumeClean: true, RegionSectors: 2048,
-		OpenDevice: func(p string) (Device, error) { return rack.Open(p) }}
-	a, err := Open(paths, spec, true)
-	if err != nil {
-		t.Fatal(err)
-	}
-	hung := rack.Disk("/h1")
-	defer func() { rack.Release(hung); a.Close() }()
+	a, rack, hung := hungRAID1(t, 1)
 	a.MemberTimeout = 50 * time.Millisecond
 	rack.Hang(hung)
 	_ = a.SetClean(false) // h1's superblock write is given up: failed, late
@@ -127,4 +115,24 @@ func openHere(t *testing.T, path string) bool {
 		}
 	}
 	return false
+}
+
+// hungRAID1 is a raid1 of /h0 and /h1 (4 MiB each, bitmap regions of
+// 1 MiB) on an in-memory rack, with spares, and /h1's disk, to hang: /h1
+// is released and the array closed when the test ends.
+func hungRAID1(t *testing.T, seed uint64, spares ...string) (*Array, *memdev.Rack, *memdev.Disk) {
+	t.Helper()
+	rack := memdev.NewRack(rand.New(rand.NewPCG(seed, seed)))
+	for _, p := range append([]string{"/h0", "/h1"}, spares...) {
+		rack.AddDisk(p, 4<<20)
+	}
+	spec := CreateSpec{Level: engine.Level1, AssumeClean: true, RegionSectors: 2048, Spares: spares,
+		OpenDevice: func(p string) (Device, error) { return rack.Open(p) }}
+	a, err := Open([]string{"/h0", "/h1"}, spec, true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	hung := rack.Disk("/h1")
+	t.Cleanup(func() { rack.Release(hung); a.Close() })
+	return a, rack, hung
 }

@@ -5,18 +5,18 @@ import (
 	"testing"
 )
 
-// Found by review (fx5): README ("Discard and write-zeroes are advisory"): a discard
-// error (EIO) fails no member; "the discard completes when another copy
-// took it, and fails with EIO when none did. When some copies of a range
-// took it and another refused or failed it, the copies may differ there:
-// the range is marked for resync". On a mirror whose one member fails the
-// discard with EIO (it may have discarded part of the range: "the member
-// holds what it held, or what a discard would leave") and whose other
-// member refuses it (EOPNOTSUPP), no copy took it. Done marks the EIO
-// op failed but the refusal not, so writeOutcome's covered check counts
-// the refused op as a copy that took the piece: the request completes
-// with success, and, with no copy "applied", nothing is marked for resync
-// although the EIO member may now differ from the other copy.
+// Found by review (fx5): README ("Discard and write-zeroes are advisory"):
+// a discard error (EIO) fails no member; "the discard completes when
+// another copy took it, and fails with EIO when none did. When some copies
+// of a range took it and another refused or failed it, the copies may
+// differ there: the range is marked for resync". On a mirror whose one
+// member fails the discard with EIO (it may have discarded part of the
+// range: "the member holds what it held, or what a discard would leave")
+// and whose other member refuses it (EOPNOTSUPP), no copy took it. Done
+// marks the EIO op failed but the refusal not, so writeOutcome's covered
+// check counts the refused op as a copy that took the piece: the request
+// completes with success, and, with no copy "applied", nothing is marked
+// for resync although the EIO member may now differ from the other copy.
 func TestDiscardEIOAndRefusedNoCopyTookIt(t *testing.T) {
 	const eio, enotsupp = -5, -95
 	_, be, e := newTrustExec(t)
