@@ -14,9 +14,11 @@ import (
 // caller knows whether its device can be served: the ublk driver may still
 // refuse the device (no memory, its device limit, a number taken
 // meanwhile). A refused command must leave the members as they were, so
-// until the caller keeps the array (Array.KeepCreated) every write to a
-// member first saves the bytes it replaces, and Array.CloseUndoCreated
-// writes them back.
+// from the create's first write until the caller keeps the array
+// (Array.KeepCreated; as Open returns unless CreateSpec.Undoable) every
+// write to a member through Member.WriteAt or WriteAtDurable first saves
+// the bytes it replaces, and Array.CloseUndoCreated writes them back. (An
+// Open that fails part way through its writes writes them back itself.)
 
 // undoLog is what a creation overwrote on its members (one log for all of
 // them): the bytes each write replaced, in the order written, across

@@ -29,9 +29,11 @@
 // refuses the device, and replace keeps it open, while any is out, as
 // md's nr_pending.
 //
-// A new array (Created) may still be undone until the caller keeps it
-// (KeepCreated, once its device serves it): meanwhile each write to a
-// member through Member.WriteAt or WriteAtDurable first saves the bytes it
-// replaces, and CloseUndoCreated writes them back (createundo.go), so that
-// a create refused after its first write leaves the members as they were.
+// A new array (Created, CreateSpec.Undoable) may still be undone until
+// the caller keeps it (KeepCreated, once its device serves it):
+// meanwhile each write to a member through Member.WriteAt or
+// WriteAtDurable first saves the bytes it replaces, and CloseUndoCreated
+// writes them back (createundo.go), so that a create refused after its
+// first write leaves the members as they were; a spare is not activated
+// before KeepCreated.
 package array
