@@ -124,11 +124,14 @@ const outShards = 16
 // busy reports whether an operation submitted to m (by a queue or by
 // memberIO) has not returned.
 func (m *Member) busy() bool {
+	return m != nil && (m.jobOut.Load() > 0 || m.ringBusy())
+}
+
+// ringBusy reports whether an operation a queue submitted to m has not
+// returned.
+func (m *Member) ringBusy() bool {
 	if m == nil {
 		return false
-	}
-	if m.jobOut.Load() > 0 {
-		return true
 	}
 	for i := range m.out {
 		if m.out[i].n.Load() > 0 {

@@ -761,8 +761,18 @@ func (m *arrayModel) run(t *rapid.T) {
 	}
 	m.quiesce()
 	for r := range m.a.Members {
-		if m.a.currentMember(r).busy() {
+		cur := m.a.currentMember(r)
+		if cur.ringBusy() {
 			m.fail("role %d counts member operations out, with none pending on any ring", r)
+		}
+		// A background job's or read repair's operation (Member.jobOut)
+		// returns on its own goroutine, which a given-up one may still
+		// be on: it must return, not be counted out for good.
+		for deadline := time.Now().Add(10 * time.Second); cur != nil && cur.jobOut.Load() > 0; time.Sleep(time.Millisecond) {
+			if time.Now().After(deadline) {
+				m.fail("role %d counts a background job's member operation out that never returned", r)
+				break
+			}
 		}
 	}
 }
