@@ -7,45 +7,9 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/ublk-raid/ublk-raid/array/memdev"
-	"github.com/ublk-raid/ublk-raid/engine"
 	"github.com/ublk-raid/ublk-raid/metrics"
 	"github.com/ublk-raid/ublk-raid/ublk"
 )
-
-// opsRun runs the ring's pending member operations on the memdev members
-// and delivers each result as the io_uring CQE would: the errno of a
-// failed operation (EOPNOTSUPP, EIO) as -errno.
-func opsRun(t *testing.T, h *queue, r *zfRing) {
-	t.Helper()
-	for len(r.ops) > 0 {
-		o := r.ops[0]
-		r.ops = r.ops[1:]
-		dev := o.m.Device.(*memdev.Dev)
-		off, n := int64(o.off), int64(o.io.Sectors)<<9
-		var err error
-		res := int32(0)
-		switch o.io.Kind {
-		case engine.IOWrite:
-			err, res = dev.WriteAt(o.data, off), int32(n)
-		case engine.IORead:
-			err, res = dev.ReadAt(o.data, off), int32(n)
-		case engine.IOWriteZeroes:
-			err = dev.WriteZeroes(off, n)
-		case engine.IODiscard:
-			err = dev.Discard(off, n)
-		case engine.IOFlush:
-			err = dev.Flush()
-		}
-		if err != nil {
-			var errno unix.Errno
-			if !errors.As(err, &errno) {
-				t.Fatalf("member op %+v: %v", o.io, err)
-			}
-			res = -int32(errno)
-		}
-		h.OnCompletion(o.ud, res)
-	}
-}
 
 // Found by review (ops): a discard that a redundant mirror answered with
 // EIO failed that member, so an fstrim could leave the array degraded and
@@ -62,7 +26,7 @@ func TestDiscardErrorOnMirrorKeepsMember(t *testing.T) {
 	r := newZfRing()
 	h := a.newQueue(r)
 	h.Handle(&ublk.Request{Tag: 0, Op: ublk.IOOpDiscard, Sector: 1024, Sectors: 8})
-	opsRun(t, h, r)
+	zfRun(t, h, r)
 	err, done := r.done[0]
 	if !done {
 		t.Fatal("the discard never completed")
@@ -94,7 +58,7 @@ func TestRefusedDiscardWriteZeroesIsNoMemberError(t *testing.T) {
 		r := newZfRing()
 		h := a.newQueue(r)
 		h.Handle(&ublk.Request{Tag: 0, Op: op, Sector: 1024, Sectors: 8})
-		opsRun(t, h, r)
+		zfRun(t, h, r)
 		err, done := r.done[0]
 		switch {
 		case op == ublk.IOOpDiscard && (!done || err != nil):

@@ -2,8 +2,11 @@ package array
 
 import (
 	"bytes"
+	"errors"
 	"testing"
 	"time"
+
+	"golang.org/x/sys/unix"
 
 	"github.com/ublk-raid/ublk-raid/array/memdev"
 	"github.com/ublk-raid/ublk-raid/engine"
@@ -13,7 +16,8 @@ import (
 // zfRing runs fakeRing's pending member operations on the memdev
 // members, as the io_uring SQEs of SubmitMember would: a FUA write is
 // durable (RWF_DSYNC), a write-zeroes is a fallocate (no FUA form), a
-// flush an fdatasync.
+// flush an fdatasync; zfRun delivers each result as the CQE would (a
+// failed operation's errno as -errno).
 type zfOp struct {
 	fakeOp
 	off uint64
@@ -62,7 +66,14 @@ func zfRun(t *testing.T, h *queue, r *zfRing) {
 			res = int32(n)
 		}
 		if err != nil {
-			t.Fatalf("member op %+v: %v", o.io, err)
+			// A device's errno (an injected fault, a refusal) is the
+			// operation's result, as the ring gives it; anything else
+			// is the test's own failure.
+			var errno unix.Errno
+			if !errors.As(err, &errno) {
+				t.Fatalf("member op %+v: %v", o.io, err)
+			}
+			res = -int32(errno)
 		}
 		h.OnCompletion(o.ud, res)
 	}
